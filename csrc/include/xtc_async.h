@@ -1,0 +1,39 @@
+/*
+ * xtc_async.h - stackful coroutines, yield, stack size and the cooperative
+ * yield budget.
+ */
+#ifndef XTC_ASYNC_H
+#define XTC_ASYNC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "xtc_loop.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef intptr_t (*xtc_coro_fn)(void *arg);
+
+XTC_API int  xtc_async(xtc_loop_t *loop, xtc_coro_fn fn, void *arg,
+                       xtc_task_t **out_task);
+XTC_API int  xtc_await(xtc_task_t *t, intptr_t *result);
+XTC_API void xtc_yield(void);
+/* Like xtc_yield, but reports why it could not yield: XTC_E_INVAL off a
+ * fiber, XTC_E_DEADLK inside a Go callback or a no-switch region. */
+XTC_API int  xtc_yield_ex(void);
+
+XTC_API size_t xtc_stack_size(void);             /* default 64 KiB */
+XTC_API int    xtc_set_stack_size(size_t bytes); /* >= 16 KiB, page-rounded */
+
+XTC_API void     xtc_yield_set_budget(xtc_loop_t *loop, int64_t budget_ns);
+XTC_API int      xtc_yield_check(void);
+XTC_API int      xtc_yield_if_due(void);
+XTC_API uint64_t xtc_yield_due_count(const xtc_loop_t *loop);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,64 @@
+/*
+ * xtc_loop.h - the single-thread event loop: tasks, wakers, timers, I/O.
+ *
+ * A loop is created, run and finalised by one thread. Other threads reach it
+ * only through wakers, spawns, xtc_loop_wake and xtc_loop_stop.
+ */
+#ifndef XTC_LOOP_H
+#define XTC_LOOP_H
+
+#include <stdint.h>
+
+#include "xtc.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct xtc_loop  xtc_loop_t;
+typedef struct xtc_task  xtc_task_t;
+typedef struct xtc_timer xtc_timer_t;
+typedef int  (*xtc_task_fn)(xtc_task_t *self, void *user);
+typedef void (*xtc_timer_fn)(void *user);
+
+#define XTC_TASK_DONE    0 /* finished; the loop reaps it */
+#define XTC_TASK_RESCHED 1 /* requeue at the back of the run queue */
+#define XTC_TASK_PENDING 2 /* parked: runs again after a wake, timer or fd */
+
+#define XTC_IO_READABLE 0x01u
+#define XTC_IO_WRITABLE 0x02u
+#define XTC_IO_HUP      0x04u
+#define XTC_IO_ERR      0x08u
+#define XTC_IO_WAKEUP   0x10u
+
+typedef struct xtc_waker {
+	xtc_loop_t *loop;
+	xtc_task_t *task;
+} xtc_waker_t;
+
+XTC_API int xtc_loop_init(xtc_loop_t **out);
+XTC_API int xtc_loop_fini(xtc_loop_t *loop);
+XTC_API int xtc_loop_run(xtc_loop_t *loop);
+XTC_API int xtc_loop_stop(xtc_loop_t *loop);
+XTC_API int xtc_loop_wake(xtc_loop_t *loop);
+
+XTC_API int xtc_task_spawn(xtc_loop_t *loop, xtc_task_fn fn, void *user,
+                           xtc_task_t **out_task);
+XTC_API int xtc_task_waker(xtc_task_t *task, xtc_waker_t *out);
+XTC_API int xtc_task_park_on_timer(xtc_task_t *self, int64_t delay_ns);
+XTC_API int xtc_task_park_on_fd(xtc_task_t *self, int fd, uint32_t interest);
+XTC_API int xtc_waker_wake(const xtc_waker_t *w);
+
+XTC_API int xtc_timer_set(xtc_loop_t *loop, int64_t delay_ns, xtc_timer_fn fn,
+                          void *user, xtc_timer_t **out_timer);
+XTC_API int xtc_timer_cancel(xtc_timer_t *timer);
+
+/* "uring" or "epoll": the backend this process actually uses (io_uring is
+ * preferred; epoll is chosen at run time when io_uring is refused). */
+XTC_API const char *xtc_io_backend_name(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
