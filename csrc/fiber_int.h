@@ -8,7 +8,8 @@
  * work happen there. Any fiber may switch to any other fiber of the same
  * thread. A fiber's entry function must never return: when its work is done
  * it calls xtc__fiber_exit_to(), which switches away without saving, so the
- * dead stack can be reused at once.
+ * dead stack can be reused at once (by whoever runs next: a fiber cannot
+ * release its own stack while standing on it).
  *
  * Invariants:
  *  - a fiber runs on one OS thread at a time; it moves to another thread only
@@ -16,13 +17,60 @@
  *  - the first field of xtc__fiber_t is the saved stack pointer, so the
  *    assembly can address it at offset 0;
  *  - xtc__fiber_current() is never NULL on a thread after
- *    xtc__fiber_thread_init() (it is the root fiber when no fiber runs).
+ *    xtc__fiber_thread_init() (it is the root fiber when no fiber runs);
+ *  - xtc__fiber_current() is updated *before* the machine switch, so code
+ *    that finds current != the fiber owning the stack pointer is inside a
+ *    switch (the preemption checks rely on this to defer).
+ *
+ * Thread migration hazard: after xtc__fiber_switch() returns, the caller may
+ * be on another OS thread. GCC treats the thread pointer as constant within
+ * a function, so TLS addresses (and errno's) computed before the switch must
+ * not be reused after it: re-read TLS through a fresh access (the
+ * initial-exec accessors below are %fs/tpidr_el0-relative each time).
+ *
+ * Substrate selection (compile time, identical in every translation unit):
+ *  XTC__CORO_ASM      hand-written switch (x86-64 SysV / aarch64 AAPCS, ELF)
+ *  XTC__CORO_UCONTEXT makecontext/swapcontext, when XTC_CORO_UCONTEXT is
+ *                     defined (meson coro=ucontext) or the arch has no asm.
+ * ucontext is never used under ASan (it cannot follow swapcontext), so an
+ * ASan build silently keeps the asm substrate.
  */
 #ifndef XTC_FIBER_INT_H
 #define XTC_FIBER_INT_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#ifndef __has_feature
+#define __has_feature(x) 0
+#endif
+#if defined(__SANITIZE_ADDRESS__) || __has_feature(address_sanitizer)
+#define XTC__FIBER_ASAN 1
+#endif
+#if defined(__SANITIZE_THREAD__) || __has_feature(thread_sanitizer)
+#define XTC__FIBER_TSAN 1
+#endif
+
+#if (defined(__x86_64__) || defined(__aarch64__)) && defined(__ELF__)
+#define XTC__HAVE_ASM_SWITCH 1
+#endif
+#if defined(__GLIBC__) || defined(__linux__)
+#define XTC__HAVE_UCONTEXT 1
+#endif
+
+#if defined(XTC__HAVE_ASM_SWITCH) && \
+	(!defined(XTC_CORO_UCONTEXT) || defined(XTC__FIBER_ASAN))
+#define XTC__CORO_ASM 1
+#else
+#define XTC__CORO_UCONTEXT 1
+#endif
+
+#define XTC__TLS_IE __attribute__((tls_model("initial-exec")))
+
+#define XTC__STACK_MIN       (16u * 1024u)
+#define XTC__STACK_DEFAULT   (64u * 1024u)
+#define XTC__STACK_MAX       ((size_t)1 << 30)
+#define XTC__STACK_CACHE_MAX 64
 
 typedef struct xtc__stack {
 	void  *map;     /* mmap base (guard page first) */
@@ -32,10 +80,25 @@ typedef struct xtc__stack {
 } xtc__stack_t;
 
 /* Stacks come from a per-thread cache; a miss maps a new one with a
- * PROT_NONE guard page below it. usable is rounded up to pages. */
+ * PROT_NONE guard page below it. usable is rounded up to pages; 0 means the
+ * process default. Errors: XTC_E_RANGE (too big), XTC_E_NOMEM (mmap). */
 int  xtc__stack_alloc(size_t usable, xtc__stack_t *out);
+/* Return a stack to this thread's cache (unmapped if the cache is full).
+ * Clears *st. Safe on an empty (zeroed) descriptor. */
 void xtc__stack_free(xtc__stack_t *st);
 void xtc__stack_cache_trim(void); /* unmap this thread's cached stacks */
+size_t xtc__stack_cache_count(void); /* stacks cached by this thread */
+/* Process default usable size behind xtc_stack_size/xtc_set_stack_size.
+ * set: < 16 KiB -> XTC_E_INVAL, > 1 GiB -> XTC_E_RANGE; page-rounded. */
+size_t xtc__stack_default(void);
+int    xtc__stack_set_default(size_t bytes);
+size_t xtc__page_size(void);
+/* VMA budget: each guarded stack costs 2 kernel VMAs, and vm.max_map_count
+ * defaults to 65530, so ~32k live stacks is the default ceiling.
+ * headroom: how many more stacks fit now (-1 when /proc is unreadable).
+ * budget_ok: 1 if n more stacks fit, 0 if not (unknown counts as fitting). */
+long xtc__stack_vma_headroom(void);
+int  xtc__stack_vma_budget_ok(size_t n);
 
 typedef struct xtc__fiber xtc__fiber_t;
 typedef void (*xtc__fiber_entry)(void *arg);
@@ -56,26 +119,88 @@ struct xtc__fiber {
 	void *tsan_fiber;
 };
 
-/* Per-thread setup: root fiber, sigaltstack for the overflow handler.
- * Idempotent. */
+/* Per-thread setup: root fiber, sigaltstack for the overflow handler (kept
+ * if the thread already has one, e.g. a Go-created M), process-wide SIGSEGV
+ * handler installed once. Idempotent; after the first call on a thread it
+ * is one TLS load. Errors: XTC_E_NOMEM. */
 int xtc__fiber_thread_init(void);
+/* Undo thread_init on this thread (trims the stack cache, frees the
+ * sigaltstack we installed). Only while the root fiber runs; else no-op. */
 void xtc__fiber_thread_fini(void);
 xtc__fiber_t *xtc__fiber_root(void);
-xtc__fiber_t *xtc__fiber_current(void);
+
+extern __thread xtc__fiber_t *xtc__fiber_cur XTC__TLS_IE;
+/* The running fiber (root when none), NULL before thread_init. Async-signal
+ * safe. */
+static inline xtc__fiber_t *xtc__fiber_current(void)
+{
+	return xtc__fiber_cur;
+}
 
 /* Prepare f to run entry(arg) on a fresh stack of stack_size bytes (0 =
- * the process default, see xtc_stack_size()). */
+ * the process default, see xtc_stack_size()). Clears every field of *f
+ * first: set name/owner_id/nopreempt after this call. The new fiber's FP
+ * control state (MXCSR+x87 CW / FPCR) is the calling thread's at init.
+ * Errors: XTC_E_INVAL (NULL f or entry, size < 16 KiB), XTC_E_RANGE,
+ * XTC_E_NOMEM. */
 int  xtc__fiber_init(xtc__fiber_t *f, size_t stack_size,
                      xtc__fiber_entry entry, void *arg);
-/* Release the stack of a fiber that has exited (or never ran). */
+/* Release the stack of a fiber that has exited (or never ran). No-op for a
+ * root fiber, the running fiber, or an already released one. */
 void xtc__fiber_release(xtc__fiber_t *f);
 
-/* Save the current context into xtc__fiber_current() and resume to. */
-void xtc__fiber_switch(xtc__fiber_t *to);
+/* Save the current context into xtc__fiber_current() and resume to.
+ * to == current is a no-op. */
+static inline void xtc__fiber_switch(xtc__fiber_t *to);
 /* Leave the current fiber for good (its stack may be reused) and resume to. */
 __attribute__((noreturn)) void xtc__fiber_exit_to(xtc__fiber_t *to);
 
 /* Name of the context-switch substrate: "asm" or "ucontext". */
 const char *xtc__fiber_substrate(void);
+
+/* ---- substrates (used by fiber.c and the switch benchmark) ---------- */
+
+/* A fresh context calls start(f) on its own stack; start never returns. */
+typedef void (*xtc__ctx_start_fn)(xtc__fiber_t *f);
+
+#ifdef XTC__HAVE_ASM_SWITCH
+/* csrc/arch/switch_*.S. make: build the first frame below top (aligned
+ * down to 16) and return the stack pointer to store in f->sp; FP control
+ * state is captured from the caller. swap: save the callee-saved context
+ * on the current stack, store sp in from->sp, resume to->sp. jump: resume
+ * to->sp without saving. */
+void *xtc__ctx_make(void *top, xtc__ctx_start_fn start, xtc__fiber_t *f);
+void  xtc__ctx_swap(xtc__fiber_t *from, xtc__fiber_t *to);
+__attribute__((noreturn)) void xtc__ctx_jump(xtc__fiber_t *to);
+#endif
+
+#ifdef XTC__HAVE_UCONTEXT
+/* csrc/ctx_ucontext.c. make places its ucontext_t at the top of f->stack
+ * and sets f->impl. A root fiber needs f->impl pointing at storage of
+ * xtc__uctx_size() bytes before its first swap. */
+int    xtc__uctx_make(xtc__fiber_t *f, xtc__ctx_start_fn start);
+void   xtc__uctx_swap(xtc__fiber_t *from, xtc__fiber_t *to);
+__attribute__((noreturn)) void xtc__uctx_jump(xtc__fiber_t *to);
+size_t xtc__uctx_size(void);
+#endif
+
+/* Out-of-line switch with sanitizer annotations / ucontext (fiber.c). */
+void xtc__fiber_switch_slow(xtc__fiber_t *to);
+
+/* The hot path of xtc_yield: with the plain asm substrate this is a TLS
+ * store plus the register swap, inlined into the caller. */
+static inline void xtc__fiber_switch(xtc__fiber_t *to)
+{
+#if defined(XTC__CORO_ASM) && !defined(XTC__FIBER_ASAN) && \
+	!defined(XTC__FIBER_TSAN)
+	xtc__fiber_t *from = xtc__fiber_cur;
+	if (__builtin_expect(from == to, 0))
+		return;
+	xtc__fiber_cur = to;
+	xtc__ctx_swap(from, to);
+#else
+	xtc__fiber_switch_slow(to);
+#endif
+}
 
 #endif

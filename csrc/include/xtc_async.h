@@ -2,6 +2,10 @@
  * xtc_async.h - stackful coroutines, yield, stack size and the cooperative
  * yield budget.
  */
+/* xtc.h first and outside the guard: it includes every module header
+ * after its own base part, so any inclusion order is self-contained. */
+#include "xtc.h"
+
 #ifndef XTC_ASYNC_H
 #define XTC_ASYNC_H
 

@@ -4,12 +4,15 @@
  * A loop is created, run and finalised by one thread. Other threads reach it
  * only through wakers, spawns, xtc_loop_wake and xtc_loop_stop.
  */
+/* xtc.h first and outside the guard: it includes every module header
+ * after its own base part, so any inclusion order is self-contained. */
+#include "xtc.h"
+
 #ifndef XTC_LOOP_H
 #define XTC_LOOP_H
 
 #include <stdint.h>
 
-#include "xtc.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,21 +1,36 @@
 /*
  * xtc_proc.h - processes: fibers with a pid, a bounded mailbox, links and
  * monitors.
+ *
+ * A proc is a stackful fiber on a loop with an identity (xtc_pid_t) that any
+ * thread can use to send it messages, wake it or kill it. A pid stays a
+ * plain value: once its proc has exited every use reports it dead
+ * (XTC_E_INVAL), even after the slot is reused (generation counter).
+ *
+ * Calling context: functions that act on "the calling proc" (xtc_self,
+ * xtc_recv*, xtc_proc_sleep, xtc_proc_wait_fd, xtc_exit_self, xtc_link,
+ * xtc_monitor, ...) return XTC_E_INVAL (or NONE / NULL) off a proc. The
+ * ones taking a pid (xtc_send, xtc_proc_wake, xtc_exit_pid,
+ * xtc_proc_mailbox_stats) and the spawns work from any thread.
+ *
+ * Timeouts (int64_t ns): < 0 waits forever, 0 polls, > 0 bounds the wait
+ * and expires with XTC_E_AGAIN.
  */
+/* xtc.h first and outside the guard (see xtc_loop.h). */
+#include "xtc.h"
+
 #ifndef XTC_PROC_H
 #define XTC_PROC_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "xtc_loop.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef struct xtc_pid {
-	uint16_t loop_id;  /* executor loop index + 1; 0 = standalone loop */
+	uint16_t loop_id;  /* process-unique id of the home loop, >= 1 */
 	uint16_t local_id; /* slot in the loop's proc table */
 	uint32_t gen;      /* bumps on slot reuse: stale pids are detected */
 } xtc_pid_t;
@@ -44,22 +59,32 @@ typedef struct xtc_msg {
 	size_t size;
 } xtc_msg_t;
 
-#define XTC_WAIT_MAILBOX 0x10000u
-#define XTC_WAIT_TIMEOUT 0x20000u
+/* xtc_proc_wait_fd out_revents bits, besides XTC_IO_*. */
+#define XTC_WAIT_MAILBOX 0x10000u /* a new message is queued */
+#define XTC_WAIT_TIMEOUT 0x20000u /* the timeout expired (XTC_E_AGAIN) */
+/* DOWN reason: the target was already dead when monitored (benign). */
 #define XTC_DOWN_NOPROC  (-100000)
 
+/* Mailbox cap when xtc_proc_opts_t.mailbox_cap is 0. The cap bounds the
+ * queued messages including the xtc_recv_match save queue. */
 #define XTC_MAILBOX_DEFAULT_CAP 4096
 
+/* Spawn options; a zeroed struct (or opts == NULL) gives the defaults. */
 typedef struct xtc_proc_opts {
-	const char *name;
-	size_t      mailbox_cap;
-	int         link_to;
-	int         mailbox_watermark_pct;
+	const char *name;        /* debug label (overflow/stall reports); kept, not copied */
+	size_t      mailbox_cap; /* 0 = XTC_MAILBOX_DEFAULT_CAP; <= INT32_MAX */
+	int         link_to;     /* legacy: nonzero = link to the live proc with
+	                          * this local id on the same loop */
+	int         mailbox_watermark_pct; /* 1..100, 0 = off */
+	/* Called once when an accepted message first brings the depth up to
+	 * pct% of the cap (re-armed when the depth falls below that level);
+	 * on the sender's thread, outside the mailbox lock; must not block. */
 	void      (*mailbox_watermark_fn)(xtc_pid_t self, size_t depth,
 	                                  size_t cap, void *user);
 	void       *mailbox_watermark_user;
-	int         migratable;
-	xtc_exec_class_t sched_class;
+	int         migratable;  /* 0 = pinned to the spawn loop; 1 = stealable
+	                          * at yield/park points (executor) */
+	xtc_exec_class_t sched_class; /* NULL = the default lane */
 } xtc_proc_opts_t;
 
 typedef struct xtc_mailbox_stats {
@@ -84,6 +109,15 @@ typedef struct xtc_down_info {
 	uint64_t  ref;
 } xtc_down_info_t;
 
+/* Spawn fn(arg) as a proc on loop; returning from fn is a clean exit
+ * (reason 0). Any thread. out_pid may be NULL.
+ *   XTC_E_INVAL     NULL loop or fn, finalised loop, bad opts (watermark
+ *                   pct outside 0..100 or without fn, class of another
+ *                   loop, link_to not a live proc)
+ *   XTC_E_NOMEM     allocation or stack mapping failed
+ *   XTC_E_RESOURCE  65535 live procs on this loop, or the loop's task cap
+ * _link and _monitor set the relationship up before the child can run and
+ * must be called from a proc (else XTC_E_INVAL; out_ref non-NULL). */
 XTC_API int xtc_proc_spawn(xtc_loop_t *loop, xtc_proc_fn fn, void *arg,
                            const xtc_proc_opts_t *opts, xtc_pid_t *out_pid);
 XTC_API int xtc_proc_spawn_link(xtc_loop_t *loop, xtc_proc_fn fn, void *arg,
@@ -93,28 +127,79 @@ XTC_API int xtc_proc_spawn_monitor(xtc_loop_t *loop, xtc_proc_fn fn,
                                    void *arg, const xtc_proc_opts_t *opts,
                                    xtc_pid_t *out_pid, uint64_t *out_ref);
 
+/* XTC_PID_NONE off a proc. */
 XTC_API xtc_pid_t xtc_self(void);
+/* Per-proc pointer, never freed by the runtime. set: XTC_E_INVAL off a
+ * proc; get: NULL off a proc. */
 XTC_API int   xtc_proc_set_userdata(void *ud);
 XTC_API void *xtc_proc_userdata(void);
+/* Move the calling proc to class cls (NULL = default lane), effective from
+ * its next enqueue. XTC_E_INVAL off a proc or for a class of another loop. */
 XTC_API int   xtc_proc_set_class(xtc_exec_class_t cls);
 
+/* Copy size bytes into to's mailbox; never waits. Any thread.
+ *   XTC_E_INVAL   NULL data with size > 0, XTC_PID_NONE, dead/stale/unknown pid
+ *   XTC_E_AGAIN   mailbox full (the message is dropped and counted)
+ *   XTC_E_NOMEM */
 XTC_API int xtc_send(xtc_pid_t to, const void *data, size_t size);
+/* Take the oldest message; *out is freed by the caller with xtc_free.
+ * out_size may be NULL. XTC_E_AGAIN on timeout, XTC_E_INVAL off a proc,
+ * NULL out, or from inside a match predicate; XTC_E_DEADLK inside a Go
+ * callback. */
 XTC_API int xtc_recv(void **out, size_t *out_size, int64_t timeout_ns);
+/* Like xtc_recv, but take the oldest message for which match_fn returns
+ * nonzero; the others stay queued in arrival order (save queue). The
+ * predicate runs on the proc and must not receive or demonitor. */
 XTC_API int xtc_recv_match(xtc_match_fn match_fn, void *user_data, void **out,
                            size_t *out_size, int64_t timeout_ns);
+/* Snapshot of a live proc's mailbox; any thread. XTC_E_INVAL for NULL out
+ * or a dead/unknown pid. depth counts every queued message, saved the part
+ * in the save queue. */
 XTC_API int xtc_proc_mailbox_stats(xtc_pid_t pid, xtc_mailbox_stats_t *out);
 
+/* Wait until fd is ready for interest (XTC_IO_READABLE|WRITABLE), a new
+ * message is queued (XTC_WAIT_MAILBOX, also when one is already queued at
+ * the call), the timeout expires (XTC_E_AGAIN with XTC_WAIT_TIMEOUT) or the
+ * proc is killed. *out_revents gets every bit that fired. The fd is
+ * unregistered before return; the mailbox is not drained.
+ * XTC_E_INVAL: NULL out_revents, fd < 0, no READABLE/WRITABLE in interest,
+ * off a proc; a registration error is passed through. */
 XTC_API int xtc_proc_wait_fd(int fd, uint32_t interest, int64_t timeout_ns,
                              uint32_t *out_revents);
+/* Park the calling proc for at least ns (0 = yield once); the loop keeps
+ * running. XTC_E_INVAL off a proc or for ns < 0. */
 XTC_API int xtc_proc_sleep(int64_t ns);
+/* Make target re-check whatever it waits on; any thread; XTC_OK even when
+ * it is not parked or gone. XTC_E_INVAL for XTC_PID_NONE. */
 XTC_API int xtc_proc_wake(xtc_pid_t target);
 
+/* Exit the calling proc now with reason (0 = clean); never returns on a
+ * proc (XTC_E_INVAL off a proc). Links get an EXIT message when reason is
+ * not 0, monitors a DOWN, undelivered messages are freed. */
 XTC_API int xtc_exit_self(int reason);
+/* Ask target to exit with reason: a flag acted on at its next yield or park
+ * (recv, sleep, wait_fd, ...), or at its start. Any thread; the first call
+ * wins. XTC_E_INVAL for an unknown or dead target. */
 XTC_API int xtc_exit_pid(xtc_pid_t target, int reason);
+/* Two-way link: an exit with reason != 0 on either side queues an EXIT
+ * message (decode with xtc_exit_decode) in the other's mailbox. Idempotent.
+ * XTC_E_INVAL off a proc, for NONE, self or a dead pid. unlink always
+ * succeeds for a valid caller and pid. */
 XTC_API int xtc_link(xtc_pid_t other);
 XTC_API int xtc_unlink(xtc_pid_t other);
+/* One-way monitor: when target exits, a DOWN message (xtc_down_decode)
+ * carrying *out_ref arrives. A dead or unknown target gives an immediate
+ * DOWN with reason XTC_DOWN_NOPROC (not an error). XTC_E_INVAL off a proc,
+ * NULL out_ref, NONE or self. */
 XTC_API int xtc_monitor(xtc_pid_t target, uint64_t *out_ref);
+/* Cancel a monitor of the calling proc; no DOWN for it arrives afterwards
+ * (one already queued is removed). XTC_E_NOTFOUND when ref is neither
+ * active nor queued; XTC_E_INVAL off a proc, ref 0 or inside a predicate. */
 XTC_API int xtc_demonitor(uint64_t ref);
+/* Decode runtime messages; XTC_E_INVAL when msg is not one (wrong size or
+ * kind). Out pointers may be NULL except for _ex. DOWN reasons: 0 clean,
+ * XTC_DOWN_NOPROC, XTC_E_ABORTED when the loop was finalised under the
+ * proc, otherwise the exit/kill reason. */
 XTC_API int xtc_down_decode(const void *msg, size_t len, xtc_pid_t *out_pid,
                             int *out_reason);
 XTC_API int xtc_down_decode_ex(const void *msg, size_t len,

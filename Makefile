@@ -1,0 +1,140 @@
+# xtc - convenience targets. meson is the build of record for the C library;
+# `go build` needs none of this (the zz_csrc_* shims compile csrc/ directly).
+#
+#   make setup      install what is missing (apt packages, Go, Go modules)
+#   make build      C library, tests and benches (build/) + go build ./...
+#   make test       every C suite that fits CI + go vet + go test
+#   make test-asan  whole C suite under ASan+UBSan (build-asan/)
+#   make test-tsan  executor/stress suites under TSan (build-tsan/)
+#   make bench      C benches and Go benchmarks, one comparison table
+#   make run        the demonstration
+#   make shims      regenerate the zz_csrc_* cgo shims
+#   make generate   regenerate errors_gen.go from csrc/include/xtc_errors.h
+#   make clean
+#
+# Other helpers add targets in mk/<name>.mk (included at the end).
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := build
+
+GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+export PATH := $(dir $(GO)):$(PATH)
+MESON ?= meson
+JOBS ?= 2
+BUILD ?= build
+MESON_OPTS ?=
+# CI builds treat warnings as errors.
+WERROR ?= -Dwerror=true
+GOTESTFLAGS ?= -count=1 -timeout 10m
+SETUP := tools/meson-setup.sh
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_PKGS := meson ninja-build liburing-dev pkg-config mandoc gcc clang \
+	qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross curl unzip git \
+	ca-certificates
+GO_VERSION ?= 1.26.8
+GO_ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
+
+# The demonstration. xtcbench replaces this with one line:
+#   RUN_CMD = $(GO) run ./cmd/xtcbench --short
+RUN_CMD = $(GO) run ./examples/go/proc && $(MAKE) --no-print-directory bench BENCH_REPS=3
+
+.PHONY: all setup build c-build go-build test c-test sim-test go-test \
+	test-asan test-tsan bench run shims check-shims generate clean
+
+all: build
+
+# ------------------------------------------------------------------ setup
+setup:
+	@missing=""; for p in $(APT_PKGS); do \
+		dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "apt-get install:$$missing"; \
+		$(SUDO) apt-get update && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y $$missing; \
+	else echo "apt packages: all present"; fi
+	@if ! $(GO) version 2>/dev/null | grep -q 'go1\.2[6-9]\|go1\.[3-9][0-9]'; then \
+		echo "installing Go $(GO_VERSION) from the Go module proxy"; \
+		t=$$(mktemp -d) && \
+		curl -fsSL -o $$t/go.zip "$(GO_TOOLCHAIN_BASE)/v0.0.1-go$(GO_VERSION).linux-$(GO_ARCH).zip" && \
+		(cd $$t && unzip -q go.zip) && \
+		$(SUDO) rm -rf /usr/local/go && \
+		$(SUDO) mv $$t/toolchain@v0.0.1-go$(GO_VERSION).linux-$(GO_ARCH) /usr/local/go && \
+		$(SUDO) chmod -R a+rX /usr/local/go && \
+		$(SUDO) chmod a+x /usr/local/go/bin/* /usr/local/go/pkg/tool/*/* && \
+		rm -rf $$t; \
+	fi
+	$(GO) version
+	$(GO) mod download
+
+# ------------------------------------------------------------------ build
+build: c-build go-build
+
+c-build:
+	@$(SETUP) $(BUILD) $(MESON_OPTS)
+	$(MESON) compile -C $(BUILD) -j $(JOBS)
+
+go-build: shims
+	$(GO) build ./...
+
+# ------------------------------------------------------------------ test
+# The whole suite that fits CI's 90 minutes (aim: under 15).
+test: c-test sim-test go-test
+
+c-test:
+	@$(SETUP) $(BUILD) $(WERROR) $(MESON_OPTS)
+	$(MESON) compile -C $(BUILD) -j $(JOBS)
+	$(MESON) test -C $(BUILD) --print-errorlogs --num-processes $(JOBS) \
+		--suite unit --suite sim --suite stress --suite docs
+
+# The simulator variant: its own build dir, only the sim suite.
+sim-test:
+	@if grep -q "'sim'" meson_options.txt; then \
+		$(SETUP) $(BUILD)-sim $(WERROR) -Dsim=true $(MESON_OPTS) && \
+		$(MESON) compile -C $(BUILD)-sim -j $(JOBS) && \
+		$(MESON) test -C $(BUILD)-sim --print-errorlogs --suite sim; \
+	fi
+
+go-test:
+	$(GO) vet ./...
+	$(GO) test $(GOTESTFLAGS) ./...
+
+test-asan:
+	@$(SETUP) $(BUILD)-asan $(WERROR) -Db_sanitize=address,undefined \
+		-Db_lundef=false -Dcoro=asm -Dbenches=false $(MESON_OPTS)
+	$(MESON) compile -C $(BUILD)-asan -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	$(MESON) test -C $(BUILD)-asan --print-errorlogs --num-processes $(JOBS) \
+		--timeout-multiplier 3 --suite unit --suite sim --suite stress --suite docs
+
+test-tsan:
+	@$(SETUP) $(BUILD)-tsan $(WERROR) -Db_sanitize=thread -Db_lundef=false \
+		-Dbenches=false $(MESON_OPTS)
+	$(MESON) compile -C $(BUILD)-tsan -j $(JOBS)
+	TSAN_OPTIONS=halt_on_error=1 $(MESON) test -C $(BUILD)-tsan --print-errorlogs \
+		--timeout-multiplier 5 --suite exec --suite stress
+
+# ------------------------------------------------------------------ bench
+BENCH_REPS ?= 5
+bench:
+	@$(SETUP) $(BUILD) $(MESON_OPTS)
+	$(MESON) compile -C $(BUILD) -j $(JOBS)
+	$(GO) run ./tools/benchtable -builddir $(BUILD) -reps $(BENCH_REPS)
+
+run:
+	$(RUN_CMD)
+
+# ------------------------------------------------------------------ go glue
+shims:
+	$(GO) run ./tools/genshims
+
+check-shims:
+	$(GO) run ./tools/genshims -check
+
+generate:
+	$(GO) generate ./...
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-sim $(BUILD)-asan $(BUILD)-tsan $(BUILD)-ucontext
+
+-include mk/*.mk

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The hog workload: a kernel that never yields shares one carrier with a
+// probe that sleeps 1 ms in a loop; the probe's lateness (actual sleep
+// minus 1 ms) shows how long a timer-driven task waits behind CPU-bound
+// code. Every variant is also run without the hog, as the floor of the
+// timer path on this machine.
+
+const hogSleep = time.Millisecond
+
+// HogSeries is one variant.
+type HogSeries struct {
+	Key     string  `json:"key"`
+	Label   string  `json:"label"`
+	Status  string  `json:"status"`
+	Why     string  `json:"why,omitempty"`
+	Threads string  `json:"threads"`
+	Late    Summary `json:"lateness"`
+	// Samples keeps the raw lateness (ns) for the plot.
+	Samples []int64 `json:"-"`
+}
+
+func (s *HogSeries) ok() bool { return s.Status == StatusOK.String() }
+
+// HogResults is the hog section.
+type HogResults struct {
+	Slice  time.Duration `json:"xtc_slice_ns"`
+	Series []HogSeries   `json:"series"`
+}
+
+func hogSteps() int { return 5 }
+
+func goProbe(n int) []int64 {
+	late := make([]int64, n)
+	for k := 0; k < n; k++ {
+		t0 := time.Now()
+		time.Sleep(hogSleep)
+		late[k] = int64(time.Since(t0) - hogSleep)
+	}
+	return late
+}
+
+// goHog runs the probe on GOMAXPROCS=1 next to a hog: kind "go" spins Go
+// code, "cgo" runs the C kernel in one cgo call, "" runs no hog.
+func goHog(kind string, probes int) []int64 {
+	prev := runtime.GOMAXPROCS(1)
+	defer runtime.GOMAXPROCS(prev)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	switch kind {
+	case "go":
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				keep(goSpin(4096))
+			}
+		}()
+	case "cgo":
+		cHogArm()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			keep(cHogKernel())
+		}()
+	}
+	// Let the hog get going before the first probe.
+	time.Sleep(5 * time.Millisecond)
+	late := goProbe(probes)
+	stop.Store(true)
+	if kind == "cgo" {
+		cHogStop()
+	}
+	wg.Wait()
+	return late
+}
+
+func runHog(cfg *Config, pb *Progress) *HogResults {
+	res := &HogResults{Slice: cfg.HogSlice}
+	add := func(s HogSeries, samples []int64) {
+		if s.ok() {
+			s.Samples = samples
+			s.Late = Summarize(append([]int64(nil), samples...))
+		}
+		res.Series = append(res.Series, s)
+		pb.Step("hog " + s.Key)
+	}
+	for _, withHog := range []bool{true, false} {
+		suffix, what := "", ""
+		if !withHog {
+			suffix, what = "-idle", " (no hog: timer floor)"
+		}
+		pb.Note("hog xtc" + suffix)
+		runtime.GC()
+		late, st, why := xtcHog(withHog, cfg.HogProbes, hogSleep, cfg.HogSlice)
+		add(HogSeries{Key: "xtc" + suffix, Label: "xtc, one carrier, slice " +
+			fmtDur(cfg.HogSlice.Nanoseconds()) + what, Status: st.String(), Why: why,
+			Threads: "1 carrier + monitor"}, late)
+		if !withHog {
+			pb.Note("hog go-idle")
+			add(HogSeries{Key: "go-idle", Label: "Go, GOMAXPROCS=1" + what,
+				Status: StatusOK.String(), Threads: "1 P"}, goHog("", cfg.HogProbes))
+			continue
+		}
+		pb.Note("hog gocgo")
+		runtime.GC()
+		add(HogSeries{Key: "gocgo", Label: "Go, GOMAXPROCS=1, hog = the C kernel in a cgo call",
+			Status: StatusOK.String(), Threads: "1 P + the thread blocked in cgo (Go hands the P off)"},
+			goHog("cgo", cfg.HogProbes))
+		pb.Note("hog go")
+		runtime.GC()
+		add(HogSeries{Key: "go", Label: "Go, GOMAXPROCS=1, hog = the same loop in Go",
+			Status: StatusOK.String(), Threads: "1 P"}, goHog("go", cfg.HogProbes))
+	}
+	// Keep the listing order: hog runs first, then the idle floors.
+	return res
+}
+
+func (r *HogResults) series(key string) *HogSeries {
+	if r == nil {
+		return nil
+	}
+	for i := range r.Series {
+		if r.Series[i].Key == key {
+			return &r.Series[i]
+		}
+	}
+	return nil
+}

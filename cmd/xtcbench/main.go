@@ -1,0 +1,101 @@
+// Command xtcbench runs the same workloads on xtc and on Go's runtime in
+// one process and writes a Markdown report, results.json and PNG plots.
+//
+//	go run ./cmd/xtcbench --short --out docs/xtcbench
+//
+// See `xtcbench --help` and docs/sections/xtcbench.md.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseConfig(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "xtcbench:", err)
+		return 2
+	}
+	errf, _ := stderr.(*os.File)
+	if errf == nil {
+		cfg.Progress = "off"
+	}
+	res, err := Execute(cfg, errf, "xtcbench "+strings.Join(args, " "))
+	if err != nil {
+		fmt.Fprintln(stderr, "xtcbench:", err)
+		return 1
+	}
+	fmt.Fprintln(stdout)
+	WriteSummary(stdout, res)
+	fmt.Fprintf(stdout, "\nreport: %s\n", filepath.Join(cfg.Out, "report.md"))
+	return 0
+}
+
+// Execute runs the configured workloads and writes the output folder.
+// progressOut may be nil (no progress bar).
+func Execute(cfg *Config, progressOut *os.File, command string) (*Results, error) {
+	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	res := &Results{Started: start, Command: strings.TrimSpace(command), Mode: cfg.Mode,
+		Host: hostInfo(), Features: probeFeatures(), Carriers: cfg.Carriers, Config: cfg}
+
+	total := 1
+	if cfg.has("micro") {
+		total += len(microDefs())
+	}
+	if cfg.has("tail") {
+		total += tailSteps(cfg)
+	}
+	if cfg.has("fair") {
+		total += fairSteps()
+	}
+	if cfg.has("hog") {
+		total += hogSteps()
+	}
+	var pb *Progress
+	if progressOut != nil {
+		pb = NewProgress(cfg.Progress, progressOut, total)
+	}
+	pb.Note("calibrating the busy loops")
+	res.Calibration = calibrate()
+	pb.Step("calibrated")
+
+	if cfg.has("micro") {
+		res.Micro = runMicro(cfg, pb)
+	}
+	if cfg.has("tail") {
+		res.Tail = runTail(cfg, res.Calibration, pb)
+	}
+	if cfg.has("fair") {
+		res.Fair = runFair(cfg, res.Calibration, pb)
+	}
+	if cfg.has("hog") {
+		res.Hog = runHog(cfg, pb)
+	}
+	pb.Done()
+	res.Elapsed = time.Since(start).Seconds()
+	computeVerdicts(res)
+	if cfg.Plots {
+		res.Plots, res.PlotErrors = writePlots(cfg.Out, res)
+	}
+	if err := WriteReport(cfg.Out, res); err != nil {
+		return res, err
+	}
+	return res, nil
+}

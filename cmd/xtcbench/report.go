@@ -1,0 +1,569 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// HostInfo describes the machine and toolchain of a run.
+type HostInfo struct {
+	CPU       string `json:"cpu"`
+	NumCPU    int    `json:"num_cpu"`
+	Kernel    string `json:"kernel"`
+	GoVersion string `json:"go_version"`
+	OSArch    string `json:"os_arch"`
+}
+
+func hostInfo() HostInfo {
+	h := HostInfo{NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(),
+		OSArch: runtime.GOOS + "/" + runtime.GOARCH, CPU: "unknown", Kernel: "unknown"}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				if i := strings.Index(l, ":"); i >= 0 {
+					h.CPU = strings.TrimSpace(l[i+1:])
+				}
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		h.Kernel = strings.TrimSpace(string(b))
+	}
+	return h
+}
+
+// Verdict is one line of the summary table.
+type Verdict struct {
+	Check  string `json:"check"`
+	Xtc    string `json:"xtc"`
+	Go     string `json:"go"`
+	GoCgo  string `json:"go_cgo"`
+	Target string `json:"target"`
+	Result string `json:"result"` // MET, MISSED, NOT AVAILABLE, NOT MEASURED, info
+}
+
+const (
+	resMet      = "MET"
+	resMissed   = "MISSED"
+	resUnavail  = "NOT AVAILABLE"
+	resNotMeas  = "NOT MEASURED"
+	resInfo     = "info"
+)
+
+// Results is everything one run produced; it is also results.json.
+type Results struct {
+	Started     time.Time    `json:"started"`
+	Elapsed     float64      `json:"elapsed_s"`
+	Command     string       `json:"command"`
+	Mode        string       `json:"mode"`
+	Host        HostInfo     `json:"host"`
+	Features    Features     `json:"features"`
+	Calibration Calibration  `json:"calibration"`
+	Carriers    int          `json:"carriers"`
+	Config      *Config      `json:"-"`
+	Micro       []MicroRow   `json:"micro,omitempty"`
+	Tail        *TailResults `json:"tail,omitempty"`
+	Fair        *FairResults `json:"fair,omitempty"`
+	Hog         *HogResults  `json:"hog,omitempty"`
+	Verdicts    []Verdict    `json:"summary"`
+	Plots       []string     `json:"plots,omitempty"`
+	PlotErrors  []string     `json:"plot_errors,omitempty"`
+}
+
+func ratioStr(r float64) string {
+	if r <= 0 || r != r {
+		return "–"
+	}
+	if r >= 100 {
+		return fmt.Sprintf("%.0f×", r)
+	}
+	if r >= 10 {
+		return fmt.Sprintf("%.1f×", r)
+	}
+	return fmt.Sprintf("%.2f×", r)
+}
+
+func p99Str(v int64) string {
+	if v == incomplete {
+		return "did not finish"
+	}
+	return fmtDur(v)
+}
+
+// computeVerdicts fills r.Verdicts from the sections that ran.
+func computeVerdicts(r *Results) {
+	var vs []Verdict
+	for _, m := range r.Micro {
+		v := Verdict{Check: "micro: " + m.Name + " (Go/xtc)", Go: fmtDurF(m.GoNs),
+			GoCgo: "", Target: m.TargetTx}
+		switch {
+		case m.Status != StatusOK:
+			v.Xtc, v.Result = m.Status.String(), resUnavail
+			if m.Status == StatusFail {
+				v.Result = resMissed
+			}
+		case m.Target > 0:
+			v.Xtc = fmtDurF(m.XtcNs) + " (" + ratioStr(m.Ratio()) + ")"
+			v.Result = verdict(m.Ratio() >= m.Target)
+		default:
+			v.Xtc = fmtDurF(m.XtcNs) + " (" + ratioStr(m.Ratio()) + ")"
+			v.Result = resInfo
+		}
+		vs = append(vs, v)
+	}
+	if t := r.Tail; t != nil {
+		vs = append(vs, tailVerdicts(t)...)
+	}
+	if f := r.Fair; f != nil {
+		v := Verdict{Check: "fairness 600:300:100: largest relative error of a class share",
+			Target: "≤ 5% (xtc)"}
+		if x := f.series("xtc"); x != nil && x.ok() {
+			v.Xtc = fmt.Sprintf("%.1f%% (%s)", 100*x.Deviation, splitStr(x.Overall))
+			v.Result = verdict(x.Deviation <= 0.05)
+		} else if x != nil {
+			v.Xtc, v.Result = x.Status, resUnavail
+		}
+		if g := f.series("go"); g != nil && g.ok() {
+			v.Go = fmt.Sprintf("%.1f%% (%s)", 100*g.Deviation, splitStr(g.Overall))
+		}
+		vs = append(vs, v)
+	}
+	if h := r.Hog; h != nil {
+		v := Verdict{Check: "hog: 1 ms-sleep probe lateness p99 next to a never-yielding C kernel",
+			Target: "xtc ≤ 2 ms"}
+		if x := h.series("xtc"); x != nil && x.ok() {
+			v.Xtc = fmtDur(x.Late.P99)
+			v.Result = verdict(x.Late.P99 <= 2_000_000)
+		} else if x != nil {
+			v.Xtc, v.Result = x.Status, resUnavail
+		}
+		if g := h.series("go"); g != nil && g.ok() {
+			v.Go = fmtDur(g.Late.P99) + " (hog in Go)"
+		}
+		if g := h.series("gocgo"); g != nil && g.ok() {
+			v.GoCgo = fmtDur(g.Late.P99) + " (hog in cgo)"
+		}
+		vs = append(vs, v)
+	}
+	r.Verdicts = vs
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return resMet
+	}
+	return resMissed
+}
+
+func splitStr(f [3]float64) string {
+	return fmt.Sprintf("%.1f:%.1f:%.1f", 1000*f[0], 1000*f[1], 1000*f[2])
+}
+
+// tailVerdicts: the A1-at-70% target for each xtc contender, and the
+// highest load under the SLO per distribution (info).
+func tailVerdicts(t *TailResults) []Verdict {
+	var vs []Verdict
+	gp := t.point("A1", 0.7, "go")
+	cp := t.point("A1", 0.7, "gocgo")
+	for _, c := range t.Contenders {
+		if c.Kind != "xtc" {
+			continue
+		}
+		v := Verdict{Check: "A1 @ 70%: short-request p99, " + c.Label,
+			Target: "xtc ≥ 10× lower than Go and Go+cgo"}
+		xp := t.point("A1", 0.7, c.Key)
+		if gp != nil && gp.ok() {
+			v.Go = p99Str(gp.Short.P99)
+		}
+		if cp != nil && cp.ok() {
+			v.GoCgo = p99Str(cp.Short.P99)
+		}
+		switch {
+		case xp == nil || gp == nil || cp == nil:
+			v.Result = resNotMeas
+			v.Xtc = "(A1 at 70% not in this run)"
+		case !xp.ok():
+			v.Xtc, v.Result = xp.Status, resUnavail
+		default:
+			rg, rc := shortRatio(gp, xp), shortRatio(cp, xp)
+			v.Xtc = p99Str(xp.Short.P99)
+			if gp.ok() {
+				v.Go += " (" + ratioStr(rg) + ")"
+			}
+			if cp.ok() {
+				v.GoCgo += " (" + ratioStr(rc) + ")"
+			}
+			v.Result = verdict(rg >= 10 && rc >= 10)
+		}
+		vs = append(vs, v)
+	}
+	dists := make([]string, 0, len(t.MaxLoad))
+	for _, d := range DistNames {
+		if _, ok := t.MaxLoad[d]; ok {
+			dists = append(dists, d)
+		}
+	}
+	for _, d := range dists {
+		v := Verdict{Check: "highest load with p99 ≤ SLO (200× mean service), " + d,
+			Result: resInfo}
+		var xs []string
+		for _, c := range t.Contenders {
+			l := t.MaxLoad[d][c.Key]
+			s := loadStr(l)
+			p := t.point(d, t.firstLoad(), c.Key)
+			if p != nil && !p.ok() {
+				s = p.Status
+			}
+			switch c.Kind {
+			case "xtc":
+				xs = append(xs, strings.TrimPrefix(c.Label, "xtc, ")+": "+s)
+			case "go":
+				v.Go = s
+			case "gocgo":
+				v.GoCgo = s
+			}
+		}
+		v.Xtc = strings.Join(xs, "; ")
+		vs = append(vs, v)
+	}
+	return vs
+}
+
+func (t *TailResults) firstLoad() float64 {
+	if len(t.Points) == 0 {
+		return 0
+	}
+	return t.Points[0].Load
+}
+
+// shortRatio is how many times lower xtc's short p99 is than other's.
+func shortRatio(other, x *TailPoint) float64 {
+	if !other.ok() || !x.ok() || x.Short.P99 <= 0 {
+		return 0
+	}
+	if x.Short.P99 == incomplete {
+		return 0
+	}
+	if other.Short.P99 == incomplete {
+		return 1e9
+	}
+	return float64(other.Short.P99) / float64(x.Short.P99)
+}
+
+func loadStr(l float64) string {
+	if l <= 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%.0f%%", 100*l)
+}
+
+// ---------------------------------------------------------------- output
+
+// mdTable writes a Markdown table.
+func mdTable(w io.Writer, head []string, rows [][]string) {
+	esc := func(s string) string { return strings.ReplaceAll(s, "|", "\\|") }
+	fmt.Fprintf(w, "| %s |\n", strings.Join(mapStr(head, esc), " | "))
+	seps := make([]string, len(head))
+	for i := range seps {
+		seps[i] = "---"
+	}
+	fmt.Fprintf(w, "|%s|\n", strings.Join(seps, "|"))
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s |\n", strings.Join(mapStr(r, esc), " | "))
+	}
+	fmt.Fprintln(w)
+}
+
+func mapStr(v []string, f func(string) string) []string {
+	out := make([]string, len(v))
+	for i, s := range v {
+		out[i] = f(s)
+	}
+	return out
+}
+
+func summaryRows(r *Results) [][]string {
+	var rows [][]string
+	for _, v := range r.Verdicts {
+		rows = append(rows, []string{v.Check, v.Xtc, v.Go, v.GoCgo, v.Target, v.Result})
+	}
+	return rows
+}
+
+var summaryHead = []string{"check", "xtc", "Go", "Go+cgo", "target", "result"}
+
+// WriteSummary prints the summary table as aligned plain text.
+func WriteSummary(w io.Writer, r *Results) {
+	rows := append([][]string{summaryHead}, summaryRows(r)...)
+	width := make([]int, len(summaryHead))
+	for _, row := range rows {
+		for i, c := range row {
+			if n := len([]rune(c)); n > width[i] {
+				width[i] = n
+			}
+		}
+	}
+	// The check column can be long; cap it so the table stays readable.
+	if width[0] > 60 {
+		width[0] = 60
+	}
+	for ri, row := range rows {
+		var b strings.Builder
+		for i, c := range row {
+			rc := []rune(c)
+			if len(rc) > width[i] {
+				rc = append(rc[:width[i]-1], '…')
+			}
+			b.WriteString(string(rc))
+			if i < len(row)-1 {
+				b.WriteString(strings.Repeat(" ", width[i]-len(rc)+2))
+			}
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+		if ri == 0 {
+			tot := 0
+			for _, x := range width {
+				tot += x + 2
+			}
+			fmt.Fprintln(w, strings.Repeat("-", tot-2))
+		}
+	}
+}
+
+// WriteReport writes report.md and results.json into dir.
+func WriteReport(dir string, r *Results) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("results.json: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(js, '\n'), 0o644); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "report.md"))
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	writeMarkdown(w, r)
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func hasPlot(r *Results, name string) bool {
+	for _, p := range r.Plots {
+		if p == name {
+			return true
+		}
+	}
+	return false
+}
+
+func writeMarkdown(w io.Writer, r *Results) {
+	fmt.Fprintf(w, "# xtcbench: xtc against Go's runtime\n\n")
+	fmt.Fprintf(w, "Generated %s by `%s` (%s mode, %.0f s).\n\n",
+		r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Command, r.Mode, r.Elapsed)
+	fmt.Fprintf(w, "Machine: %s, %d CPUs, Linux %s, %s, %s. xtc %s, I/O backend %s. "+
+		"Busy loop: C %.3f it/ns, Go %.3f it/ns.\n\n",
+		r.Host.CPU, r.Host.NumCPU, r.Host.Kernel, r.Host.GoVersion, r.Host.OSArch,
+		r.Features.Version, orDash(r.Features.Backend),
+		r.Calibration.CItersPerNs, r.Calibration.GoItersPerNs)
+	fmt.Fprintf(w, "Both sides ran in the same process, one after the other, on the same "+
+		"machine, with the same work and the same number of worker threads. "+
+		"Nothing was tuned per side; a target that is missed is reported as missed.\n\n")
+
+	fmt.Fprintf(w, "## Summary\n\n")
+	mdTable(w, summaryHead, summaryRows(r))
+	if len(r.Features.Missing) > 0 {
+		fmt.Fprintf(w, "Parts of xtc that were not available in this build (their rows say "+
+			"NOT AVAILABLE):\n\n")
+		for _, fn := range featureNames {
+			if why, ok := r.Features.Missing[fn.name]; ok {
+				fmt.Fprintf(w, "- %s: %s\n", fn.name, why)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+
+	if len(r.Micro) > 0 {
+		writeMicro(w, r)
+	}
+	if r.Tail != nil {
+		writeTail(w, r)
+	}
+	if r.Fair != nil {
+		writeFair(w, r)
+	}
+	if r.Hog != nil {
+		writeHog(w, r)
+	}
+	if len(r.PlotErrors) > 0 {
+		fmt.Fprintf(w, "## Plot errors\n\n")
+		for _, e := range r.PlotErrors {
+			fmt.Fprintf(w, "- %s\n", e)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
+}
+
+func writeMicro(w io.Writer, r *Results) {
+	fmt.Fprintf(w, "## 1. Micro operations\n\n")
+	fmt.Fprintf(w, "Median of %d repetitions, ns per operation. The xtc side is timed inside C "+
+		"(one cgo call per measurement), the Go side in Go. Go/xtc > 1 means xtc is faster.\n\n",
+		r.Config.MicroReps)
+	var rows [][]string
+	for _, m := range r.Micro {
+		x := fmtDurF(m.XtcNs)
+		if m.Status != StatusOK {
+			x = m.Status.String() + ": " + m.Why
+		}
+		rows = append(rows, []string{m.Name, x, fmtDurF(m.GoNs), ratioStr(m.Ratio()),
+			m.TargetTx, m.XtcWhat, m.GoWhat})
+	}
+	mdTable(w, []string{"operation", "xtc", "Go", "Go/xtc", "target", "xtc does", "Go does"}, rows)
+}
+
+func writeTail(w io.Writer, r *Results) {
+	t := r.Tail
+	cfg := r.Config
+	fmt.Fprintf(w, "## 2. Tail latency under heavy-tailed load\n\n")
+	fmt.Fprintf(w, "LibPreemptible's synthetic evaluation: open-loop Poisson arrivals replayed "+
+		"from a schedule generated before the run (seed %d), identical for every contender. "+
+		"Each request is a calibrated busy loop of its service time (C loop for xtc and Go+cgo, "+
+		"the same loop in Go for Go). Sojourn = completion − *scheduled* arrival, so a "+
+		"generator or runtime that falls behind pays for it. %d worker carrier(s): xtc runs "+
+		"an executor with %d loop(s) plus a load-generator thread (and the preemption monitor); "+
+		"Go runs with GOMAXPROCS=%d, one P being held by the generator goroutine. "+
+		"Capacity = carriers / mean service time; each load point receives %v of arrivals. "+
+		"\"Short\" requests are the 99.5%% class of A1/A2 and the requests below the median of B. "+
+		"SLO = 200× the mean service time (as in the paper); \"meets SLO\" needs p99 of all "+
+		"requests ≤ SLO and every request completed.\n\n",
+		cfg.Seed, cfg.Carriers, cfg.Carriers, cfg.Carriers+1, cfg.Point)
+	fmt.Fprintf(w, "Contenders:\n\n")
+	for _, c := range t.Contenders {
+		fmt.Fprintf(w, "- **%s** (`%s`)\n", c.Label, c.Key)
+	}
+	fmt.Fprintln(w)
+
+	fmt.Fprintf(w, "### Highest load whose p99 stays under the SLO\n\n")
+	head := []string{"distribution", "SLO"}
+	for _, c := range t.Contenders {
+		head = append(head, c.Label)
+	}
+	var rows [][]string
+	for _, d := range cfg.Dists {
+		mean, _ := DistMean(d)
+		row := []string{d + ": " + distDescription(d), fmtDurF(200 * mean)}
+		for _, c := range t.Contenders {
+			s := loadStr(t.MaxLoad[d][c.Key])
+			if p := t.point(d, cfg.Loads[0], c.Key); p != nil && !p.ok() {
+				s = p.Status
+			}
+			row = append(row, s)
+		}
+		rows = append(rows, row)
+	}
+	mdTable(w, head, rows)
+
+	for _, d := range cfg.Dists {
+		mean, _ := DistMean(d)
+		fmt.Fprintf(w, "### %s: %s (mean service %s)\n\n", d, distDescription(d), fmtDurF(mean))
+		if name := "tail_" + d + ".png"; hasPlot(r, name) {
+			fmt.Fprintf(w, "![p99 sojourn vs load, %s](%s)\n\n", d, name)
+		}
+		var rows [][]string
+		for _, load := range cfg.Loads {
+			for _, c := range t.Contenders {
+				p := t.point(d, load, c.Key)
+				if p == nil {
+					continue
+				}
+				if !p.ok() {
+					rows = append(rows, []string{loadStr(load), c.Key, p.Status + ": " + p.Why,
+						"", "", "", "", "", "", "", ""})
+					continue
+				}
+				slo := "no"
+				if p.MeetsSLO {
+					slo = "yes"
+				}
+				rows = append(rows, []string{loadStr(load), c.Key,
+					p99Str(p.Short.P50), p99Str(p.Short.P99), p99Str(p.Short.P999),
+					p99Str(p.All.P50), p99Str(p.All.P99), p99Str(p.All.P999),
+					fmtDur(p.Lag.P99), fmt.Sprintf("%d/%d", p.Completed, p.N), slo})
+			}
+		}
+		mdTable(w, []string{"load", "contender", "short p50", "short p99", "short p99.9",
+			"all p50", "all p99", "all p99.9", "gen. lag p99", "completed", "meets SLO"}, rows)
+	}
+}
+
+func writeFair(w io.Writer, r *Results) {
+	f := r.Fair
+	fmt.Fprintf(w, "## 3. Fairness: a 600:300:100 split of one carrier\n\n")
+	fmt.Fprintf(w, "Three always-runnable workloads of equal cost (the busy loop, counted in "+
+		"iterations, i.e. CPU time) on one carrier for %v, sampled every %v. xtc puts them in "+
+		"three scheduling classes with shares 600, 300 and 100; Go has no weights, so the "+
+		"same workloads run as one goroutine each, and once more as 6, 3 and 1 goroutines "+
+		"(the closest substitute Go offers). Target: each xtc class within ±5%% (relative) of "+
+		"its share over the run.\n\n", r.Config.FairDur, r.Config.FairWindow)
+	if hasPlot(r, "fair.png") {
+		fmt.Fprintf(w, "![CPU split over time](fair.png)\n\n")
+	}
+	var rows [][]string
+	for _, s := range f.Series {
+		if !s.ok() {
+			rows = append(rows, []string{s.Label, s.Status + ": " + s.Why, "", "", "", ""})
+			continue
+		}
+		rows = append(rows, []string{s.Label, s.Mode, splitStr(s.Overall),
+			fmt.Sprintf("%.1f%%", 100*s.Deviation), fmt.Sprintf("%.1f%%", 100*s.WorstWindowDev),
+			fmt.Sprintf("%d", len(s.Times))})
+	}
+	mdTable(w, []string{"series", "mode", "split (per 1000)", "largest class error",
+		"worst window error", "windows"}, rows)
+}
+
+func writeHog(w io.Writer, r *Results) {
+	h := r.Hog
+	fmt.Fprintf(w, "## 4. Hog: a never-yielding C kernel next to a 1 ms-sleep probe\n\n")
+	fmt.Fprintf(w, "The probe sleeps 1 ms %d times; lateness = actual sleep − 1 ms. The hog "+
+		"spins without ever yielding. xtc: one carrier, involuntary preemption with a %s "+
+		"slice. Go: GOMAXPROCS=1, the hog either in Go code (Go preempts it asynchronously) "+
+		"or as the same C kernel inside a cgo call (Go hands the P to another thread, so the "+
+		"kernel scheduler shares the CPU). The runs without a hog show each timer path's "+
+		"floor on this machine.\n\n", r.Config.HogProbes, fmtDur(h.Slice.Nanoseconds()))
+	if hasPlot(r, "hog.png") {
+		fmt.Fprintf(w, "![probe lateness](hog.png)\n\n")
+	}
+	var rows [][]string
+	for _, s := range h.Series {
+		if !s.ok() {
+			rows = append(rows, []string{s.Label, s.Threads, s.Status + ": " + s.Why, "", "", "", ""})
+			continue
+		}
+		rows = append(rows, []string{s.Label, s.Threads, fmtDur(s.Late.P50), fmtDur(s.Late.P99),
+			fmtDur(s.Late.P999), fmtDur(s.Late.Max), fmt.Sprintf("%d", s.Late.N)})
+	}
+	mdTable(w, []string{"variant", "threads", "p50", "p99", "p99.9", "max", "probes"}, rows)
+}

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// Contender is one way of serving the tail-latency workload.
+type Contender struct {
+	Key      string        `json:"key"`
+	Label    string        `json:"label"`
+	Kind     string        `json:"kind"` // xtc | go | gocgo
+	Slice    time.Duration `json:"slice_ns,omitempty"`
+	Adaptive bool          `json:"adaptive,omitempty"`
+}
+
+func contenders(cfg *Config) []Contender {
+	var cs []Contender
+	for _, s := range cfg.Slices {
+		cs = append(cs, Contender{Key: "xtc-" + s.String(),
+			Label: "xtc, slice " + fmtDur(s.Nanoseconds()), Kind: "xtc", Slice: s})
+	}
+	cs = append(cs,
+		Contender{Key: "xtc-adaptive", Label: "xtc, adaptive slice", Kind: "xtc",
+			Slice: cfg.Slices[0], Adaptive: true},
+		Contender{Key: "go", Label: "Go, goroutine per request", Kind: "go"},
+		Contender{Key: "gocgo", Label: "Go+cgo, goroutine per request, work in C", Kind: "gocgo"},
+	)
+	return cs
+}
+
+// TailPoint is the outcome of one contender at one (distribution, load).
+type TailPoint struct {
+	Dist      string  `json:"dist"`
+	Load      float64 `json:"load"`
+	Contender string  `json:"contender"`
+	Status    string  `json:"status"`
+	Why       string  `json:"why,omitempty"`
+	N         int     `json:"requests"`
+	Completed int     `json:"completed"`
+	All       Summary `json:"all"`
+	Short     Summary `json:"short"`
+	Lag       Summary `json:"generator_lag"`
+	SLO       int64   `json:"slo_ns"`
+	MeetsSLO  bool    `json:"meets_slo"`
+	Wall      float64 `json:"wall_s"`
+}
+
+func (p *TailPoint) ok() bool { return p.Status == StatusOK.String() }
+
+// incomplete marks a request that never completed; it sorts last, so any
+// percentile that reaches it reads as "did not complete".
+const incomplete = math.MaxInt64
+
+// summarizeRun turns completion stamps into sojourn summaries.
+func summarizeRun(s *Schedule, done, lag []int64, p *TailPoint) {
+	n := s.N()
+	all := make([]int64, 0, n)
+	short := make([]int64, 0, n)
+	p.N = n
+	for i := 0; i < n; i++ {
+		v := int64(incomplete)
+		if done[i] >= 0 {
+			v = done[i] - s.Arrival[i]
+			p.Completed++
+		}
+		all = append(all, v)
+		if s.Short[i] {
+			short = append(short, v)
+		}
+	}
+	p.All = Summarize(all)
+	p.Short = Summarize(short)
+	p.Lag = Summarize(append([]int64(nil), lag...))
+	if p.Completed < n {
+		// the mean is meaningless with sentinels in it: -1 = n/a
+		p.All.Mean, p.Short.Mean = -1, -1
+	}
+	p.SLO = s.SLO()
+	p.MeetsSLO = p.Completed == n && p.All.P99 <= p.SLO
+}
+
+// goTail replays the schedule on Go's runtime: a generator goroutine,
+// locked to its thread, spins until each arrival and starts one goroutine
+// per request. The workers get `carriers` Ps; the generator one more, as
+// the xtc generator has its own thread.
+func goTail(s *Schedule, iters []uint64, cgo bool, carriers int) (done, lag []int64) {
+	prev := runtime.GOMAXPROCS(carriers + 1)
+	defer runtime.GOMAXPROCS(prev)
+	n := s.N()
+	done = make([]int64, n)
+	lag = make([]int64, n)
+	for i := range done {
+		done[i] = -1
+	}
+	var wg sync.WaitGroup
+	wg.Add(n)
+	genDone := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		base := time.Now().Add(2 * time.Millisecond)
+		for i := 0; i < n; i++ {
+			target := time.Duration(s.Arrival[i])
+			var now time.Duration
+			for {
+				if now = time.Since(base); now >= target {
+					break
+				}
+			}
+			lag[i] = int64(now - target)
+			it := iters[i]
+			if cgo {
+				go func(i int) {
+					cSpin(it)
+					done[i] = int64(time.Since(base))
+					wg.Done()
+				}(i)
+			} else {
+				go func(i int) {
+					keep(goSpin(it))
+					done[i] = int64(time.Since(base))
+					wg.Done()
+				}(i)
+			}
+		}
+		close(genDone)
+	}()
+	<-genDone
+	wg.Wait()
+	return done, lag
+}
+
+// TailResults holds every point plus the per-distribution SLO verdicts.
+type TailResults struct {
+	Contenders []Contender          `json:"contenders"`
+	Points     []TailPoint          `json:"points"`
+	MaxLoad    map[string]map[string]float64 `json:"max_load_under_slo"` // dist -> contender -> load (0 = none)
+}
+
+func tailSteps(cfg *Config) int {
+	return len(cfg.Dists) * len(cfg.Loads) * len(contenders(cfg))
+}
+
+func runTail(cfg *Config, cal Calibration, pb *Progress) *TailResults {
+	cs := contenders(cfg)
+	res := &TailResults{Contenders: cs, MaxLoad: map[string]map[string]float64{}}
+	unavailable := map[string]string{} // contender -> why, once known
+	for _, dist := range cfg.Dists {
+		for _, load := range cfg.Loads {
+			s, err := NewSchedule(dist, load, cfg.Carriers, cfg.Point, cfg.Seed)
+			if err != nil {
+				panic(err) // configuration was validated
+			}
+			cIters := s.Iterations(cal.CItersPerNs)
+			goIters := s.Iterations(cal.GoItersPerNs)
+			for _, c := range cs {
+				label := fmt.Sprintf("tail %s %2.0f%% %s", dist, load*100, c.Key)
+				pb.Note(label)
+				p := TailPoint{Dist: dist, Load: load, Contender: c.Key, SLO: s.SLO()}
+				if why, ok := unavailable[c.Key]; ok {
+					p.Status, p.Why = StatusUnavail.String(), why
+					res.Points = append(res.Points, p)
+					pb.Step(label)
+					continue
+				}
+				runtime.GC()
+				t0 := time.Now()
+				switch c.Kind {
+				case "xtc":
+					r, st, why := xtcTail(s.Arrival, cIters, cfg.Carriers, c.Slice,
+						c.Adaptive, 2*cfg.Point+2*time.Second)
+					p.Status, p.Why = st.String(), why
+					if st == StatusUnavail {
+						unavailable[c.Key] = why
+					}
+					if st == StatusOK {
+						summarizeRun(s, r.Done, r.Lag, &p)
+						if r.TimedOut {
+							p.Why = fmt.Sprintf("timed out: %d of %d requests completed", r.Completed, s.N())
+						}
+					}
+				case "go":
+					done, lag := goTail(s, goIters, false, cfg.Carriers)
+					p.Status = StatusOK.String()
+					summarizeRun(s, done, lag, &p)
+				case "gocgo":
+					done, lag := goTail(s, cIters, true, cfg.Carriers)
+					p.Status = StatusOK.String()
+					summarizeRun(s, done, lag, &p)
+				}
+				p.Wall = time.Since(t0).Seconds()
+				res.Points = append(res.Points, p)
+				pb.Step(label)
+			}
+		}
+	}
+	for _, dist := range cfg.Dists {
+		res.MaxLoad[dist] = map[string]float64{}
+		for _, c := range cs {
+			best := 0.0
+			for _, p := range res.Points {
+				if p.Dist == dist && p.Contender == c.Key && p.ok() && p.MeetsSLO && p.Load > best {
+					best = p.Load
+				}
+			}
+			res.MaxLoad[dist][c.Key] = best
+		}
+	}
+	return res
+}
+
+// point finds the result of a contender at (dist, load); nil if absent.
+func (r *TailResults) point(dist string, load float64, key string) *TailPoint {
+	if r == nil {
+		return nil
+	}
+	for i := range r.Points {
+		p := &r.Points[i]
+		if p.Dist == dist && p.Contender == key && math.Abs(p.Load-load) < 1e-9 {
+			return p
+		}
+	}
+	return nil
+}

@@ -1,0 +1,108 @@
+/*
+ * xb.h - the C side of xtcbench: small drivers that run one xtc workload
+ * each inside a single cgo call, timing everything in C.
+ *
+ * Design: the drivers use only the public API (csrc/include). The runtime is
+ * being built while this tool exists, so every xtc symbol used here is
+ * declared weak (xb_api.h): a function that is not linked yet reads as NULL,
+ * and the driver reports "not available" with the reason instead of failing
+ * to link. Headers that do not exist yet (xtc_exec.h, xtc_preempt.h) are
+ * detected with __has_include and compile the dependent drivers out.
+ *
+ * Each driver returns XB_OK, XB_UNAVAIL (feature missing; `why` says which)
+ * or XB_FAIL (an xtc call failed; `why` names it and its error text).
+ */
+#ifndef XB_H
+#define XB_H
+
+#include <stdint.h>
+
+#define XB_OK      0
+#define XB_UNAVAIL 1
+#define XB_FAIL    2
+
+#define XB_WHY 200
+
+/* Feature bits of xb_features(). */
+#define XB_F_CORE     0x01 /* loop, procs, yield, mailboxes */
+#define XB_F_EXEC     0x02 /* executor */
+#define XB_F_CLASSES  0x04 /* scheduling classes */
+#define XB_F_PREEMPT  0x08 /* involuntary preemption with executor slices */
+#define XB_F_ADAPTIVE 0x10 /* adaptive quantum controller */
+
+int         xb_features(void);
+const char *xb_feature_why(int bit); /* why a bit is missing, "" if present */
+const char *xb_xtc_version(void);
+const char *xb_io_backend(void);
+
+/* Busy work shared by every contender that runs C work. */
+uint64_t xb_spin(uint64_t iters);
+double   xb_calibrate(void); /* iterations per ns of xb_spin */
+void     xb_noop(void);      /* the callee of the "C call" micro */
+int64_t  xb_now(void);       /* CLOCK_MONOTONIC ns */
+
+/* ---- micro: ns per operation in *ns_per_op ---- */
+enum {
+	XB_MICRO_SWITCH = 0,
+	XB_MICRO_YIELD = 1,
+	XB_MICRO_SPAWN = 2,
+	XB_MICRO_PINGPONG = 3,
+	XB_MICRO_CROSSLOOP = 4,
+	XB_MICRO_CCALL = 5,
+};
+int xb_micro(int which, int64_t n, double *ns_per_op, char *why);
+
+/* ---- tail latency: one open-loop run ---- */
+typedef struct xb_tail {
+	/* in */
+	int64_t         n;
+	const int64_t  *arrival;    /* ns offsets from the start, ascending */
+	const uint64_t *iters;      /* busy-loop iterations per request */
+	int             carriers;
+	int64_t         slice_ns;   /* executor preemption slice */
+	int             adaptive;   /* use the adaptive quantum controller */
+	int64_t         timeout_ns; /* give up this long after the last arrival */
+	/* out */
+	int64_t *done; /* completion offset (ns) per request, -1 = never */
+	int64_t *lag;  /* spawn time minus scheduled arrival (ns) */
+	int64_t  completed;
+	int      timed_out;
+	int64_t  spawn_retries; /* spawns refused with AGAIN/RESOURCE and retried */
+} xb_tail_t;
+int xb_tail_run(xb_tail_t *t, char *why);
+
+/* ---- fairness: three classes on one loop ---- */
+typedef struct xb_fair {
+	/* in */
+	int64_t  dur_ns;
+	int64_t  window_ns;
+	int      shares[3];
+	int      preempt;     /* 1: never-yielding workers + preemption slice */
+	int64_t  slice_ns;
+	uint64_t chunk_iters; /* work between counter updates (and yields) */
+	int      max_windows;
+	/* out: per window: t_ns, then the three counters (iterations) */
+	int64_t *samples; /* max_windows * 4 */
+	int      nsamples;
+} xb_fair_t;
+int xb_fair_run(xb_fair_t *f, char *why);
+
+/* ---- hog: never-yielding kernel + 1 ms-sleep probe on one carrier ---- */
+typedef struct xb_hog {
+	int      with_hog; /* 0: the probe alone (baseline) */
+	int      probes;
+	int64_t  sleep_ns;
+	int64_t  slice_ns;
+	int64_t *late; /* out: probes entries, ns */
+	int      done_probes;
+	uint64_t hog_iters;
+} xb_hog_t;
+int xb_hog_run(xb_hog_t *h, char *why);
+
+/* The Go+cgo hog variant: the same kernel inside one cgo call, spinning
+ * from xb_hog_kernel_arm() until xb_hog_kernel_stop(); returns the iterations done. */
+void     xb_hog_kernel_arm(void);
+uint64_t xb_hog_kernel(void);
+void     xb_hog_kernel_stop(void);
+
+#endif

@@ -1,0 +1,157 @@
+/*
+ * xb_common.c - busy work, clock, feature probe.
+ *
+ * The busy loop is a 64-bit LCG step per iteration; the empty asm keeps the
+ * compiler from vectorising it or computing it in closed form, so its cost
+ * is one multiply-add dependency chain, the same shape as the Go version in
+ * work.go. Each side is calibrated separately (iterations per ns, best of
+ * several runs) and requests are expressed in nanoseconds of work.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "xb.h"
+#include "xb_api.h"
+
+int64_t xb_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+uint64_t xb_spin(uint64_t iters)
+{
+	uint64_t x = iters | 1;
+	for (uint64_t i = 0; i < iters; i++) {
+		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+		__asm__ volatile("" : "+r"(x));
+	}
+	return x;
+}
+
+double xb_calibrate(void)
+{
+	const uint64_t n = 2000000;
+	int64_t best = INT64_MAX;
+	xb_spin(n / 4); /* warm up */
+	for (int r = 0; r < 7; r++) {
+		int64_t t0 = xb_now();
+		xb_spin(n);
+		int64_t dt = xb_now() - t0;
+		if (dt > 0 && dt < best)
+			best = dt;
+	}
+	return (double)n / (double)best;
+}
+
+__attribute__((noinline)) void xb_noop(void)
+{
+	__asm__ volatile("" ::: "memory");
+}
+
+static char xb_why_buf[5][XB_WHY];
+
+static int core_linked(void)
+{
+	return XB_LINKED(xtc_loop_init) && XB_LINKED(xtc_loop_run) &&
+	       XB_LINKED(xtc_loop_fini) && XB_LINKED(xtc_proc_spawn) &&
+	       XB_LINKED(xtc_yield) && XB_LINKED(xtc_send) &&
+	       XB_LINKED(xtc_recv) && XB_LINKED(xtc_free) &&
+	       XB_LINKED(xtc_self) && XB_LINKED(xtc_proc_sleep);
+}
+
+static int exec_linked(void)
+{
+#if XB_HAVE_EXEC
+	return XB_LINKED(xtc_exec_init) && XB_LINKED(xtc_exec_run) &&
+	       XB_LINKED(xtc_exec_stop) && XB_LINKED(xtc_exec_fini) &&
+	       XB_LINKED(xtc_exec_loop) && XB_LINKED(xtc_exec_set_service_mode);
+#else
+	return 0;
+#endif
+}
+
+int xb_features(void)
+{
+	int f = 0;
+	for (int i = 0; i < 5; i++)
+		xb_why_buf[i][0] = 0;
+
+	if (core_linked())
+		f |= XB_F_CORE;
+	else
+		snprintf(xb_why_buf[0], XB_WHY,
+		         "loop/proc functions are not linked yet");
+
+	if (!XB_HAVE_EXEC)
+		snprintf(xb_why_buf[1], XB_WHY, "xtc_exec.h does not exist yet");
+	else if (!exec_linked())
+		snprintf(xb_why_buf[1], XB_WHY,
+		         "executor functions are not linked yet");
+	else if (f & XB_F_CORE)
+		f |= XB_F_EXEC;
+	else
+		snprintf(xb_why_buf[1], XB_WHY, "needs the core");
+
+#if XB_HAVE_EXEC
+	if (!XB_LINKED(xtc_exec_class_create))
+		snprintf(xb_why_buf[2], XB_WHY,
+		         "xtc_exec_class_create is not linked yet");
+	else if (f & XB_F_EXEC)
+		f |= XB_F_CLASSES;
+	else
+		snprintf(xb_why_buf[2], XB_WHY, "needs the executor");
+#else
+	snprintf(xb_why_buf[2], XB_WHY, "xtc_exec.h does not exist yet");
+#endif
+
+#if XB_HAVE_PREEMPT && XB_HAVE_EXEC
+	if (!XB_LINKED(xtc_preempt_set_involuntary) ||
+	    !XB_LINKED(xtc_exec_set_preempt))
+		snprintf(xb_why_buf[3], XB_WHY,
+		         "preemption functions are not linked yet");
+	else if (XB_LINKED(xtc_preempt_supported) && !xtc_preempt_supported())
+		snprintf(xb_why_buf[3], XB_WHY,
+		         "xtc_preempt_supported() == 0 on this platform");
+	else if (f & XB_F_EXEC)
+		f |= XB_F_PREEMPT;
+	else
+		snprintf(xb_why_buf[3], XB_WHY, "needs the executor");
+#else
+	snprintf(xb_why_buf[3], XB_WHY, "xtc_preempt.h does not exist yet");
+#endif
+
+#if XB_HAVE_ADAPTIVE
+	if (!(f & XB_F_PREEMPT))
+		snprintf(xb_why_buf[4], XB_WHY, "needs involuntary preemption");
+	else if (!XB_LINKED(XB_ADAPTIVE_FN))
+		snprintf(xb_why_buf[4], XB_WHY,
+		         "adaptive controller is not linked yet");
+	else
+		f |= XB_F_ADAPTIVE;
+#else
+	snprintf(xb_why_buf[4], XB_WHY,
+	         "no adaptive quantum controller in the public headers yet");
+#endif
+	return f;
+}
+
+const char *xb_feature_why(int bit)
+{
+	for (int i = 0; i < 5; i++)
+		if (bit == (1 << i))
+			return xb_why_buf[i];
+	return "";
+}
+
+const char *xb_xtc_version(void)
+{
+	return XB_LINKED(xtc_version_string) ? xtc_version_string() : "unlinked";
+}
+
+const char *xb_io_backend(void)
+{
+	return XB_LINKED(xtc_io_backend_name) ? xtc_io_backend_name() : "unlinked";
+}

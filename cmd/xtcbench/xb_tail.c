@@ -1,0 +1,197 @@
+/*
+ * xb_tail.c - the xtc contender of the tail-latency workload.
+ *
+ * One executor with `carriers` loops, involuntary preemption at a fixed
+ * slice (or the adaptive controller), service mode on so that an idle gap
+ * between arrivals does not end the run. A load-generator pthread replays
+ * the precomputed schedule: it spins until each scheduled arrival and
+ * spawns one proc per request onto the loops in turn (migratable, so an
+ * idle loop may steal). The proc runs the calibrated busy loop and stamps
+ * its completion. Sojourn = completion - scheduled arrival, computed by the
+ * caller. The generator stops the executor when every request completed, or
+ * `timeout_ns` after the last arrival (the report then counts the missing
+ * requests).
+ *
+ * Rejected: stamping the arrival when the spawn happens (hides generator
+ * lag), and one long-lived worker proc per carrier pulling from a queue
+ * (that measures our queue, not the runtime's scheduling of many fibers).
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "xb.h"
+#include "xb_api.h"
+
+#if XB_HAVE_EXEC
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__asm__ volatile("pause");
+#elif defined(__aarch64__)
+	__asm__ volatile("yield");
+#endif
+}
+
+typedef struct tail_run {
+	xb_tail_t      *t;
+	xtc_exec_t     *ex;
+	int64_t         base;
+	_Atomic int64_t completed;
+	int             gen_rc;
+} tail_run_t;
+
+/* One run at a time: the request procs find their run here. */
+static tail_run_t *tail_cur;
+
+static void tail_req(void *arg)
+{
+	int64_t     i = (int64_t)(intptr_t)arg;
+	tail_run_t *r = tail_cur;
+	xb_spin(r->t->iters[i]);
+	r->t->done[i] = xb_now() - r->base;
+	atomic_fetch_add_explicit(&r->completed, 1, memory_order_release);
+}
+
+static void *tail_gen(void *arg)
+{
+	tail_run_t     *r = arg;
+	xb_tail_t      *t = r->t;
+	xtc_proc_opts_t opts;
+	memset(&opts, 0, sizeof opts);
+	opts.migratable = t->carriers > 1;
+
+	for (int64_t i = 0; i < t->n; i++) {
+		int64_t target = r->base + t->arrival[i];
+		int64_t now;
+		while ((now = xb_now()) < target)
+			cpu_relax();
+		t->lag[i] = now - target;
+		xtc_loop_t *loop = xtc_exec_loop(r->ex, (int)(i % t->carriers));
+		for (;;) {
+			int rc = xtc_proc_spawn(loop, tail_req, (void *)(intptr_t)i,
+			                        &opts, NULL);
+			if (rc == 0)
+				break;
+			if (rc != XTC_E_AGAIN && rc != XTC_E_RESOURCE) {
+				r->gen_rc = rc;
+				goto stop;
+			}
+			t->spawn_retries++;
+			cpu_relax();
+		}
+	}
+	int64_t deadline = r->base + t->arrival[t->n - 1] + t->timeout_ns;
+	while (atomic_load_explicit(&r->completed, memory_order_acquire) <
+	       t->n) {
+		if (xb_now() > deadline) {
+			t->timed_out = 1;
+			break;
+		}
+		struct timespec ts = {0, 200000};
+		nanosleep(&ts, NULL);
+	}
+stop:
+	xtc_exec_stop(r->ex);
+	return NULL;
+}
+
+int xb_tail_run(xb_tail_t *t, char *why)
+{
+	int f = xb_features();
+	why[0] = 0;
+	if (!(f & XB_F_EXEC)) {
+		snprintf(why, XB_WHY, "%s", xb_feature_why(XB_F_EXEC));
+		return XB_UNAVAIL;
+	}
+	if (!(f & XB_F_PREEMPT)) {
+		snprintf(why, XB_WHY, "%s", xb_feature_why(XB_F_PREEMPT));
+		return XB_UNAVAIL;
+	}
+	if (t->adaptive && !(f & XB_F_ADAPTIVE)) {
+		snprintf(why, XB_WHY, "%s", xb_feature_why(XB_F_ADAPTIVE));
+		return XB_UNAVAIL;
+	}
+	if (t->n < 1 || t->carriers < 1 || !t->arrival || !t->iters ||
+	    !t->done || !t->lag) {
+		snprintf(why, XB_WHY, "bad arguments");
+		return XB_FAIL;
+	}
+	for (int64_t i = 0; i < t->n; i++) {
+		t->done[i] = -1;
+		t->lag[i] = 0;
+	}
+	t->completed = 0;
+	t->timed_out = 0;
+	t->spawn_retries = 0;
+
+	tail_run_t r;
+	memset(&r, 0, sizeof r);
+	r.t = t;
+	int ret = XB_OK, rc;
+	if ((rc = xtc_exec_init(&r.ex, t->carriers))) {
+		snprintf(why, XB_WHY, "xtc_exec_init: %s", xb_strerror(rc));
+		return XB_FAIL;
+	}
+	xtc_exec_set_service_mode(r.ex, 1);
+#if XB_HAVE_PREEMPT
+	xtc_preempt_set_involuntary(1);
+#endif
+	if ((rc = xtc_exec_set_preempt(r.ex, t->slice_ns))) {
+		snprintf(why, XB_WHY, "xtc_exec_set_preempt: %s",
+		         xb_strerror(rc));
+		ret = rc == XTC_E_NOSYS ? XB_UNAVAIL : XB_FAIL;
+		goto out;
+	}
+#if XB_HAVE_ADAPTIVE
+	if (t->adaptive && (rc = XB_ADAPTIVE_ON(r.ex, t->slice_ns))) {
+		snprintf(why, XB_WHY, "adaptive controller: %s",
+		         xb_strerror(rc));
+		ret = rc == XTC_E_NOSYS ? XB_UNAVAIL : XB_FAIL;
+		goto out;
+	}
+#endif
+	tail_cur = &r;
+	/* Leave the carriers 2 ms to start before the first arrival. */
+	r.base = xb_now() + 2000000;
+
+	pthread_t gen;
+	if (pthread_create(&gen, NULL, tail_gen, &r)) {
+		snprintf(why, XB_WHY, "pthread_create failed");
+		ret = XB_FAIL;
+		goto out;
+	}
+	rc = xtc_exec_run(r.ex);
+	pthread_join(gen, NULL);
+	t->completed = atomic_load(&r.completed);
+	if (rc) {
+		snprintf(why, XB_WHY, "xtc_exec_run: %s", xb_strerror(rc));
+		ret = XB_FAIL;
+	} else if (r.gen_rc) {
+		snprintf(why, XB_WHY, "xtc_proc_spawn: %s",
+		         xb_strerror(r.gen_rc));
+		ret = XB_FAIL;
+	}
+out:
+#if XB_HAVE_PREEMPT
+	xtc_preempt_set_involuntary(0);
+#endif
+	xtc_exec_fini(r.ex);
+	tail_cur = NULL;
+	return ret;
+}
+
+#else /* !XB_HAVE_EXEC */
+
+int xb_tail_run(xb_tail_t *t, char *why)
+{
+	(void)t;
+	snprintf(why, XB_WHY, "xtc_exec.h does not exist yet");
+	return XB_UNAVAIL;
+}
+
+#endif

@@ -1,0 +1,244 @@
+package main
+
+// The bridge to the C drivers (xb_*.c). Every xtc workload is one cgo
+// call; the timing happens in C. The C runtime itself is compiled by the
+// root package github.com/xtc-go/xtc (its zz_csrc_* shims), which link.go
+// imports for that side effect; the drivers reach it through the public
+// headers only.
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../../csrc/include -O2
+#cgo LDFLAGS: -lpthread
+#include <stdlib.h>
+#include "xb.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"time"
+	"unsafe"
+)
+
+// Status of one xtc driver call.
+type Status int
+
+const (
+	StatusOK      Status = C.XB_OK
+	StatusUnavail Status = C.XB_UNAVAIL
+	StatusFail    Status = C.XB_FAIL
+)
+
+func (s Status) String() string {
+	switch s {
+	case StatusOK:
+		return "ok"
+	case StatusUnavail:
+		return "not available"
+	case StatusFail:
+		return "failed"
+	}
+	return fmt.Sprintf("status(%d)", int(s))
+}
+
+// Feature bits (xb.h).
+const (
+	FeatCore     = C.XB_F_CORE
+	FeatExec     = C.XB_F_EXEC
+	FeatClasses  = C.XB_F_CLASSES
+	FeatPreempt  = C.XB_F_PREEMPT
+	FeatAdaptive = C.XB_F_ADAPTIVE
+)
+
+var featureNames = []struct {
+	bit  int
+	name string
+}{
+	{FeatCore, "core (loop, procs, mailboxes)"},
+	{FeatExec, "executor"},
+	{FeatClasses, "scheduling classes"},
+	{FeatPreempt, "involuntary preemption"},
+	{FeatAdaptive, "adaptive quantum controller"},
+}
+
+// Features is what the linked runtime offers, with the reason for every
+// missing part.
+type Features struct {
+	Bits    int               `json:"bits"`
+	Missing map[string]string `json:"missing"`
+	Version string            `json:"xtc_version"`
+	Backend string            `json:"io_backend"`
+}
+
+func (f Features) Has(bit int) bool { return f.Bits&bit == bit }
+
+func probeFeatures() Features {
+	bits := int(C.xb_features())
+	f := Features{Bits: bits, Missing: map[string]string{},
+		Version: C.GoString(C.xb_xtc_version())}
+	if bits&FeatCore != 0 {
+		f.Backend = C.GoString(C.xb_io_backend())
+	}
+	for _, fn := range featureNames {
+		if bits&fn.bit == 0 {
+			f.Missing[fn.name] = C.GoString(C.xb_feature_why(C.int(fn.bit)))
+		}
+	}
+	return f
+}
+
+func whyBuf() *C.char { return (*C.char)(C.calloc(1, C.XB_WHY)) }
+
+func takeWhy(p *C.char) string {
+	s := C.GoString(p)
+	C.free(unsafe.Pointer(p))
+	return s
+}
+
+// cSpin runs the C busy loop (the work of the Go+cgo contender).
+func cSpin(iters uint64) uint64 { return uint64(C.xb_spin(C.uint64_t(iters))) }
+
+// cCalibrate returns iterations per ns of the C busy loop.
+func cCalibrate() float64 { return float64(C.xb_calibrate()) }
+
+func cNoop() { C.xb_noop() }
+
+// Micro benchmark ids (xb.h).
+const (
+	microSwitch    = C.XB_MICRO_SWITCH
+	microYield     = C.XB_MICRO_YIELD
+	microSpawn     = C.XB_MICRO_SPAWN
+	microPingPong  = C.XB_MICRO_PINGPONG
+	microCrossLoop = C.XB_MICRO_CROSSLOOP
+	microCCall     = C.XB_MICRO_CCALL
+)
+
+func xtcMicro(which int, n int64) (float64, Status, string) {
+	why := whyBuf()
+	var ns C.double
+	st := Status(C.xb_micro(C.int(which), C.int64_t(n), &ns, why))
+	return float64(ns), st, takeWhy(why)
+}
+
+// tailResult is the raw outcome of one xtc tail run.
+type tailResult struct {
+	Done      []int64 // completion offset per request, -1 = never
+	Lag       []int64
+	Completed int64
+	TimedOut  bool
+	Retries   int64
+}
+
+func xtcTail(arrival []int64, iters []uint64, carriers int, slice time.Duration,
+	adaptive bool, timeout time.Duration) (*tailResult, Status, string) {
+	n := len(arrival)
+	if n == 0 || len(iters) != n {
+		return nil, StatusFail, "empty or mismatched schedule"
+	}
+	sz := C.size_t(n) * 8
+	cArr := C.malloc(sz)
+	cIt := C.malloc(sz)
+	cDone := C.malloc(sz)
+	cLag := C.malloc(sz)
+	defer C.free(cArr)
+	defer C.free(cIt)
+	defer C.free(cDone)
+	defer C.free(cLag)
+	copy(unsafe.Slice((*int64)(cArr), n), arrival)
+	copy(unsafe.Slice((*uint64)(cIt), n), iters)
+
+	t := (*C.xb_tail_t)(C.calloc(1, C.size_t(unsafe.Sizeof(C.xb_tail_t{}))))
+	defer C.free(unsafe.Pointer(t))
+	t.n = C.int64_t(n)
+	t.arrival = (*C.int64_t)(cArr)
+	t.iters = (*C.uint64_t)(cIt)
+	t.carriers = C.int(carriers)
+	t.slice_ns = C.int64_t(slice.Nanoseconds())
+	if adaptive {
+		t.adaptive = 1
+	}
+	t.timeout_ns = C.int64_t(timeout.Nanoseconds())
+	t.done = (*C.int64_t)(cDone)
+	t.lag = (*C.int64_t)(cLag)
+	why := whyBuf()
+	st := Status(C.xb_tail_run(t, why))
+	w := takeWhy(why)
+	if st != StatusOK {
+		return nil, st, w
+	}
+	r := &tailResult{
+		Done:      append([]int64(nil), unsafe.Slice((*int64)(cDone), n)...),
+		Lag:       append([]int64(nil), unsafe.Slice((*int64)(cLag), n)...),
+		Completed: int64(t.completed),
+		TimedOut:  t.timed_out != 0,
+		Retries:   int64(t.spawn_retries),
+	}
+	return r, st, w
+}
+
+// fairSample is the state of the three counters at time T (from start).
+type fairSample struct {
+	T      time.Duration
+	Counts [3]int64
+}
+
+func xtcFair(dur, window time.Duration, shares [3]int, preempt bool,
+	slice time.Duration, chunkIters uint64) ([]fairSample, Status, string) {
+	maxW := int(dur/window) + 4
+	buf := C.calloc(C.size_t(maxW*4), 8)
+	defer C.free(buf)
+	f := (*C.xb_fair_t)(C.calloc(1, C.size_t(unsafe.Sizeof(C.xb_fair_t{}))))
+	defer C.free(unsafe.Pointer(f))
+	f.dur_ns = C.int64_t(dur.Nanoseconds())
+	f.window_ns = C.int64_t(window.Nanoseconds())
+	for i := 0; i < 3; i++ {
+		f.shares[i] = C.int(shares[i])
+	}
+	if preempt {
+		f.preempt = 1
+	}
+	f.slice_ns = C.int64_t(slice.Nanoseconds())
+	f.chunk_iters = C.uint64_t(chunkIters)
+	f.max_windows = C.int(maxW)
+	f.samples = (*C.int64_t)(buf)
+	why := whyBuf()
+	st := Status(C.xb_fair_run(f, why))
+	w := takeWhy(why)
+	if st != StatusOK {
+		return nil, st, w
+	}
+	raw := unsafe.Slice((*int64)(buf), maxW*4)
+	out := make([]fairSample, int(f.nsamples))
+	for i := range out {
+		out[i].T = time.Duration(raw[4*i])
+		copy(out[i].Counts[:], raw[4*i+1:4*i+4])
+	}
+	return out, st, w
+}
+
+func xtcHog(withHog bool, probes int, sleep, slice time.Duration) ([]int64, Status, string) {
+	late := C.calloc(C.size_t(probes), 8)
+	defer C.free(late)
+	h := (*C.xb_hog_t)(C.calloc(1, C.size_t(unsafe.Sizeof(C.xb_hog_t{}))))
+	defer C.free(unsafe.Pointer(h))
+	if withHog {
+		h.with_hog = 1
+	}
+	h.probes = C.int(probes)
+	h.sleep_ns = C.int64_t(sleep.Nanoseconds())
+	h.slice_ns = C.int64_t(slice.Nanoseconds())
+	h.late = (*C.int64_t)(late)
+	why := whyBuf()
+	st := Status(C.xb_hog_run(h, why))
+	w := takeWhy(why)
+	if st != StatusOK {
+		return nil, st, w
+	}
+	n := int(h.done_probes)
+	return append([]int64(nil), unsafe.Slice((*int64)(late), probes)[:n]...), st, w
+}
+
+// The Go+cgo hog: the same C kernel, inside one cgo call.
+func cHogArm()           { C.xb_hog_kernel_arm() }
+func cHogKernel() uint64 { return uint64(C.xb_hog_kernel()) }
+func cHogStop()          { C.xb_hog_kernel_stop() }

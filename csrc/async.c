@@ -1,0 +1,262 @@
+/*
+ * async.c - coroutines (xtc_async / xtc_await), yield, stack size and the
+ * cooperative yield budget.
+ *
+ * Model: a coroutine is a fiber task of loop.c whose entry stores
+ * coro(arg) as the task's result. xtc_await has three shapes, chosen by the
+ * caller's context:
+ *  - from a fiber task: hook a waiter node (on the caller's stack) onto the
+ *    target and park until the target's completion marks the node done;
+ *  - from a plain thread while nobody drives the target's loop: drive the
+ *    loop on this thread (enter + step) until the target is done;
+ *  - from a plain thread while another thread drives it: a futex wait on
+ *    the node's done word.
+ * From a stackless task body or a timer callback (the carrier stack of a
+ * running loop) awaiting an unfinished task cannot block: XTC_E_INVAL.
+ *
+ * The yield budget costs nothing unless set: xtc_yield_set_budget flips
+ * XTC__LF_BUDGET, which makes the loop stamp run_start at dispatch (the
+ * only clock read), and xtc_yield_check compares against it.
+ *
+ * Alternatives rejected: a lock-free waiter stack (a killed proc could not
+ * unhook its node, leaving a pointer into a dead stack); polling the task
+ * state from a plain thread (burns a CPU; the futex costs one syscall).
+ */
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "loop_int.h"
+
+int xtc__task_spawn_coro(xtc_loop_t *loop, xtc_coro_fn fn, void *arg,
+                         const xtc__spawn_opts_t *opts, xtc_task_t **out);
+int xtc__fiber_yield(void);
+
+int xtc_async(xtc_loop_t *loop, xtc_coro_fn fn, void *arg,
+              xtc_task_t **out_task)
+{
+	xtc__spawn_opts_t o = { .retain = out_task != NULL };
+
+	if (loop == NULL || fn == NULL)
+		return XTC_E_INVAL;
+	return xtc__task_spawn_coro(loop, fn, arg, &o, out_task);
+}
+
+void xtc_yield(void)
+{
+	(void)xtc__fiber_yield();
+}
+
+int xtc_yield_ex(void)
+{
+	return xtc__fiber_yield();
+}
+
+/* ---- await -------------------------------------------------------- */
+
+static int task_done(xtc_task_t *t)
+{
+	return atomic_load_explicit(&t->state, memory_order_acquire) ==
+	       XTC__T_DONE;
+}
+
+/* 1 if hooked, 0 if the target already completed. */
+static int waiter_hook(xtc_task_t *t, xtc__await_node_t *n)
+{
+	xtc__await_node_t *head;
+	int hooked = 0;
+
+	xtc__task_wlock(t);
+	head = atomic_load_explicit(&t->waiters, memory_order_relaxed);
+	if (head != XTC__AWAIT_CLOSED) {
+		n->next = head;
+		atomic_store_explicit(&t->waiters, n, memory_order_relaxed);
+		hooked = 1;
+	}
+	xtc__task_wunlock(t);
+	return hooked;
+}
+
+/* 1 if unhooked, 0 if the completer already owns the node (it will set
+ * done shortly). */
+static int waiter_unhook(xtc_task_t *t, xtc__await_node_t *n)
+{
+	xtc__await_node_t *p, *prev = NULL;
+	int found = 0;
+
+	xtc__task_wlock(t);
+	p = atomic_load_explicit(&t->waiters, memory_order_relaxed);
+	if (p != XTC__AWAIT_CLOSED) {
+		for (; p != NULL; prev = p, p = p->next) {
+			if (p != n)
+				continue;
+			if (prev != NULL)
+				prev->next = n->next;
+			else
+				atomic_store_explicit(&t->waiters, n->next,
+				                      memory_order_relaxed);
+			found = 1;
+			break;
+		}
+	}
+	xtc__task_wunlock(t);
+	return found;
+}
+
+static int node_done(xtc__await_node_t *n)
+{
+	return atomic_load_explicit(&n->done, memory_order_acquire) != 0;
+}
+
+static int await_fiber(xtc_task_t *cur, xtc_task_t *t)
+{
+	xtc__await_node_t node = { .task = cur };
+
+	if (!waiter_hook(t, &node))
+		return 0;
+	while (!node_done(&node)) {
+		(void)xtc__park_ex(-1, -1, 0, NULL, XTC__PARK_NOKILL);
+		if (atomic_load_explicit(&cur->kill_pending,
+		                         memory_order_relaxed) &&
+		    !node_done(&node)) {
+			/* Killed while waiting: unhook before unwinding. */
+			if (!waiter_unhook(t, &node))
+				while (!node_done(&node))
+					XTC__CPU_RELAX();
+			xtc__proc_resumed();
+			return XTC_E_ABORTED;
+		}
+	}
+	if (atomic_load_explicit(&cur->kill_pending, memory_order_relaxed))
+		xtc__proc_resumed();
+	return 0;
+}
+
+static int await_thread(xtc_task_t *t)
+{
+	xtc__await_node_t node = { .task = NULL };
+
+	if (!waiter_hook(t, &node))
+		return 0;
+	while (!node_done(&node))
+		syscall(SYS_futex, (uint32_t *)&node.done, FUTEX_WAIT_PRIVATE, 0,
+		        NULL, NULL, 0);
+	return 0;
+}
+
+static int await_drive(xtc_loop_t *loop, xtc_task_t *t)
+{
+	int rc = 0;
+
+	while (!task_done(t)) {
+		rc = xtc__loop_step(loop, 1);
+		if (rc < 0)
+			break;
+		rc = 0;
+	}
+	xtc__loop_leave(loop);
+	return rc;
+}
+
+int xtc_await(xtc_task_t *t, intptr_t *result)
+{
+	xtc_task_t *cur = xtc__tls_task;
+	int rc;
+
+	if (t == NULL || t->loop == NULL)
+		return XTC_E_INVAL;
+	if (t == cur)
+		return XTC_E_DEADLK;
+	if (!task_done(t)) {
+		if (xtc__gocb_depth > 0)
+			return XTC_E_DEADLK;
+		if (cur != NULL && cur->is_fiber)
+			rc = await_fiber(cur, t);
+		else if (cur != NULL || xtc__tls_loop != NULL)
+			return XTC_E_INVAL; /* carrier stack of a running loop */
+		else if (xtc__loop_enter(t->loop) == 0)
+			rc = await_drive(t->loop, t);
+		else
+			rc = await_thread(t);
+		if (rc != 0)
+			return rc;
+	}
+	if (result != NULL)
+		*result = t->result;
+	return 0;
+}
+
+/* ---- stack size --------------------------------------------------- */
+
+size_t xtc_stack_size(void)
+{
+	return xtc__stack_default();
+}
+
+int xtc_set_stack_size(size_t bytes)
+{
+	if (bytes < 16 * 1024)
+		return XTC_E_INVAL;
+	return xtc__stack_set_default(bytes);
+}
+
+/* ---- yield budget ------------------------------------------------- */
+
+void xtc_yield_set_budget(xtc_loop_t *loop, int64_t budget_ns)
+{
+	if (loop == NULL || loop->magic != XTC__LOOP_LIVE)
+		return;
+	loop->yield_budget = budget_ns > 0 ? budget_ns : 0;
+	xtc__loop_budget_update(loop);
+}
+
+static int64_t effective_budget(const xtc_loop_t *loop)
+{
+	int64_t a = loop->yield_budget, b = loop->lat_budget;
+
+	if (a <= 0)
+		return b > 0 ? b : 0;
+	if (b <= 0)
+		return a;
+	return a < b ? a : b;
+}
+
+int xtc_yield_check(void)
+{
+	xtc_task_t *t = xtc__tls_task;
+	xtc_loop_t *loop;
+	int64_t budget;
+	int due = 0;
+
+	if (t == NULL)
+		return 0;
+	loop = t->loop;
+	if (XTC__LIKELY(loop->feat == 0))
+		return 0;
+	if ((loop->feat & XTC__LF_PREEMPT) && loop->hooks.check_due != NULL &&
+	    loop->hooks.check_due(loop))
+		due = 1;
+	if (!due && (loop->feat & XTC__LF_BUDGET)) {
+		budget = effective_budget(loop);
+		if (budget > 0 && xtc__now() - t->run_start >= budget)
+			due = 1;
+	}
+	if (due)
+		atomic_fetch_add_explicit(&loop->yield_due, 1,
+		                          memory_order_relaxed);
+	return due;
+}
+
+int xtc_yield_if_due(void)
+{
+	if (!xtc_yield_check())
+		return 0;
+	return xtc__fiber_yield() == 0;
+}
+
+uint64_t xtc_yield_due_count(const xtc_loop_t *loop)
+{
+	if (loop == NULL || loop->magic != XTC__LOOP_LIVE)
+		return 0;
+	return atomic_load_explicit(&loop->yield_due, memory_order_relaxed);
+}

@@ -1,0 +1,1126 @@
+/*
+ * exec.c - the multi-loop executor: carriers, submission, stealing,
+ * quiescence, and the hook routing shared with classes and the watchdog.
+ *
+ * Model: an executor owns n loops. xtc_exec_run starts one C-created carrier
+ * thread per loop (Go never owns a carrier, so fibers never run on a Go
+ * thread); each carrier claims its loop and alternates between draining its
+ * bounded submission ring and taking one loop step. Everything another
+ * thread does to a loop goes through that loop's MPSC inbox (spawns, wakes,
+ * messages: loop.c) or its submission ring (xtc_exec_submit); a carrier that
+ * runs out of work tries to steal, spins briefly, then parks in its own
+ * poller, from which an eventfd write wakes it (Loom's carrier design: one
+ * MPSC queue and one poller per carrier, spin then park).
+ *
+ * Stealing: ready tasks that are neither pinned nor in a class go to the
+ * loop's Chase-Lev deque (deque_int.h) instead of its private FIFO; the owner
+ * takes from the top too (FIFO order, so yields stay fair), idle peers steal
+ * from the top. A task is only ever READY there, i.e. switched out at a yield
+ * or park point, so a migratable proc moves only at such points; the thief
+ * re-homes it (xtc__task_adopt) before it runs.
+ *
+ * Quiescence (run returns): a carrier whose loop is locally quiescent
+ * publishes an idle generation; it then checks that every carrier shows a
+ * non-zero idle generation, that every inbox and ring is empty, and that
+ * every generation is unchanged since the first pass. A carrier clears its
+ * generation before it drains or steals anything, so during the window
+ * between the passes no loop processed work, nobody could post, and every
+ * queue was seen empty: nothing can ever run again (a foreign thread that
+ * submits concurrently with quiescence races the end of the run, as the
+ * reference allows). Service mode skips the check.
+ *
+ * Alternatives rejected: a global live counter bumped on every spawn and
+ * reap (a shared cache line on the hottest path); a condition variable per
+ * carrier (a second wake mechanism next to the poller, and a missed wake
+ * while blocked in io_uring).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sched_int.h"
+#include "deque_int.h"
+#include "io_int.h"
+#include "preempt_int.h"
+
+#define EXEC_MAGIC   0x45584543u /* "EXEC" */
+#define MAX_LOOPS    1024
+#define DEQUE_CAP    4096
+#define SPIN_ROUNDS  256        /* ~ a few us of pause before parking */
+#define DRAIN_BATCH  256        /* submissions run between two loop steps */
+#define STEAL_POLL_NS 1000000   /* idle re-steal interval (1 ms) */
+#define STEAL_POLL_MAX_SHIFT 5  /* backoff cap: 32 ms */
+
+#if defined(__x86_64__) || defined(__i386__)
+#define cpu_relax() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define cpu_relax() __asm__ __volatile__("yield" ::: "memory")
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+/* One submission ring slot (bounded MPSC, per-slot sequence numbers). */
+typedef struct sub_slot {
+	_Atomic uint64_t seq;
+	xtc_exec_fn fn;
+	void *arg;
+} sub_slot_t;
+
+typedef struct xtc__carrier {
+	xtc_exec_t *exec;
+	xtc_loop_t *loop;
+	int idx;
+	pthread_t th;
+	int started;
+	int rc;
+	uint64_t rng;
+	int idle_turns;
+	uint64_t gen_next;
+	uint64_t enq_seq;      /* FIFO order across the private queue and deque */
+	_Atomic int steal_inflight; /* a stolen task is on its way here */
+	xtc__deque_t dq;
+	sub_slot_t *ring;
+	_Alignas(64) _Atomic uint64_t idle_gen; /* 0 = busy */
+	_Atomic int parked;
+	_Alignas(64) _Atomic uint64_t sub_tail; /* producers */
+	_Alignas(64) _Atomic uint64_t sub_head; /* consumer */
+	_Alignas(64) char pad;
+} xtc__carrier_t;
+
+struct xtc_exec {
+	uint32_t magic;
+	int n;
+	xtc__carrier_t *c;
+	_Atomic int running;
+	_Atomic int stop;
+	_Atomic int service;
+	_Atomic int eager;
+	_Atomic int backoff;
+	_Atomic uint32_t rr;
+	int64_t preempt_ns;
+	pthread_mutex_t run_mu;
+};
+
+static int exec_ok(const xtc_exec_t *e)
+{
+	return e != NULL && e->magic == EXEC_MAGIC;
+}
+
+static xtc__carrier_t *carrier_of(const xtc_loop_t *l)
+{
+	return l->exec != NULL ? (xtc__carrier_t *)l->exec_data : NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Hook routing (classes, deque, stall, preemption)                     */
+/* ------------------------------------------------------------------ */
+
+static int can_steal(const xtc__carrier_t *c)
+{
+	return c != NULL && c->exec->n > 1;
+}
+
+/* Ready tasks carry their enqueue sequence (t->exec_data) so the owner can
+ * serve its private FIFO and its deque in one global FIFO order: a pinned
+ * task that yields forever cannot starve the migratable ones, nor the
+ * reverse. */
+static inline uint64_t seq_of(const xtc_task_t *t)
+{
+	return (uint64_t)(uintptr_t)t->exec_data;
+}
+
+static xtc_task_t *deque_oldest(xtc__carrier_t *c)
+{
+	xtc_task_t *t;
+
+	while (xtc__deque_size(&c->dq) > 0) {
+		t = xtc__deque_steal(&c->dq); /* top = oldest */
+		if (t != NULL)
+			return t;
+	}
+	return NULL;
+}
+
+static xtc_task_t *hook_pick(xtc_loop_t *l)
+{
+	xtc__carrier_t *c = carrier_of(l);
+	xtc_task_t *t, *top;
+	int64_t tp;
+
+	if (l->feat & XTC__LF_CLASSES) {
+		int def = l->rq_head != NULL ||
+		    (can_steal(c) && xtc__deque_size(&c->dq) > 0);
+		t = xtc__class_pick(l, def);
+		if (t != NULL)
+			return t;
+	}
+	if (!can_steal(c) || xtc__deque_size(&c->dq) == 0)
+		return NULL; /* the plain FIFO */
+	if (l->rq_head != NULL) {
+		/* peek (a hint: a thief may take it; then the FIFO goes) */
+		tp = atomic_load_explicit(&c->dq.top, memory_order_acquire);
+		top = atomic_load_explicit(&c->dq.buf[tp & c->dq.mask],
+		    memory_order_relaxed);
+		if (top == NULL || seq_of(l->rq_head) < seq_of(top))
+			return NULL;
+	}
+	return deque_oldest(c);
+}
+
+static int hook_enqueue(xtc_loop_t *l, xtc_task_t *t)
+{
+	xtc__carrier_t *c;
+
+	if ((l->feat & XTC__LF_CLASSES) && xtc__class_enqueue(l, t))
+		return 1;
+	c = carrier_of(l);
+	if (!can_steal(c))
+		return 0;
+	t->exec_data = (void *)(uintptr_t)++c->enq_seq;
+	if (t->pinned || t->sched_class != NULL || !xtc__deque_push(&c->dq, t))
+		return 0; /* private FIFO (a full deque keeps memory bounded) */
+	if (atomic_load_explicit(&c->exec->eager, memory_order_relaxed)) {
+		/* wake one parked peer so it can take the new work */
+		xtc_exec_t *e = c->exec;
+		for (int i = 1; i < e->n; i++) {
+			xtc__carrier_t *p = &e->c[(c->idx + i) % e->n];
+			if (atomic_load(&p->parked)) {
+				xtc__io_wakeup(p->loop);
+				break;
+			}
+		}
+	}
+	return 1;
+}
+
+static void hook_run_begin(xtc_loop_t *l, xtc_task_t *t, int64_t now)
+{
+	(void)now;
+	if (l->feat & XTC__LF_STALL)
+		xtc__stall_begin(l, t);
+	if ((l->feat & XTC__LF_PREEMPT) && t->is_fiber)
+		xtc__preempt_run_begin(&t->fiber, 0);
+}
+
+static void hook_run_end(xtc_loop_t *l, xtc_task_t *t, int64_t ran_ns)
+{
+	if (l->feat & XTC__LF_PREEMPT)
+		xtc__preempt_run_end();
+	if (l->feat & XTC__LF_CLASSES)
+		xtc__class_charge(l, t, ran_ns);
+	if (l->feat & XTC__LF_STALL)
+		xtc__stall_check(l, t, ran_ns);
+}
+
+static int hook_idle(xtc_loop_t *l, int64_t next_deadline)
+{
+	(void)l;
+	(void)next_deadline;
+	return 0; /* carriers and the simulator park outside the step */
+}
+
+static int hook_busy(xtc_loop_t *l)
+{
+	xtc__carrier_t *c = carrier_of(l);
+
+	if (xtc__class_queued(l) > 0)
+		return 1;
+	return can_steal(c) && xtc__deque_size(&c->dq) > 0;
+}
+
+void xtc__sched_attach(xtc_loop_t *l)
+{
+	xtc__loop_hooks_t h;
+
+	if (l->hooks.pick == hook_pick)
+		return;
+	memset(&h, 0, sizeof(h));
+	h.pick = hook_pick;
+	h.enqueue = hook_enqueue;
+	h.run_begin = hook_run_begin;
+	h.run_end = hook_run_end;
+	h.idle = hook_idle;
+	h.busy = hook_busy;
+	xtc__loop_set_hooks(l, &h);
+}
+
+struct on_owner {
+	xtc__post_t node; /* first: the post pointer is the request */
+	void (*fn)(xtc_loop_t *, void *);
+	void *arg;
+};
+
+static void on_owner_run(xtc_loop_t *l, xtc__post_t *p)
+{
+	struct on_owner *r = (struct on_owner *)p;
+
+	r->fn(l, r->arg); /* at fini (magic FINI) fn sees it and just frees */
+	free(r);
+}
+
+int xtc__sched_on_owner(xtc_loop_t *l, void (*fn)(xtc_loop_t *, void *),
+                        void *arg)
+{
+	struct on_owner *r;
+
+	if (atomic_load(&l->owner) == 0 || xtc__loop_on_owner_thread(l)) {
+		fn(l, arg);
+		return XTC_OK;
+	}
+	r = calloc(1, sizeof(*r));
+	if (r == NULL)
+		return XTC_E_NOMEM;
+	r->node.fn = on_owner_run;
+	r->fn = fn;
+	r->arg = arg;
+	if (xtc__loop_post(l, &r->node) != XTC_OK) {
+		free(r);
+		return XTC_E_INVAL;
+	}
+	return XTC_OK;
+}
+
+void xtc__sched_loop_fini(xtc_loop_t *l)
+{
+	xtc__class_loop_fini(l);
+	xtc__stall_loop_fini(l);
+}
+
+/* ------------------------------------------------------------------ */
+/* Submission ring                                                      */
+/* ------------------------------------------------------------------ */
+
+static int ring_init(xtc__carrier_t *c)
+{
+	c->ring = calloc(XTC_EXEC_SUBMIT_CAP, sizeof(*c->ring));
+	if (c->ring == NULL)
+		return XTC_E_NOMEM;
+	for (uint64_t i = 0; i < XTC_EXEC_SUBMIT_CAP; i++)
+		atomic_init(&c->ring[i].seq, i);
+	atomic_init(&c->sub_tail, 0);
+	atomic_init(&c->sub_head, 0);
+	return XTC_OK;
+}
+
+static int ring_push(xtc__carrier_t *c, xtc_exec_fn fn, void *arg)
+{
+	uint64_t pos = atomic_load_explicit(&c->sub_tail, memory_order_relaxed);
+	sub_slot_t *s;
+
+	for (;;) {
+		s = &c->ring[pos & (XTC_EXEC_SUBMIT_CAP - 1)];
+		uint64_t seq = atomic_load_explicit(&s->seq,
+		    memory_order_acquire);
+		int64_t dif = (int64_t)(seq - pos);
+		if (dif == 0) {
+			if (atomic_compare_exchange_weak_explicit(&c->sub_tail,
+			    &pos, pos + 1, memory_order_relaxed,
+			    memory_order_relaxed))
+				break;
+		} else if (dif < 0) {
+			return 0; /* full */
+		} else {
+			pos = atomic_load_explicit(&c->sub_tail,
+			    memory_order_relaxed);
+		}
+	}
+	s->fn = fn;
+	s->arg = arg;
+	atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
+	return 1;
+}
+
+static int ring_nonempty(xtc__carrier_t *c)
+{
+	return atomic_load(&c->sub_tail) != atomic_load(&c->sub_head);
+}
+
+/* Owner: run up to DRAIN_BATCH submissions on the carrier stack. */
+static int ring_drain(xtc__carrier_t *c)
+{
+	uint64_t head = atomic_load_explicit(&c->sub_head, memory_order_relaxed);
+	int n = 0;
+
+	while (n < DRAIN_BATCH) {
+		sub_slot_t *s = &c->ring[head & (XTC_EXEC_SUBMIT_CAP - 1)];
+		xtc_exec_fn fn;
+		void *arg;
+
+		if (atomic_load_explicit(&s->seq, memory_order_acquire) !=
+		    head + 1)
+			break; /* empty, or a producer is mid-publish */
+		fn = s->fn;
+		arg = s->arg;
+		atomic_store_explicit(&s->seq, head + XTC_EXEC_SUBMIT_CAP,
+		    memory_order_release);
+		head++;
+		atomic_store_explicit(&c->sub_head, head, memory_order_release);
+		fn(arg);
+		n++;
+	}
+	return n;
+}
+
+/* ------------------------------------------------------------------ */
+/* Carriers                                                             */
+/* ------------------------------------------------------------------ */
+
+static uint64_t rng_next(uint64_t *s)
+{
+	/* xorshift64*: victim choice only, quality is not critical */
+	uint64_t x = *s;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*s = x;
+	return x * 0x2545f4914f6cdd1dull;
+}
+
+static int has_input(xtc__carrier_t *c)
+{
+	return atomic_load(&c->loop->inbox) != NULL || ring_nonempty(c) ||
+	    atomic_load_explicit(&c->exec->stop, memory_order_relaxed);
+}
+
+/*
+ * Migration of a stolen task. Its bookkeeping (the victim's live count and
+ * task list) is owner-only, so the move is a two-hop handoff through the
+ * inboxes, using the task's own queue link (held by whoever holds the READY
+ * task, so no allocation): the thief posts it to the victim, the victim
+ * unlinks it and posts it to the thief, the thief links it and makes it
+ * ready. Until the victim lets go the task counts as the victim's, then it
+ * sits in the thief's inbox: quiescence never misses it, and a wake that
+ * arrives meanwhile finds it READY and is latched.
+ */
+static void all_link(xtc_loop_t *l, xtc_task_t *t)
+{
+	t->all_prev = NULL;
+	t->all_next = l->all;
+	if (l->all != NULL)
+		l->all->all_prev = t;
+	l->all = t;
+}
+
+static void all_unlink(xtc_loop_t *l, xtc_task_t *t)
+{
+	if (t->all_prev != NULL)
+		t->all_prev->all_next = t->all_next;
+	else
+		l->all = t->all_next;
+	if (t->all_next != NULL)
+		t->all_next->all_prev = t->all_prev;
+	t->all_prev = t->all_next = NULL;
+}
+
+static void migrate_in(xtc_loop_t *l, xtc__post_t *p)
+{
+	xtc_task_t *t = (xtc_task_t *)p;
+	xtc__carrier_t *c = carrier_of(l);
+
+	if (l->magic != XTC__LOOP_LIVE) { /* thief finalising: on no list */
+		if (t->cleanup != NULL)
+			t->cleanup(t, t->proc);
+		if (t->is_fiber)
+			xtc__fiber_release(&t->fiber);
+		free(t);
+		return;
+	}
+	all_link(l, t);
+	l->live_tasks++;
+	if (c != NULL)
+		atomic_store(&c->steal_inflight, 0);
+	atomic_fetch_add_explicit(&l->steals, 1, memory_order_relaxed);
+	xtc__loop_make_ready(l, t);
+}
+
+static void migrate_out(xtc_loop_t *l, xtc__post_t *p)
+{
+	xtc_task_t *t = (xtc_task_t *)p;
+	xtc_loop_t *to = (xtc_loop_t *)t->exec_data;
+
+	if (l->magic != XTC__LOOP_LIVE)
+		return; /* still on our task list: fini releases it */
+	all_unlink(l, t);
+	l->live_tasks--;
+	t->loop = to;
+	t->node.fn = migrate_in;
+	if (xtc__loop_post(to, &t->node) != XTC_OK) {
+		/* thief gone: keep it here */
+		xtc__carrier_t *thief = carrier_of(to);
+		if (thief != NULL)
+			atomic_store(&thief->steal_inflight, 0);
+		t->loop = l;
+		all_link(l, t);
+		l->live_tasks++;
+		xtc__loop_make_ready(l, t);
+	}
+}
+
+/* Take one task from a random busy peer and start moving it here. */
+static int try_steal(xtc__carrier_t *c)
+{
+	xtc_exec_t *e = c->exec;
+	int start, n = e->n;
+
+	if (n < 2 || atomic_load_explicit(&c->steal_inflight,
+	    memory_order_relaxed))
+		return 0;
+	start = (int)(rng_next(&c->rng) % (uint64_t)n);
+	for (int k = 0; k < n; k++) {
+		xtc__carrier_t *v = &e->c[(start + k) % n];
+		xtc_task_t *t;
+
+		if (v == c || xtc__deque_size(&v->dq) == 0)
+			continue;
+		t = xtc__deque_steal(&v->dq);
+		if (t == NULL)
+			continue;
+		atomic_store(&c->steal_inflight, 1);
+		t->exec_data = c->loop;
+		t->node.fn = migrate_out;
+		if (xtc__loop_post(v->loop, &t->node) != XTC_OK)
+			atomic_store(&c->steal_inflight, 0); /* victim finalised */
+		return 1;
+	}
+	return 0;
+}
+
+/* The three-pass quiescence check described at the top of the file. */
+static int exec_quiescent(xtc_exec_t *e)
+{
+	uint64_t gens[64], *g = gens;
+	int q = 1;
+
+	if (e->n > 64 && (g = malloc(sizeof(*g) * (size_t)e->n)) == NULL)
+		return 0;
+	for (int i = 0; i < e->n && q; i++)
+		q = (g[i] = atomic_load(&e->c[i].idle_gen)) != 0;
+	for (int i = 0; i < e->n && q; i++)
+		q = atomic_load(&e->c[i].loop->inbox) == NULL &&
+		    !ring_nonempty(&e->c[i]);
+	for (int i = 0; i < e->n && q; i++)
+		q = atomic_load(&e->c[i].idle_gen) == g[i];
+	if (g != gens)
+		free(g);
+	return q;
+}
+
+static void exec_wake_all(xtc_exec_t *e)
+{
+	for (int i = 0; i < e->n; i++)
+		xtc__io_wakeup(e->c[i].loop);
+}
+
+static int64_t park_timeout(xtc__carrier_t *c)
+{
+	xtc_exec_t *e = c->exec;
+	int64_t next = xtc__timers_next(c->loop), t = -1, poll;
+
+	if (next >= 0) {
+		t = next - xtc__now();
+		if (t < 0)
+			t = 0;
+	}
+	if (e->n > 1) {
+		/* idle peers look for stealable work again after a while */
+		poll = STEAL_POLL_NS;
+		if (atomic_load_explicit(&e->backoff, memory_order_relaxed)) {
+			int sh = c->idle_turns < STEAL_POLL_MAX_SHIFT
+			    ? c->idle_turns : STEAL_POLL_MAX_SHIFT;
+			poll <<= sh;
+		}
+		if (t < 0 || poll < t)
+			t = poll;
+	}
+	return t;
+}
+
+/* Nothing ran in the last step: steal, spin, detect quiescence, park. */
+static void carrier_idle(xtc__carrier_t *c)
+{
+	xtc_exec_t *e = c->exec;
+	xtc_loop_t *l = c->loop;
+
+	if (try_steal(c)) {
+		c->idle_turns = 0;
+		return;
+	}
+	for (int i = 0; i < SPIN_ROUNDS; i++) {
+		if (has_input(c))
+			return;
+		cpu_relax();
+	}
+	if (!atomic_load(&e->service) && xtc__loop_quiescent(l) &&
+	    !ring_nonempty(c)) {
+		atomic_store(&c->idle_gen, ++c->gen_next);
+		if (exec_quiescent(e)) {
+			atomic_store(&e->stop, 1);
+			exec_wake_all(e);
+			atomic_store(&c->idle_gen, 0);
+			return;
+		}
+	}
+	/* Dekker with the producers: publish "parked", then re-check. */
+	atomic_store(&c->parked, 1);
+	atomic_store(&l->sleeping, 1);
+	if (!has_input(c))
+		(void)xtc__io_poll(l, park_timeout(c));
+	atomic_store(&l->sleeping, 0);
+	atomic_store(&c->parked, 0);
+	atomic_store(&c->idle_gen, 0);
+	c->idle_turns++;
+}
+
+static void *carrier_main(void *arg)
+{
+	xtc__carrier_t *c = arg;
+	xtc_exec_t *e = c->exec;
+	xtc_loop_t *l = c->loop;
+	int preempt = 0;
+
+	c->rc = xtc__loop_enter(l);
+	if (c->rc != XTC_OK) {
+		atomic_store(&e->stop, 1);
+		exec_wake_all(e);
+		return NULL;
+	}
+	if (e->preempt_ns > 0 &&
+	    xtc__preempt_carrier_start(e->preempt_ns) == XTC_OK) {
+		xtc__sched_attach(l);
+		xtc__loop_feat_set(l, XTC__LF_PREEMPT);
+		preempt = 1;
+	}
+	while (!atomic_load_explicit(&e->stop, memory_order_acquire)) {
+		int n = ring_drain(c);
+		int r = xtc__loop_step(l, 0);
+
+		if (r < 0) {
+			c->rc = r;
+			atomic_store(&e->stop, 1);
+			exec_wake_all(e);
+			break;
+		}
+		if (r > 0 || n > 0) {
+			c->idle_turns = 0;
+			continue;
+		}
+		carrier_idle(c);
+	}
+	if (preempt) {
+		xtc__loop_feat_clear(l, XTC__LF_PREEMPT);
+		xtc__preempt_carrier_stop();
+	}
+	xtc__loop_leave(l);
+	return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Public API                                                           */
+/* ------------------------------------------------------------------ */
+
+static int ncpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (int)n : 4;
+}
+
+int xtc_exec_init(xtc_exec_t **out, int n_loops)
+{
+	xtc_exec_t *e;
+	int rc = XTC_OK;
+
+	if (out == NULL)
+		return XTC_E_INVAL;
+	*out = NULL;
+	if (n_loops <= 0)
+		n_loops = ncpus();
+	if (n_loops > MAX_LOOPS)
+		return XTC_E_RANGE;
+	e = calloc(1, sizeof(*e));
+	if (e == NULL)
+		return XTC_E_NOMEM;
+	e->c = calloc((size_t)n_loops, sizeof(*e->c));
+	if (e->c == NULL) {
+		free(e);
+		return XTC_E_NOMEM;
+	}
+	e->magic = EXEC_MAGIC;
+	pthread_mutex_init(&e->run_mu, NULL);
+	for (int i = 0; i < n_loops && rc == XTC_OK; i++) {
+		xtc__carrier_t *c = &e->c[i];
+		c->exec = e;
+		c->idx = i;
+		c->rng = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
+		if (xtc__deque_init(&c->dq, DEQUE_CAP) != 0 ||
+		    ring_init(c) != XTC_OK) {
+			rc = XTC_E_NOMEM;
+			break;
+		}
+		rc = xtc_loop_init(&c->loop);
+		if (rc != XTC_OK)
+			break;
+		c->loop->exec = e;
+		c->loop->exec_data = c;
+		c->loop->index = i;
+		e->n = i + 1;
+		xtc__sched_attach(c->loop);
+		if (n_loops > 1)
+			xtc__loop_feat_set(c->loop, XTC__LF_EXEC);
+	}
+	if (rc != XTC_OK) {
+		for (int i = 0; i < n_loops; i++) {
+			if (e->c[i].loop)
+				xtc_loop_fini(e->c[i].loop);
+			xtc__deque_fini(&e->c[i].dq);
+			free(e->c[i].ring);
+		}
+		free(e->c);
+		e->magic = 0;
+		free(e);
+		return rc;
+	}
+	e->n = n_loops;
+	*out = e;
+	return XTC_OK;
+}
+
+int xtc_exec_fini(xtc_exec_t *e)
+{
+	if (!exec_ok(e) || atomic_load(&e->running))
+		return XTC_E_INVAL;
+	for (int i = 0; i < e->n; i++) {
+		xtc__carrier_t *c = &e->c[i];
+		/* unrun submissions are dropped: their fn never runs */
+		xtc_loop_fini(c->loop);
+		xtc__deque_fini(&c->dq);
+		free(c->ring);
+	}
+	free(e->c);
+	pthread_mutex_destroy(&e->run_mu);
+	e->magic = 0;
+	free(e);
+	return XTC_OK;
+}
+
+int xtc_exec_run(xtc_exec_t *e)
+{
+	int expect = 0, rc = XTC_OK, started = 0;
+
+	if (!exec_ok(e) || xtc__loop_current() != NULL)
+		return XTC_E_INVAL; /* not from inside one of its own loops */
+	if (!atomic_compare_exchange_strong(&e->running, &expect, 1))
+		return XTC_E_INVAL;
+	atomic_store(&e->stop, 0);
+	for (int i = 0; i < e->n; i++) {
+		xtc__carrier_t *c = &e->c[i];
+		c->rc = XTC_OK;
+		c->idle_turns = 0;
+		atomic_store(&c->idle_gen, 0);
+		c->started = pthread_create(&c->th, NULL, carrier_main, c) == 0;
+		if (!c->started) {
+			rc = XTC_E_RESOURCE;
+			atomic_store(&e->stop, 1);
+			exec_wake_all(e);
+			break;
+		}
+		started++;
+	}
+	for (int i = 0; i < started; i++) {
+		pthread_join(e->c[i].th, NULL);
+		e->c[i].started = 0;
+		if (rc == XTC_OK && e->c[i].rc != XTC_OK)
+			rc = e->c[i].rc;
+	}
+	atomic_store(&e->running, 0);
+	return rc;
+}
+
+int xtc_exec_stop(xtc_exec_t *e)
+{
+	if (!exec_ok(e))
+		return XTC_E_INVAL;
+	atomic_store(&e->stop, 1);
+	exec_wake_all(e);
+	return XTC_OK;
+}
+
+int xtc_exec_n_loops(xtc_exec_t *e)
+{
+	return exec_ok(e) ? e->n : 0;
+}
+
+xtc_loop_t *xtc_exec_loop(xtc_exec_t *e, int idx)
+{
+	if (!exec_ok(e) || idx < 0 || idx >= e->n)
+		return NULL;
+	return e->c[idx].loop;
+}
+
+int xtc_exec_loop_stats(xtc_exec_t *e, int idx, xtc_loop_stats_t *out)
+{
+	xtc_loop_t *l;
+
+	if (!exec_ok(e) || out == NULL || idx < 0 || idx >= e->n)
+		return XTC_E_INVAL;
+	l = e->c[idx].loop;
+	out->tasks_run = __atomic_load_n(&l->runs, __ATOMIC_RELAXED);
+	out->steals = atomic_load_explicit(&l->steals, memory_order_relaxed);
+	return XTC_OK;
+}
+
+int xtc_exec_loop_id(void)
+{
+	xtc_loop_t *l = xtc__loop_current();
+	return l != NULL && l->exec != NULL ? l->index : -1;
+}
+
+int xtc_shard_id(void)
+{
+	xtc_loop_t *l = xtc__loop_current();
+	if (l == NULL)
+		return -1;
+	return l->exec != NULL ? l->index : 0;
+}
+
+int xtc_shard_count(void)
+{
+	xtc_loop_t *l = xtc__loop_current();
+	if (l == NULL)
+		return 0;
+	return l->exec != NULL ? ((xtc_exec_t *)l->exec)->n : 1;
+}
+
+static int pick_loop(xtc_exec_t *e)
+{
+	return (int)(atomic_fetch_add_explicit(&e->rr, 1, memory_order_relaxed) %
+	    (uint32_t)e->n);
+}
+
+static int spawn_task(xtc_exec_t *e, int idx, int pinned, xtc_task_fn fn,
+                      void *user, xtc_task_t **out)
+{
+	xtc__spawn_opts_t o;
+
+	if (!exec_ok(e) || fn == NULL)
+		return XTC_E_INVAL;
+	if (idx < 0)
+		idx = pick_loop(e);
+	else if (idx >= e->n)
+		return XTC_E_INVAL;
+	memset(&o, 0, sizeof(o));
+	o.migratable = !pinned;
+	o.retain = out != NULL;
+	return xtc__task_spawn_fn(e->c[idx].loop, fn, user, &o, out);
+}
+
+int xtc_exec_spawn(xtc_exec_t *e, xtc_task_fn fn, void *user,
+                   xtc_task_t **out_task)
+{
+	return spawn_task(e, -1, 0, fn, user, out_task);
+}
+
+int xtc_exec_spawn_on(xtc_exec_t *e, int loop_idx, xtc_task_fn fn,
+                      void *user, xtc_task_t **out_task)
+{
+	if (loop_idx < 0)
+		return XTC_E_INVAL;
+	return spawn_task(e, loop_idx, 1, fn, user, out_task);
+}
+
+/* loop.c: a fiber task whose body is a coroutine (result kept). */
+int xtc__task_spawn_coro(xtc_loop_t *loop, xtc_coro_fn fn, void *arg,
+                         const xtc__spawn_opts_t *opts, xtc_task_t **out);
+
+static int spawn_coro(xtc_exec_t *e, int idx, int pinned, xtc_coro_fn fn,
+                      void *arg, xtc_task_t **out)
+{
+	xtc__spawn_opts_t o;
+
+	if (!exec_ok(e) || fn == NULL)
+		return XTC_E_INVAL;
+	if (idx < 0)
+		idx = pick_loop(e);
+	else if (idx >= e->n)
+		return XTC_E_INVAL;
+	memset(&o, 0, sizeof(o));
+	o.migratable = !pinned;
+	o.retain = out != NULL;
+	return xtc__task_spawn_coro(e->c[idx].loop, fn, arg, &o, out);
+}
+
+int xtc_exec_async(xtc_exec_t *e, xtc_coro_fn fn, void *arg,
+                   xtc_task_t **out_task)
+{
+	return spawn_coro(e, -1, 0, fn, arg, out_task);
+}
+
+int xtc_exec_async_on(xtc_exec_t *e, int loop_idx, xtc_coro_fn fn, void *arg,
+                      xtc_task_t **out_task)
+{
+	if (loop_idx < 0)
+		return XTC_E_INVAL;
+	return spawn_coro(e, loop_idx, 1, fn, arg, out_task);
+}
+
+static int submit_once(xtc_exec_t *e, int idx, xtc_exec_fn fn, void *arg)
+{
+	xtc__carrier_t *c = &e->c[idx];
+
+	if (!ring_push(c, fn, arg))
+		return XTC_E_AGAIN;
+	/* Dekker with carrier_idle: the push is seq_cst-ordered before this
+	 * load, the carrier's "parked" store before its re-check. */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load(&c->parked))
+		xtc__io_wakeup(c->loop);
+	return XTC_OK;
+}
+
+int xtc_exec_submit(xtc_exec_t *e, int loop_idx, xtc_exec_fn fn, void *arg)
+{
+	if (!exec_ok(e) || fn == NULL || loop_idx >= e->n)
+		return XTC_E_INVAL;
+	if (loop_idx < 0)
+		loop_idx = pick_loop(e);
+	return submit_once(e, loop_idx, fn, arg);
+}
+
+int xtc_exec_submit_wait(xtc_exec_t *e, int loop_idx, xtc_exec_fn fn,
+                         void *arg, int64_t timeout_ns)
+{
+	int64_t deadline = 0;
+	int rc, spins = 0;
+
+	if (!exec_ok(e) || fn == NULL || loop_idx >= e->n)
+		return XTC_E_INVAL;
+	if (xtc__loop_current() == e->c[loop_idx < 0 ? 0 : loop_idx].loop)
+		return XTC_E_DEADLK; /* a carrier would wait on itself */
+	if (loop_idx < 0)
+		loop_idx = pick_loop(e);
+	if (timeout_ns > 0)
+		deadline = xtc_clock_mono() + timeout_ns;
+	for (;;) {
+		rc = submit_once(e, loop_idx, fn, arg);
+		if (rc != XTC_E_AGAIN || timeout_ns == 0)
+			return rc;
+		if (timeout_ns > 0 && xtc_clock_mono() >= deadline)
+			return XTC_E_AGAIN;
+		if (++spins < 64) {
+			cpu_relax();
+		} else {
+			struct timespec ts = { 0, 20000 };
+			nanosleep(&ts, NULL);
+		}
+	}
+}
+
+void xtc_exec_set_service_mode(xtc_exec_t *e, int on)
+{
+	if (exec_ok(e))
+		atomic_store(&e->service, on ? 1 : 0);
+}
+
+int xtc_exec_get_service_mode(xtc_exec_t *e)
+{
+	return exec_ok(e) ? atomic_load(&e->service) : 0;
+}
+
+void xtc_exec_set_eager_rebalance(xtc_exec_t *e, int on)
+{
+	if (exec_ok(e))
+		atomic_store(&e->eager, on ? 1 : 0);
+}
+
+int xtc_exec_get_eager_rebalance(xtc_exec_t *e)
+{
+	return exec_ok(e) ? atomic_load(&e->eager) : 0;
+}
+
+void xtc_exec_set_steal_backoff(xtc_exec_t *e, int on)
+{
+	if (exec_ok(e))
+		atomic_store(&e->backoff, on ? 1 : 0);
+}
+
+int xtc_exec_get_steal_backoff(xtc_exec_t *e)
+{
+	return exec_ok(e) ? atomic_load(&e->backoff) : 0;
+}
+
+int xtc_exec_set_preempt(xtc_exec_t *e, int64_t interval_ns)
+{
+	if (!exec_ok(e))
+		return XTC_E_INVAL;
+	if (interval_ns < 0)
+		interval_ns = 0;
+	e->preempt_ns = interval_ns; /* kept even when NOSYS, as documented */
+	return xtc__preempt_exec_configure(e, interval_ns);
+}
+
+/* ------------------------------------------------------------------ */
+/* Simulator support (sim.c drives the same carriers on one thread)     */
+/* ------------------------------------------------------------------ */
+
+void xtc__exec_sim_begin(xtc_exec_t *e, uint64_t seed)
+{
+	atomic_store(&e->stop, 0);
+	for (int i = 0; i < e->n; i++)
+		e->c[i].rng = (seed ^ 0x9e3779b97f4a7c15ull) *
+		    (uint64_t)(2 * i + 1) | 1u;
+}
+
+int xtc__exec_stopped(xtc_exec_t *e)
+{
+	return atomic_load(&e->stop);
+}
+
+static int others_have_stealable(xtc_exec_t *e, int idx)
+{
+	if (e->n < 2)
+		return 0;
+	for (int i = 0; i < e->n; i++)
+		if (i != idx && xtc__deque_size(&e->c[i].dq) > 0)
+			return 1;
+	return 0;
+}
+
+/* Could loop idx make progress at virtual time now? */
+int xtc__exec_sim_runnable(xtc_exec_t *e, int idx, int64_t now)
+{
+	xtc__carrier_t *c = &e->c[idx];
+	xtc_loop_t *l = c->loop;
+	int64_t next = xtc__timers_next(l);
+
+	return l->rq_head != NULL || xtc__deque_size(&c->dq) > 0 ||
+	    xtc__class_queued(l) > 0 || atomic_load(&l->inbox) != NULL ||
+	    ring_nonempty(c) || (next >= 0 && next <= now) ||
+	    others_have_stealable(e, idx);
+}
+
+/* Earliest timer deadline over every loop, -1 = none. */
+int64_t xtc__exec_sim_next_deadline(xtc_exec_t *e)
+{
+	int64_t best = -1;
+
+	for (int i = 0; i < e->n; i++) {
+		int64_t d = xtc__timers_next(e->c[i].loop);
+		if (d >= 0 && (best < 0 || d < best))
+			best = d;
+	}
+	return best;
+}
+
+/* One scheduling turn of loop idx on the calling thread. */
+int xtc__exec_sim_step(xtc_exec_t *e, int idx)
+{
+	xtc__carrier_t *c = &e->c[idx];
+	int rc, n, r;
+
+	rc = xtc__loop_enter(c->loop);
+	if (rc != XTC_OK)
+		return rc;
+	n = ring_drain(c);
+	r = xtc__loop_step(c->loop, 0);
+	if (r == 0 && n == 0)
+		r = try_steal(c);
+	xtc__loop_leave(c->loop);
+	return r < 0 ? r : (r > 0 || n > 0);
+}
+
+/* Every loop holds no live task, timer or queued item. */
+int xtc__exec_sim_all_quiescent(xtc_exec_t *e)
+{
+	for (int i = 0; i < e->n; i++) {
+		xtc_loop_t *l = e->c[i].loop;
+		if (l->live_tasks > 0 || l->pending_timers > 0 ||
+		    atomic_load(&l->inbox) != NULL || ring_nonempty(&e->c[i]) ||
+		    hook_busy(l))
+			return 0;
+	}
+	return 1;
+}
+
+/* Structural invariants of one loop (owner thread or the simulator). */
+static int check_loop(xtc__carrier_t *c)
+{
+	xtc_loop_t *l = c->loop;
+	int64_t ready = 0, dq;
+
+	if (l->magic != XTC__LOOP_LIVE || l->live_tasks < 0 ||
+	    l->pending_timers < 0 || l->task_free_len > (1u << 30))
+		return XTC_E_INTERNAL;
+	for (xtc_task_t *t = l->rq_head; t != NULL;
+	     t = (xtc_task_t *)t->node.next) {
+		if (atomic_load(&t->state) != XTC__T_READY || t->loop != l)
+			return XTC_E_INTERNAL;
+		if (++ready > l->live_tasks)
+			return XTC_E_INTERNAL; /* cycle or leaked count */
+		if (t->node.next == NULL && t != l->rq_tail)
+			return XTC_E_INTERNAL;
+	}
+	dq = xtc__deque_size(&c->dq);
+	if (dq < 0 || dq > DEQUE_CAP)
+		return XTC_E_INTERNAL;
+	for (int64_t i = atomic_load(&c->dq.top);
+	     i < atomic_load(&c->dq.bottom); i++) {
+		xtc_task_t *t = atomic_load(&c->dq.buf[i & c->dq.mask]);
+		if (t == NULL || t->pinned ||
+		    atomic_load(&t->state) != XTC__T_READY)
+			return XTC_E_INTERNAL;
+	}
+	ready += dq + xtc__class_queued(l);
+	if (ready > l->live_tasks)
+		return XTC_E_INTERNAL;
+	for (xtc_task_t *t = l->all; t != NULL; t = t->all_next) {
+		uint32_t s = atomic_load(&t->state);
+		if (s > XTC__T_DONE)
+			return XTC_E_INTERNAL;
+	}
+	return XTC_OK;
+}
+
+int xtc__exec_check(xtc_exec_t *e)
+{
+	for (int i = 0; i < e->n; i++) {
+		int rc = check_loop(&e->c[i]);
+		if (rc != XTC_OK)
+			return rc;
+	}
+	return XTC_OK;
+}
+
+uint64_t xtc__exec_hash(xtc_exec_t *e)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (int i = 0; i < e->n; i++) {
+		xtc_loop_t *l = e->c[i].loop;
+		h = xtc__hash_u64(h, l->runs);
+		h = xtc__hash_u64(h, atomic_load(&l->steals));
+		h = xtc__hash_u64(h, (uint64_t)l->live_tasks);
+		h = xtc__hash_u64(h, (uint64_t)l->pending_timers);
+		h = xtc__hash_u64(h, (uint64_t)xtc__deque_size(&e->c[i].dq));
+		h = xtc__class_hash(l, h);
+	}
+	return h;
+}
+
+int xtc__exec_valid(const xtc_exec_t *e)
+{
+	return exec_ok(e);
+}
+
+int xtc__exec_running(xtc_exec_t *e)
+{
+	return atomic_load(&e->running);
+}
+
+void xtc__exec_set_running(xtc_exec_t *e, int on)
+{
+	atomic_store(&e->running, on);
+}

@@ -1,0 +1,477 @@
+/*
+ * fn.c - deadline-preemptible functions (LibPreemptible's fn_launch /
+ * fn_resume / fn_completed) and the adaptive quantum controller
+ * (LibPreemptible's Algorithm 1).
+ *
+ * Model
+ *  - A function runs on a pooled context: a fiber whose entry loops forever
+ *    "run the assigned function, mark done, switch back to the caller", so a
+ *    context is reused with no re-initialisation. Contexts come from a
+ *    per-thread free list and return to the free list of the thread on which
+ *    the function completes.
+ *  - Launch/resume publish a run with the function's slice to the monitor
+ *    (preempt.c) with the involuntary path forced on for this run and the
+ *    trampoline's yield pointed at "switch back to the caller". The caller's
+ *    own timed run (a loop fiber calling xtc_fn_launch) is saved and restored
+ *    around it, so nesting inside a preemptible fiber works.
+ *  - Because the slice ends by signal + trampoline, a preempted function
+ *    resumes with bit-identical registers, like a preempted loop fiber.
+ *
+ * Adaptive quantum. The paper gives Algorithm 1's inputs (recent load, tail
+ * index of the service-time distribution, L_high = 90 % and L_low = 10 % of
+ * capacity, heavy tail = tail index alpha < 2) and its directions (shorter
+ * quanta under high load and heavy tails, longer under low load and light
+ * tails). Our reading, run every period over the samples since the last
+ * update:
+ *     load >= L_high:  q = heavy ? q/2 : 3q/4
+ *     load <= L_low:   q = 2q
+ *     otherwise:       q = heavy ? q/2 : 2q
+ * clamped to [min, max]. alpha is the Hill estimator over the top k = max(8,
+ * n/10) samples. Samples go into a ring indexed by an atomic counter (any
+ * thread, no lock; a torn statistic is harmless).
+ *
+ * Rejected: allocating a context per launch (the paper's free list exists
+ * to avoid it); unwinding a cancelled function (C has no portable unwinding;
+ * cancel documents that frames are abandoned).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "preempt_int.h"
+#include "loop_int.h"
+#include "xtc_fn.h"
+
+typedef struct fnctx fnctx_t;
+struct fnctx {
+	xtc__fiber_t fiber;
+	xtc_fn_t *owner;
+	xtc_fn_entry entry;
+	void *arg;
+	xtc__fiber_t *caller;
+	fnctx_t *next_free;
+	int done;
+};
+
+#define POOL_MAX 64
+
+static __thread fnctx_t *pool XTC__PTLS;
+static __thread int pool_len XTC__PTLS;
+static __thread fnctx_t *cur_ctx XTC__PTLS; /* function running on this thread */
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void ctx_main(void *a)
+{
+	fnctx_t *c = a;
+	for (;;) {
+		xtc_fn_t *fn = c->owner;
+		fn->result = c->entry(c->arg);
+		c->done = 1;
+		xtc__fiber_switch(c->caller);
+	}
+}
+
+static fnctx_t *ctx_get(void)
+{
+	fnctx_t *c = pool;
+	if (c != NULL) {
+		pool = c->next_free;
+		pool_len--;
+		return c;
+	}
+	c = calloc(1, sizeof *c);
+	if (c == NULL)
+		return NULL;
+	if (xtc__fiber_init(&c->fiber, 0, ctx_main, c) != 0) {
+		free(c);
+		return NULL;
+	}
+	c->fiber.name = "xtc_fn";
+	return c;
+}
+
+static void ctx_destroy(fnctx_t *c)
+{
+	xtc__fiber_release(&c->fiber);
+	free(c);
+}
+
+static void ctx_put(fnctx_t *c)
+{
+	c->owner = NULL;
+	c->entry = NULL;
+	c->arg = NULL;
+	c->done = 0;
+	if (pool_len >= POOL_MAX) {
+		ctx_destroy(c);
+		return;
+	}
+	c->next_free = pool;
+	pool = c;
+	pool_len++;
+}
+
+int xtc_fn_pool_trim(void)
+{
+	int n = 0;
+	while (pool != NULL) {
+		fnctx_t *c = pool;
+		pool = c->next_free;
+		ctx_destroy(c);
+		n++;
+	}
+	pool_len = 0;
+	return n;
+}
+
+/* The trampoline's yield for a function run: back to whoever launched it. */
+static void back_to_caller(void *arg)
+{
+	fnctx_t *c = arg;
+	xtc__fiber_switch(c->caller);
+}
+
+static int run_slice(xtc_fn_t *fn, fnctx_t *c, int64_t slice_ns)
+{
+	if (xtc__ptls.slot == NULL) {
+		int rc = xtc__preempt_register(slice_ns);
+		if (rc != XTC_OK)
+			return rc;
+	}
+	xtc__prun_t outer;
+	xtc__preempt_run_save(&outer);
+	fnctx_t *outer_ctx = cur_ctx;
+	c->caller = xtc__fiber_current();
+	xtc__ptls.yield_hook = back_to_caller;
+	xtc__ptls.yield_arg = c;
+	xtc__ptls.force_invol = 1;
+	fn->state = XTC_FN_RUNNING;
+	cur_ctx = c;
+	int64_t t0 = now_ns();
+	xtc__preempt_run_begin(&c->fiber, slice_ns);
+	xtc__fiber_switch(&c->fiber);
+	xtc__preempt_run_end();
+	fn->run_ns += now_ns() - t0;
+	cur_ctx = outer_ctx;
+	xtc__preempt_run_restore(&outer);
+	if (c->done) {
+		fn->state = XTC_FN_DONE;
+		fn->ctx = NULL;
+		ctx_put(c);
+		return XTC_OK;
+	}
+	fn->state = XTC_FN_PREEMPTED;
+	fn->preemptions++;
+	return XTC_E_AGAIN;
+}
+
+static int calling_context_ok(void)
+{
+	if (xtc__gocb_depth > 0)
+		return XTC_E_DEADLK;
+	if (xtc__fiber_thread_init() != 0)
+		return XTC_E_INTERNAL;
+	return XTC_OK;
+}
+
+int xtc_fn_launch(xtc_fn_t *fn, xtc_fn_entry entry, void *arg,
+                  int64_t slice_ns)
+{
+	if (fn == NULL || entry == NULL || slice_ns <= 0)
+		return XTC_E_INVAL;
+	if (fn->state == XTC_FN_PREEMPTED || fn->state == XTC_FN_RUNNING)
+		return fn->state == XTC_FN_RUNNING ? XTC_E_DEADLK : XTC_E_INVAL;
+	if (!xtc_preempt_involuntary_supported())
+		return XTC_E_NOSYS;
+	int rc = calling_context_ok();
+	if (rc != XTC_OK)
+		return rc;
+	fnctx_t *c = ctx_get();
+	if (c == NULL)
+		return XTC_E_NOMEM;
+	c->owner = fn;
+	c->entry = entry;
+	c->arg = arg;
+	c->done = 0;
+	fn->ctx = c;
+	fn->result = 0;
+	fn->preemptions = 0;
+	fn->run_ns = 0;
+	rc = run_slice(fn, c, slice_ns);
+	if (rc != XTC_OK && rc != XTC_E_AGAIN) {
+		fn->ctx = NULL;
+		fn->state = XTC_FN_IDLE;
+		ctx_put(c);
+	}
+	return rc;
+}
+
+int xtc_fn_resume(xtc_fn_t *fn, int64_t slice_ns)
+{
+	if (fn == NULL || slice_ns <= 0)
+		return XTC_E_INVAL;
+	if (fn->state == XTC_FN_RUNNING)
+		return XTC_E_DEADLK;
+	if (fn->state != XTC_FN_PREEMPTED || fn->ctx == NULL)
+		return XTC_E_INVAL;
+	int rc = calling_context_ok();
+	if (rc != XTC_OK)
+		return rc;
+	return run_slice(fn, fn->ctx, slice_ns);
+}
+
+int xtc_fn_completed(const xtc_fn_t *fn)
+{
+	return fn != NULL && fn->state == XTC_FN_DONE;
+}
+
+int xtc_fn_cancel(xtc_fn_t *fn)
+{
+	if (fn == NULL || fn->state != XTC_FN_PREEMPTED || fn->ctx == NULL)
+		return XTC_E_INVAL;
+	fnctx_t *c = fn->ctx;
+	/* the abandoned frames are dropped: start the context afresh */
+	xtc__fiber_release(&c->fiber);
+	memset(&c->fiber, 0, sizeof c->fiber);
+	fn->ctx = NULL;
+	fn->state = XTC_FN_IDLE;
+	if (xtc__fiber_init(&c->fiber, 0, ctx_main, c) != 0) {
+		free(c);
+		return XTC_OK;
+	}
+	c->fiber.name = "xtc_fn";
+	ctx_put(c);
+	return XTC_OK;
+}
+
+int xtc_fn_yield(void)
+{
+	fnctx_t *c = cur_ctx;
+	if (c == NULL || xtc__fiber_current() != &c->fiber)
+		return XTC_E_INVAL;
+	if (xtc__gocb_depth > 0)
+		return XTC_E_DEADLK;
+	xtc__fiber_switch(c->caller);
+	return XTC_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Adaptive quantum                                                     */
+/* ------------------------------------------------------------------ */
+
+struct xtc_fn_quantum {
+	xtc_fn_quantum_opts_t o;
+	_Atomic int64_t quantum;
+	_Atomic uint64_t head;        /* samples ever recorded */
+	uint64_t seen;                /* head at the last update */
+	_Atomic int64_t busy;         /* busy ns since the last update */
+	int64_t last_update;
+	_Atomic int64_t next_update;  /* monitor: when to run it */
+	double alpha, load;
+	_Atomic int64_t *ring;        /* window entries (power of two) */
+	unsigned mask;
+	int64_t *scratch;
+};
+
+static unsigned pow2_at_least(unsigned n)
+{
+	unsigned p = 16;
+	while (p < n && p < (1u << 20))
+		p <<= 1;
+	return p;
+}
+
+int xtc_fn_quantum_create(const xtc_fn_quantum_opts_t *opts,
+                          xtc_fn_quantum_t **out)
+{
+	if (out == NULL)
+		return XTC_E_INVAL;
+	*out = NULL;
+	xtc_fn_quantum_opts_t o = { 0 };
+	if (opts)
+		o = *opts;
+	if (o.min_ns < 0 || o.max_ns < 0 || o.initial_ns < 0 || o.period_ns < 0 ||
+	    o.load_high < 0 || o.load_low < 0 || o.alpha_heavy < 0 ||
+	    o.workers < 0)
+		return XTC_E_INVAL;
+	if (!o.min_ns) o.min_ns = 5000;
+	if (!o.max_ns) o.max_ns = 1000000;
+	if (!o.initial_ns) o.initial_ns = 100000;
+	if (!o.period_ns) o.period_ns = 10000000000LL;
+	if (o.load_high == 0) o.load_high = 0.9;
+	if (o.load_low == 0) o.load_low = 0.1;
+	if (o.alpha_heavy == 0) o.alpha_heavy = 2.0;
+	if (!o.window) o.window = 4096;
+	if (!o.workers) o.workers = 1;
+	if (o.min_ns > o.max_ns || o.load_low > o.load_high)
+		return XTC_E_RANGE;
+	if (o.initial_ns < o.min_ns) o.initial_ns = o.min_ns;
+	if (o.initial_ns > o.max_ns) o.initial_ns = o.max_ns;
+	xtc_fn_quantum_t *q = calloc(1, sizeof *q);
+	if (q == NULL)
+		return XTC_E_NOMEM;
+	unsigned w = pow2_at_least(o.window);
+	q->ring = calloc(w, sizeof *q->ring);
+	q->scratch = calloc(w, sizeof *q->scratch);
+	if (q->ring == NULL || q->scratch == NULL) {
+		free((void *)q->ring);
+		free(q->scratch);
+		free(q);
+		return XTC_E_NOMEM;
+	}
+	q->o = o;
+	q->mask = w - 1;
+	atomic_store(&q->quantum, o.initial_ns);
+	q->last_update = now_ns();
+	atomic_store(&q->next_update, q->last_update + o.period_ns);
+	*out = q;
+	return XTC_OK;
+}
+
+static _Atomic(xtc_fn_quantum_t *) exec_q;
+
+void xtc_fn_quantum_destroy(xtc_fn_quantum_t *q)
+{
+	if (q == NULL)
+		return;
+	xtc_fn_quantum_t *expect = q;
+	if (atomic_compare_exchange_strong(&exec_q, &expect, NULL))
+		atomic_store(&xtc__preempt_adaptive_slice, 0);
+	free((void *)q->ring);
+	free(q->scratch);
+	free(q);
+}
+
+int xtc_fn_quantum_record(xtc_fn_quantum_t *q, int64_t service_ns)
+{
+	if (q == NULL || service_ns < 0)
+		return XTC_E_INVAL;
+	uint64_t i = atomic_fetch_add_explicit(&q->head, 1, memory_order_relaxed);
+	atomic_store_explicit(&q->ring[i & q->mask], service_ns,
+	                      memory_order_relaxed);
+	return XTC_OK;
+}
+
+int xtc_fn_quantum_add_busy(xtc_fn_quantum_t *q, int64_t busy_ns)
+{
+	if (q == NULL || busy_ns < 0)
+		return XTC_E_INVAL;
+	atomic_fetch_add_explicit(&q->busy, busy_ns, memory_order_relaxed);
+	return XTC_OK;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Hill estimator of the tail index over the k largest samples. */
+static double hill_alpha(int64_t *v, size_t n)
+{
+	if (n < 16)
+		return 0;
+	qsort(v, n, sizeof *v, cmp_desc);
+	size_t k = n / 10;
+	if (k < 8)
+		k = 8;
+	if (k >= n)
+		k = n - 1;
+	double xk = (double)(v[k] > 0 ? v[k] : 1), h = 0;
+	for (size_t i = 0; i < k; i++)
+		h += log((double)(v[i] > 0 ? v[i] : 1) / xk);
+	h /= (double)k;
+	return h > 0 ? 1.0 / h : 1e9; /* all equal: lightest possible tail */
+}
+
+int64_t xtc_fn_quantum_update(xtc_fn_quantum_t *q)
+{
+	if (q == NULL)
+		return XTC_E_INVAL;
+	int64_t now = now_ns();
+	uint64_t head = atomic_load(&q->head);
+	uint64_t n = head - q->seen;
+	if (n > q->mask + 1)
+		n = q->mask + 1;
+	for (uint64_t i = 0; i < n; i++)
+		q->scratch[i] = atomic_load_explicit(&q->ring[(head - n + i) & q->mask],
+		                                     memory_order_relaxed);
+	q->seen = head;
+	int64_t wall = now - q->last_update;
+	q->last_update = now;
+	int64_t busy = atomic_exchange(&q->busy, 0);
+	q->load = wall > 0 ? (double)busy / ((double)wall * q->o.workers) : 0;
+	q->alpha = hill_alpha(q->scratch, (size_t)n);
+	int heavy = q->alpha > 0 && q->alpha < q->o.alpha_heavy;
+	int64_t qu = atomic_load(&q->quantum);
+	if (n == 0 && busy == 0)
+		; /* nothing observed: keep it */
+	else if (q->load >= q->o.load_high)
+		qu = heavy ? qu / 2 : qu * 3 / 4;
+	else if (q->load <= q->o.load_low)
+		qu = qu * 2;
+	else
+		qu = heavy ? qu / 2 : qu * 2;
+	if (qu < q->o.min_ns)
+		qu = q->o.min_ns;
+	if (qu > q->o.max_ns)
+		qu = q->o.max_ns;
+	atomic_store(&q->quantum, qu);
+	atomic_store(&q->next_update, now + q->o.period_ns);
+	if (atomic_load(&exec_q) == q)
+		atomic_store(&xtc__preempt_adaptive_slice, qu);
+	return qu;
+}
+
+int64_t xtc_fn_quantum_get(const xtc_fn_quantum_t *q)
+{
+	return q ? atomic_load(&((xtc_fn_quantum_t *)q)->quantum) : XTC_E_INVAL;
+}
+
+double xtc_fn_quantum_tail_index(const xtc_fn_quantum_t *q)
+{
+	return q ? q->alpha : 0;
+}
+
+double xtc_fn_quantum_load(const xtc_fn_quantum_t *q)
+{
+	return q ? q->load : 0;
+}
+
+int xtc_exec_set_preempt_adaptive(struct xtc_exec *exec, xtc_fn_quantum_t *q)
+{
+	if (exec == NULL)
+		return XTC_E_INVAL;
+	atomic_store(&exec_q, q);
+	atomic_store(&xtc__preempt_adaptive_slice, q ? xtc_fn_quantum_get(q) : 0);
+	return XTC_OK;
+}
+
+/* preempt.c: every timed run's length, when an executor quantum is set. */
+void xtc__preempt_sample(int64_t ran_ns, int preempted)
+{
+	(void)preempted;
+	xtc_fn_quantum_t *q = atomic_load_explicit(&exec_q, memory_order_acquire);
+	if (q == NULL)
+		return;
+	xtc_fn_quantum_record(q, ran_ns);
+	xtc_fn_quantum_add_busy(q, ran_ns);
+}
+
+/* monitor.c: run the controller when its period has come. */
+void xtc__fn_quantum_tick(int64_t now)
+{
+	xtc_fn_quantum_t *q = atomic_load_explicit(&exec_q, memory_order_acquire);
+	if (q != NULL && now >= atomic_load(&q->next_update))
+		(void)xtc_fn_quantum_update(q);
+}

@@ -1,0 +1,114 @@
+/*
+ * xtc_exec.h - the multi-loop executor, proportional-share scheduling
+ * classes and the stall watchdog.
+ *
+ * An executor owns n loops and, while xtc_exec_run is active, one C-created
+ * carrier thread per loop. Other threads reach a loop only through its MPSC
+ * inbox (spawns, wakes, messages, submissions); an idle carrier spins
+ * briefly, then parks in its own poller and is woken through it.
+ */
+#ifndef XTC_EXEC_H
+#define XTC_EXEC_H
+
+#include <stdint.h>
+
+#include "xtc.h"
+#include "xtc_loop.h"
+#include "xtc_async.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct xtc_exec xtc_exec_t;
+/* Scheduling class handle; NULL = the implicit default lane. (Also declared
+ * by xtc_proc.h; a repeated identical typedef is valid C11.) */
+typedef struct xtc_run_class *xtc_exec_class_t;
+
+typedef struct xtc_loop_stats {
+	uint64_t tasks_run; /* dispatches (task runs and proc resumes) */
+	uint64_t steals;    /* tasks this loop took from a peer's deque */
+} xtc_loop_stats_t;
+
+/* Lifecycle and access. */
+XTC_API int  xtc_exec_init(xtc_exec_t **out, int n_loops); /* <= 0: CPUs */
+XTC_API int  xtc_exec_fini(xtc_exec_t *exec);
+XTC_API int  xtc_exec_run(xtc_exec_t *exec);
+XTC_API int  xtc_exec_stop(xtc_exec_t *exec);
+XTC_API int  xtc_exec_n_loops(xtc_exec_t *exec);
+XTC_API xtc_loop_t *xtc_exec_loop(xtc_exec_t *exec, int idx);
+XTC_API int  xtc_exec_loop_stats(xtc_exec_t *exec, int idx,
+                                 xtc_loop_stats_t *out);
+XTC_API int  xtc_exec_loop_id(void);
+XTC_API int  xtc_shard_id(void);
+XTC_API int  xtc_shard_count(void);
+
+/* Spawning: any thread, before or during run. _on pins to loop_idx. */
+XTC_API int xtc_exec_spawn(xtc_exec_t *exec, xtc_task_fn fn, void *user,
+                           xtc_task_t **out_task);
+XTC_API int xtc_exec_spawn_on(xtc_exec_t *exec, int loop_idx, xtc_task_fn fn,
+                              void *user, xtc_task_t **out_task);
+XTC_API int xtc_exec_async(xtc_exec_t *exec, xtc_coro_fn fn, void *arg,
+                           xtc_task_t **out_task);
+XTC_API int xtc_exec_async_on(xtc_exec_t *exec, int loop_idx, xtc_coro_fn fn,
+                              void *arg, xtc_task_t **out_task);
+
+/* Cross-thread submission of a plain callback, run once on the carrier's
+ * own stack (never a fiber stack). Bounded: each loop's submission ring
+ * holds XTC_EXEC_SUBMIT_CAP entries; when it is full, xtc_exec_submit
+ * returns XTC_E_AGAIN at once and xtc_exec_submit_wait blocks (spinning,
+ * then sleeping) until there is room or timeout_ns passes (< 0 forever).
+ * loop_idx < 0 picks a loop round-robin. Memory stays bounded whatever the
+ * producer rate. */
+#define XTC_EXEC_SUBMIT_CAP 4096
+typedef void (*xtc_exec_fn)(void *arg);
+XTC_API int xtc_exec_submit(xtc_exec_t *exec, int loop_idx, xtc_exec_fn fn,
+                            void *arg);
+XTC_API int xtc_exec_submit_wait(xtc_exec_t *exec, int loop_idx,
+                                 xtc_exec_fn fn, void *arg,
+                                 int64_t timeout_ns);
+
+/* Policy knobs: one atomic field each, any thread, any time. NULL exec:
+ * setters do nothing, getters return 0. */
+XTC_API void xtc_exec_set_service_mode(xtc_exec_t *exec, int on);
+XTC_API int  xtc_exec_get_service_mode(xtc_exec_t *exec);
+XTC_API void xtc_exec_set_eager_rebalance(xtc_exec_t *exec, int on);
+XTC_API int  xtc_exec_get_eager_rebalance(xtc_exec_t *exec);
+XTC_API void xtc_exec_set_steal_backoff(xtc_exec_t *exec, int on);
+XTC_API int  xtc_exec_get_steal_backoff(xtc_exec_t *exec);
+/* Preemption slice for every carrier; set before xtc_exec_run. 0 = off,
+ * negative clamps to 0. XTC_E_INVAL for NULL, XTC_E_NOSYS when the build
+ * has no tick source (the value is kept). See xtc_preempt(3). */
+XTC_API int  xtc_exec_set_preempt(xtc_exec_t *exec, int64_t interval_ns);
+
+/* Scheduling classes (per loop, at most XTC_LOOP_MAX_CLASSES). */
+#define XTC_LOOP_MAX_CLASSES     16
+#define XTC_DEFAULT_CLASS_SHARES 100
+#define XTC_VRUNTIME_MIN_QUANTUM_NS 1000
+XTC_API int      xtc_exec_class_create(xtc_loop_t *loop, int shares,
+                                       int64_t latency_ns,
+                                       xtc_exec_class_t *out);
+XTC_API int      xtc_exec_class_shares(xtc_exec_class_t cls);
+XTC_API int64_t  xtc_exec_class_latency(xtc_exec_class_t cls);
+XTC_API uint64_t xtc_exec_class_runs(xtc_exec_class_t cls);
+XTC_API uint64_t xtc_exec_class_vruntime(xtc_exec_class_t cls);
+/* Measured CPU charged to the class so far (ns, before weighting). */
+XTC_API uint64_t xtc_exec_class_cpu_ns(xtc_exec_class_t cls);
+
+/* Stall watchdog: a run of one task/proc that takes >= budget is counted
+ * and reported (callback, or a line + backtrace on stderr). */
+typedef void (*xtc_stall_cb)(xtc_loop_t *loop, xtc_task_t *task,
+                             int64_t ran_ns, int64_t budget_ns, void *user);
+XTC_API void     xtc_loop_set_stall_budget(xtc_loop_t *loop,
+                                           int64_t budget_ns);
+XTC_API void     xtc_loop_set_stall_cb(xtc_loop_t *loop, xtc_stall_cb cb,
+                                       void *user);
+XTC_API uint64_t xtc_loop_stall_count(const xtc_loop_t *loop);
+XTC_API void     xtc_exec_set_stall_budget(xtc_exec_t *exec,
+                                           int64_t budget_ns);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,83 @@
+/*
+ * xtc_preempt.h - preemption: the per-thread tick seam, the cooperative
+ * checks, the io_uring tick ring and the involuntary (signal) path.
+ *
+ * See xtc_preempt(3). In short: a thread (an executor carrier, or any thread
+ * running fibers) arms a slice; one process-wide monitor thread watches the
+ * deadline each armed thread publishes for the work it is running and sends
+ * a real-time signal only to a thread whose current work overran. The
+ * signal records a tick (cooperative path: xtc_yield_check reports due) and,
+ * when the involuntary path is on and the interrupted point is safe,
+ * redirects the fiber to a trampoline that saves the full register state and
+ * yields. Idle threads receive nothing.
+ */
+#ifndef XTC_PREEMPT_H
+#define XTC_PREEMPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "xtc.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The seam (seed 002 shape). */
+XTC_API int      xtc_preempt_arm(int64_t interval_ns);
+XTC_API int      xtc_preempt_disarm(void);
+XTC_API int      xtc_preempt_supported(void);
+XTC_API uint64_t xtc_preempt_ticks(void);
+XTC_API int      xtc_preempt_tick_pending(void);
+
+/* Process-wide involuntary path; off by default. */
+XTC_API void xtc_preempt_set_involuntary(int on);
+/* 1 where the involuntary redirect exists (Linux x86-64), else 0. */
+XTC_API int  xtc_preempt_involuntary_supported(void);
+
+/* io_uring tick ring for the calling thread: cooperative ticks with no
+ * signal. XTC_E_INVAL for interval <= 0, XTC_E_NOSYS without io_uring. */
+XTC_API int xtc_preempt_arm_ring(int64_t interval_ns);
+XTC_API int xtc_preempt_disarm_ring(void);
+
+/* No-preempt regions of the running fiber (nest). enable() at depth 0 is
+ * XTC_E_INVAL; leaving the last level honours a deferred preemption by
+ * yielding. Off a fiber both return XTC_E_INVAL. */
+XTC_API int xtc_preempt_disable(void);
+XTC_API int xtc_preempt_enable(void);
+
+/* Code the involuntary path must never interrupt (e.g. code that takes an
+ * OS-level lock). [lo, hi) is a PC range. At most XTC_PREEMPT_MAX_UNSAFE
+ * ranges; XTC_E_RESOURCE beyond. */
+#define XTC_PREEMPT_MAX_UNSAFE 64
+XTC_API int xtc_preempt_declare_unsafe(const void *lo, const void *hi);
+XTC_API int xtc_preempt_undeclare_unsafe(const void *lo, const void *hi);
+
+/* The real-time signal used (default SIGRTMIN+3). Only before the first
+ * arm; XTC_E_AGAIN afterwards, XTC_E_RANGE below SIGRTMIN+3. */
+XTC_API int xtc_preempt_set_signal(int signo);
+XTC_API int xtc_preempt_signal(void);
+
+typedef struct xtc_preempt_stats {
+	uint64_t signals;     /* preemption signals received (valid ones) */
+	uint64_t ticks;       /* ticks observed (signal + ring) */
+	uint64_t ring_ticks;  /* ticks that came from the tick ring */
+	uint64_t preemptions; /* involuntary yields performed */
+	uint64_t deferrals;   /* signals that found an unsafe point */
+	uint64_t honoured;    /* deferred preemptions later taken at a boundary */
+	uint64_t stale;       /* signals for a run that had already ended */
+	uint64_t refused_gocb;/* deferrals because a Go callback was active */
+} xtc_preempt_stats_t;
+
+/* Calling thread's counters (since its first arm). */
+XTC_API int xtc_preempt_stats(xtc_preempt_stats_t *out);
+/* Sum over every thread that ever armed, plus the monitor's signal count
+ * in signals_sent. */
+XTC_API int xtc_preempt_stats_global(xtc_preempt_stats_t *out,
+                                     uint64_t *signals_sent);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

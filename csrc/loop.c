@@ -1,0 +1,1185 @@
+/*
+ * loop.c - the single-thread event loop: lifecycle, run queue, one step,
+ * tasks (stackless and fiber), wakers, parking, the cross-thread inbox and
+ * carrier-stack calls.
+ *
+ * Model (see loop_int.h for the full contract)
+ *  - One owner thread at a time drives the loop (xtc__loop_enter). The run
+ *    queue is a plain intrusive FIFO touched only by the owner. Other
+ *    threads push onto an MPSC inbox (a Treiber stack drained whole and
+ *    reversed, so each producer's order is kept) and ring the eventfd when
+ *    the owner announced it is about to block (loop->sleeping).
+ *  - Task state is one atomic word. A wake from anywhere CASes PARKED ->
+ *    READY and the winner owns the queue link; a wake that finds the task
+ *    READY or RUNNING sets wake_pending instead, which the task consumes the
+ *    next time it parks (the park then returns at once). Because the latch
+ *    is only consumed at a park, a latched wake may surface as one spurious
+ *    wake-up later; never as a lost one. Parking publishes PARKED with a
+ *    seq_cst exchange and then exchanges wake_pending, the waker stores
+ *    wake_pending and then re-reads the state (seq_cst): one of the two
+ *    always sees the other.
+ *  - Fibers run on their own stacks; the loop's root fiber is the carrier
+ *    (thread) stack. A yielding or parking fiber switches straight to the
+ *    next ready fiber while the loop has no feature bit set, at most
+ *    XTC__FAIR_RUNS times in a row; otherwise it returns to the root, which
+ *    does the accounting, the fairness poll and reaping. A finished fiber
+ *    always exits to the root, because its stack cannot be freed while it
+ *    runs on it.
+ *  - Go callbacks never run on a fiber stack: xtc__carrier_call bounces to
+ *    the root, which calls the function with xtc__gocb_depth raised and
+ *    resumes the same fiber immediately.
+ *
+ * Invariants
+ *  - a task is on at most one queue (run queue, class queue, inbox) and
+ *    only while READY (or NEW on the inbox);
+ *  - live_tasks counts tasks spawned onto this loop (drained from the inbox)
+ *    and not yet reaped; a task struct is recycled only after reap and only
+ *    without `retain`;
+ *  - a task has at most one outstanding park registration (timer and/or
+ *    fd), cancelled on the owner thread before the task runs again.
+ *
+ * Alternatives rejected: a lock around the run queue (cost on every
+ * dispatch); a per-wake heap message (allocation on the hot path, failure
+ * modes); clearing wake_pending at dispatch (needs an atomic RMW per
+ * dispatch to stay correct; the yield path must stay free of it).
+ */
+#include <errno.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "io_int.h"
+#include "loop_int.h"
+
+XTC__TLS __thread xtc_loop_t *xtc__tls_loop;
+XTC__TLS __thread xtc_task_t *xtc__tls_task;
+XTC__TLS __thread int xtc__gocb_depth;
+static XTC__TLS __thread char tls_anchor;
+
+#define TASK_FREE_MAX 512
+
+/* ------------------------------------------------------------------ */
+/* weak defaults for layers that may not be linked                      */
+/* ------------------------------------------------------------------ */
+
+__attribute__((weak)) void xtc__proc_resumed(void)
+{
+}
+
+__attribute__((weak)) void xtc__proc_loop_fini(xtc_loop_t *loop)
+{
+	(void)loop;
+}
+
+__attribute__((weak)) void xtc__sched_loop_fini(xtc_loop_t *loop)
+{
+	(void)loop;
+}
+
+uintptr_t xtc__thread_token(void)
+{
+	return (uintptr_t)&tls_anchor;
+}
+
+/* ------------------------------------------------------------------ */
+/* global loop id table                                                 */
+/* ------------------------------------------------------------------ */
+
+static _Atomic(xtc_loop_t *) loop_table[65536];
+static pthread_mutex_t loop_table_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint32_t loop_next_id = 1;
+
+static int loop_id_alloc(xtc_loop_t *loop)
+{
+	uint32_t i, id;
+	int rc = XTC_E_RESOURCE;
+
+	pthread_mutex_lock(&loop_table_mu);
+	for (i = 0; i < 65535; i++) {
+		id = loop_next_id;
+		loop_next_id = loop_next_id == 65535 ? 1 : loop_next_id + 1;
+		if (atomic_load(&loop_table[id]) == NULL) {
+			atomic_store(&loop_table[id], loop);
+			loop->id = (uint16_t)id;
+			rc = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&loop_table_mu);
+	return rc;
+}
+
+static void loop_id_free(xtc_loop_t *loop)
+{
+	pthread_mutex_lock(&loop_table_mu);
+	if (loop->id != 0 && atomic_load(&loop_table[loop->id]) == loop)
+		atomic_store(&loop_table[loop->id], NULL);
+	pthread_mutex_unlock(&loop_table_mu);
+}
+
+xtc_loop_t *xtc__loop_by_id(uint16_t id)
+{
+	return id == 0 ? NULL : atomic_load_explicit(&loop_table[id],
+	                                             memory_order_acquire);
+}
+
+/* ------------------------------------------------------------------ */
+/* validation helpers                                                   */
+/* ------------------------------------------------------------------ */
+
+static inline int loop_live(const xtc_loop_t *loop)
+{
+	return loop != NULL && loop->magic == XTC__LOOP_LIVE;
+}
+
+int xtc__loop_on_owner_thread(const xtc_loop_t *loop)
+{
+	return loop != NULL &&
+	       atomic_load_explicit(&loop->owner, memory_order_relaxed) ==
+	               xtc__thread_token();
+}
+
+/* ------------------------------------------------------------------ */
+/* run queue                                                            */
+/* ------------------------------------------------------------------ */
+
+static inline void rq_push(xtc_loop_t *loop, xtc_task_t *t)
+{
+	t->node.next = NULL;
+	if (loop->rq_tail != NULL)
+		loop->rq_tail->node.next = &t->node;
+	else
+		loop->rq_head = t;
+	loop->rq_tail = t;
+}
+
+xtc_task_t *xtc__rq_pop(xtc_loop_t *loop)
+{
+	xtc_task_t *t = loop->rq_head;
+
+	if (t != NULL) {
+		loop->rq_head = (xtc_task_t *)t->node.next;
+		if (loop->rq_head == NULL)
+			loop->rq_tail = NULL;
+	}
+	return t;
+}
+
+void xtc__loop_make_ready(xtc_loop_t *loop, xtc_task_t *t)
+{
+	atomic_store_explicit(&t->state, XTC__T_READY, memory_order_relaxed);
+	if (XTC__UNLIKELY(loop->feat != 0) && loop->hooks.enqueue != NULL &&
+	    loop->hooks.enqueue(loop, t))
+		return;
+	rq_push(loop, t);
+}
+
+/* ------------------------------------------------------------------ */
+/* inbox                                                                */
+/* ------------------------------------------------------------------ */
+
+static void kick(xtc_loop_t *loop)
+{
+	if (atomic_load(&loop->sleeping) && atomic_exchange(&loop->sleeping, 0))
+		xtc__io_wakeup(loop);
+}
+
+int xtc__loop_post(xtc_loop_t *loop, xtc__post_t *p)
+{
+	xtc__post_t *head;
+
+	if (!loop_live(loop) || p == NULL || p->fn == NULL)
+		return XTC_E_INVAL;
+	head = atomic_load_explicit(&loop->inbox, memory_order_relaxed);
+	do
+		p->next = head;
+	while (!atomic_compare_exchange_weak(&loop->inbox, &head, p));
+	if (!xtc__loop_on_owner_thread(loop))
+		kick(loop);
+	return 0;
+}
+
+static int inbox_drain(xtc_loop_t *loop)
+{
+	xtc__post_t *p, *rev = NULL, *next;
+	int n = 0;
+
+	p = atomic_exchange_explicit(&loop->inbox, NULL, memory_order_acquire);
+	while (p != NULL) { /* LIFO -> FIFO */
+		next = p->next;
+		p->next = rev;
+		rev = p;
+		p = next;
+	}
+	for (p = rev; p != NULL; p = next) {
+		next = p->next;
+		p->fn(loop, p);
+		n++;
+	}
+	return n;
+}
+
+/* ------------------------------------------------------------------ */
+/* task structs                                                         */
+/* ------------------------------------------------------------------ */
+
+static xtc_task_t *task_alloc(xtc_loop_t *loop, int on_owner)
+{
+	xtc_task_t *t = NULL;
+
+	if (on_owner && loop->task_free != NULL) {
+		t = loop->task_free;
+		loop->task_free = (xtc_task_t *)t->node.next;
+		loop->task_free_len--;
+		memset(t, 0, offsetof(xtc_task_t, fiber));
+		memset(&t->revents, 0, sizeof(*t) - offsetof(xtc_task_t, revents));
+		return t;
+	}
+	return calloc(1, sizeof(*t));
+}
+
+static void task_free(xtc_loop_t *loop, xtc_task_t *t)
+{
+	if (loop->task_free_len < TASK_FREE_MAX && loop->magic == XTC__LOOP_LIVE) {
+		t->node.next = &loop->task_free->node;
+		loop->task_free = t;
+		loop->task_free_len++;
+		return;
+	}
+	free(t);
+}
+
+static void all_link(xtc_loop_t *loop, xtc_task_t *t)
+{
+	t->all_prev = NULL;
+	t->all_next = loop->all;
+	if (loop->all != NULL)
+		loop->all->all_prev = t;
+	loop->all = t;
+}
+
+static void all_unlink(xtc_loop_t *loop, xtc_task_t *t)
+{
+	if (t->all_prev != NULL)
+		t->all_prev->all_next = t->all_next;
+	else
+		loop->all = t->all_next;
+	if (t->all_next != NULL)
+		t->all_next->all_prev = t->all_prev;
+	t->all_prev = t->all_next = NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* park registrations                                                   */
+/* ------------------------------------------------------------------ */
+
+static void park_cancel(xtc_loop_t *loop, xtc_task_t *t)
+{
+	xtc__timer_disarm(&t->park_timer);
+	if (t->park_io != NULL) {
+		xtc__io_disarm(loop, t->park_io);
+		t->park_io = NULL;
+	}
+	t->park_armed = 0;
+}
+
+static void park_timer_cb(void *user)
+{
+	xtc_task_t *t = user;
+
+	if (t->park_why == XTC__PW_NONE)
+		t->park_why = XTC__PW_TIMEOUT;
+	xtc__task_wake(t);
+}
+
+static void park_io_cb(void *arg, uint32_t revents)
+{
+	xtc_task_t *t = arg;
+
+	t->park_io = NULL;
+	t->revents |= revents;
+	t->park_why = XTC__PW_FD;
+	xtc__task_wake(t);
+}
+
+/* ------------------------------------------------------------------ */
+/* finishing and reaping                                                */
+/* ------------------------------------------------------------------ */
+
+static void futex_wake(_Atomic uint32_t *w)
+{
+	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL,
+	        NULL, 0);
+}
+
+/* The task is done: publish it, then release every waiter. A waiter's node
+ * lives on the waiter's stack: after its done flag is set it may vanish, so
+ * read everything first. */
+static void task_complete(xtc_task_t *t)
+{
+	xtc__await_node_t *n, *next;
+
+	atomic_store_explicit(&t->state, XTC__T_DONE, memory_order_release);
+	xtc__task_wlock(t);
+	n = atomic_exchange(&t->waiters, XTC__AWAIT_CLOSED);
+	xtc__task_wunlock(t);
+	for (; n != NULL && n != XTC__AWAIT_CLOSED; n = next) {
+		xtc_task_t *w = n->task;
+		next = n->next;
+		atomic_store_explicit(&n->done, 1, memory_order_release);
+		if (w != NULL)
+			xtc__task_wake(w);
+		else
+			futex_wake(&n->done);
+	}
+}
+
+/* Owner thread, root stack. */
+static void task_reap(xtc_loop_t *loop, xtc_task_t *t)
+{
+	if (t->park_armed)
+		park_cancel(loop, t);
+	loop->live_tasks--;
+	if (t->cleanup != NULL)
+		t->cleanup(t, t->proc);
+	if (t->is_fiber)
+		xtc__fiber_release(&t->fiber);
+	if (!t->retain) {
+		all_unlink(loop, t);
+		task_free(loop, t);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* spawning                                                             */
+/* ------------------------------------------------------------------ */
+
+static void spawn_post_fn(xtc_loop_t *loop, xtc__post_t *p)
+{
+	xtc_task_t *t = (xtc_task_t *)p;
+
+	if (loop->magic != XTC__LOOP_LIVE) {
+		/* Finalising: the task never ran. */
+		if (t->cleanup != NULL)
+			t->cleanup(t, t->proc);
+		if (t->is_fiber)
+			xtc__fiber_release(&t->fiber);
+		free(t);
+		return;
+	}
+	loop->live_tasks++;
+	all_link(loop, t);
+	xtc__loop_make_ready(loop, t);
+}
+
+static void wake_post_fn(xtc_loop_t *loop, xtc__post_t *p)
+{
+	xtc_task_t *t = (xtc_task_t *)p;
+
+	if (loop->magic == XTC__LOOP_LIVE)
+		xtc__loop_make_ready(loop, t);
+}
+
+static void fiber_main(void *arg);
+
+static int task_spawn(xtc_loop_t *loop, xtc_task_t *proto,
+                      const xtc__spawn_opts_t *opts, xtc_task_t **out)
+{
+	int on_owner;
+	xtc_task_t *t;
+	int rc;
+
+	if (!loop_live(loop))
+		return XTC_E_INVAL;
+	on_owner = xtc__loop_on_owner_thread(loop);
+	if (loop->max_tasks > 0 && loop->live_tasks >= loop->max_tasks)
+		return XTC_E_RESOURCE;
+	t = task_alloc(loop, on_owner);
+	if (t == NULL)
+		return XTC_E_NOMEM;
+	t->loop = loop;
+	t->is_fiber = proto->is_fiber;
+	t->fn = proto->fn;
+	t->user = proto->user;
+	t->body = proto->body;
+	t->coro = proto->coro;
+	t->arg = proto->arg;
+	if (opts != NULL) {
+		t->pinned = !opts->migratable;
+		t->sched_class = opts->sched_class;
+		t->proc = opts->proc;
+		t->cleanup = opts->cleanup;
+		t->retain = opts->retain != 0;
+	} else {
+		t->pinned = 1;
+	}
+	if (t->is_fiber) {
+		rc = xtc__fiber_init(&t->fiber, opts ? opts->stack_size : 0,
+		                     fiber_main, t);
+		if (rc != 0) {
+			if (on_owner)
+				task_free(loop, t);
+			else
+				free(t);
+			return rc == XTC_E_INVAL ? XTC_E_INVAL : rc;
+		}
+	}
+	if (out != NULL)
+		*out = t;
+	if (on_owner) {
+		loop->live_tasks++;
+		all_link(loop, t);
+		xtc__loop_make_ready(loop, t);
+		return 0;
+	}
+	t->node.fn = spawn_post_fn;
+	return xtc__loop_post(loop, &t->node);
+}
+
+int xtc__task_spawn_fiber(xtc_loop_t *loop, xtc__fiber_entry body, void *arg,
+                          const xtc__spawn_opts_t *opts, xtc_task_t **out)
+{
+	xtc_task_t proto = { .is_fiber = 1, .body = body, .arg = arg };
+
+	if (body == NULL)
+		return XTC_E_INVAL;
+	return task_spawn(loop, &proto, opts, out);
+}
+
+/* Used by async.c: a coroutine is a fiber task whose result is kept. */
+int xtc__task_spawn_coro(xtc_loop_t *loop, xtc_coro_fn fn, void *arg,
+                         const xtc__spawn_opts_t *opts, xtc_task_t **out);
+int xtc__task_spawn_coro(xtc_loop_t *loop, xtc_coro_fn fn, void *arg,
+                         const xtc__spawn_opts_t *opts, xtc_task_t **out)
+{
+	xtc_task_t proto = { .is_fiber = 1, .coro = fn, .arg = arg };
+
+	if (fn == NULL)
+		return XTC_E_INVAL;
+	return task_spawn(loop, &proto, opts, out);
+}
+
+int xtc__task_spawn_fn(xtc_loop_t *loop, xtc_task_fn fn, void *user,
+                       const xtc__spawn_opts_t *opts, xtc_task_t **out)
+{
+	xtc_task_t proto = { .is_fiber = 0, .fn = fn, .user = user };
+
+	if (fn == NULL)
+		return XTC_E_INVAL;
+	return task_spawn(loop, &proto, opts, out);
+}
+
+int xtc_task_spawn(xtc_loop_t *loop, xtc_task_fn fn, void *user,
+                   xtc_task_t **out_task)
+{
+	xtc__spawn_opts_t o = { .retain = out_task != NULL };
+
+	return xtc__task_spawn_fn(loop, fn, user, &o, out_task);
+}
+
+/* ------------------------------------------------------------------ */
+/* waking                                                               */
+/* ------------------------------------------------------------------ */
+
+static void enqueue_woken(xtc_task_t *t)
+{
+	xtc_loop_t *loop = t->loop;
+
+	if (xtc__loop_on_owner_thread(loop)) {
+		xtc__loop_make_ready(loop, t);
+		return;
+	}
+	t->node.fn = wake_post_fn;
+	xtc__loop_post(loop, &t->node);
+}
+
+int xtc__task_wake(xtc_task_t *t)
+{
+	uint32_t s;
+
+	if (t == NULL)
+		return XTC_E_INVAL;
+	for (;;) {
+		s = atomic_load(&t->state);
+		switch (s) {
+		case XTC__T_PARKED:
+			if (atomic_compare_exchange_strong(&t->state, &s,
+			                                   XTC__T_READY)) {
+				enqueue_woken(t);
+				return 0;
+			}
+			continue;
+		case XTC__T_READY:
+		case XTC__T_RUNNING:
+			if (atomic_load_explicit(&t->wake_pending,
+			                         memory_order_relaxed) == 0)
+				atomic_store(&t->wake_pending, 1);
+			/* It may have parked before seeing the latch. */
+			if (atomic_load(&t->state) == XTC__T_PARKED)
+				continue;
+			return 0;
+		default: /* NEW: will run anyway; DONE: nothing to do */
+			return 0;
+		}
+	}
+}
+
+int xtc_task_waker(xtc_task_t *task, xtc_waker_t *out)
+{
+	if (task == NULL || out == NULL)
+		return XTC_E_INVAL;
+	out->loop = task->loop;
+	out->task = task;
+	return 0;
+}
+
+int xtc_waker_wake(const xtc_waker_t *w)
+{
+	if (w == NULL || w->task == NULL)
+		return XTC_E_INVAL;
+	return xtc__task_wake(w->task);
+}
+
+/* Publish PARKED, then consume a latched wake. Returns 1 if the caller
+ * still owns the task (a wake was latched and the CAS back to RUNNING
+ * won): the park is void. */
+static int park_publish(xtc_task_t *t)
+{
+	uint32_t s = XTC__T_PARKED;
+
+	atomic_store(&t->state, XTC__T_PARKED);
+	if (atomic_exchange(&t->wake_pending, 0) == 0)
+		return 0;
+	return atomic_compare_exchange_strong(&t->state, &s, XTC__T_RUNNING);
+}
+
+/* ------------------------------------------------------------------ */
+/* dispatch                                                             */
+/* ------------------------------------------------------------------ */
+
+/* From a fiber that gave up the CPU (queued itself or parked): switch to
+ * the next ready fiber directly when allowed, else to the root. Returns
+ * when this fiber runs again (possibly on another thread). */
+static void fiber_switch_out(xtc_loop_t *loop, xtc_task_t *t)
+{
+	xtc_task_t *next;
+
+	if (XTC__LIKELY(loop->feat == 0) && --loop->fair_left > 0 &&
+	    (next = loop->rq_head) != NULL && next->is_fiber) {
+		xtc__rq_pop(loop);
+		if (next == t) {
+			atomic_store_explicit(&t->state, XTC__T_RUNNING,
+			                      memory_order_relaxed);
+			loop->runs++;
+			t->runs++;
+			return;
+		}
+		atomic_store_explicit(&next->state, XTC__T_RUNNING,
+		                      memory_order_relaxed);
+		loop->runs++;
+		next->runs++;
+		xtc__tls_task = next;
+		xtc__fiber_switch(&next->fiber);
+		return;
+	}
+	xtc__tls_task = NULL;
+	xtc__fiber_switch(loop->root);
+}
+
+static void fiber_finish(xtc_task_t *t) __attribute__((noreturn));
+static void fiber_finish(xtc_task_t *t)
+{
+	xtc_loop_t *loop = t->loop;
+
+	task_complete(t);
+	loop->reap = t;
+	xtc__tls_task = NULL;
+	xtc__fiber_exit_to(loop->root);
+}
+
+static void fiber_main(void *arg)
+{
+	xtc_task_t *t = arg;
+
+	if (t->coro != NULL)
+		t->result = t->coro(t->arg);
+	else
+		t->body(t->arg);
+	fiber_finish(t);
+}
+
+int xtc__task_exit(intptr_t result)
+{
+	xtc_task_t *t = xtc__tls_task;
+
+	if (t == NULL || !t->is_fiber)
+		return XTC_E_INVAL;
+	if (xtc__gocb_depth > 0)
+		return XTC_E_DEADLK;
+	t->result = result;
+	fiber_finish(t);
+}
+
+/* Root stack: run fiber t until control comes back to the root, serving
+ * carrier-stack calls and reaping a finished fiber. */
+static void run_fiber(xtc_loop_t *loop, xtc_task_t *t)
+{
+	xtc__tls_task = t;
+	xtc__fiber_switch(&t->fiber);
+	while (loop->ccall_fn != NULL) {
+		void (*fn)(void *) = loop->ccall_fn;
+		void *arg = loop->ccall_arg;
+		xtc_task_t *back = loop->ccall_task;
+
+		loop->ccall_fn = NULL;
+		xtc__tls_task = NULL;
+		xtc__gocb_depth++;
+		fn(arg);
+		xtc__gocb_depth--;
+		xtc__tls_task = back;
+		xtc__fiber_switch(&back->fiber);
+	}
+	xtc__tls_task = NULL;
+	if (loop->reap != NULL) {
+		xtc_task_t *dead = loop->reap;
+		loop->reap = NULL;
+		task_reap(loop, dead);
+	}
+}
+
+static void run_stackless(xtc_loop_t *loop, xtc_task_t *t)
+{
+	int v;
+
+	if (t->park_armed)
+		park_cancel(loop, t);
+	t->park_why = XTC__PW_NONE;
+	xtc__tls_task = t;
+	v = t->fn(t, t->user);
+	xtc__tls_task = NULL;
+	switch (v) {
+	case XTC_TASK_RESCHED:
+		xtc__loop_make_ready(loop, t);
+		break;
+	case XTC_TASK_PENDING:
+		if (park_publish(t))
+			xtc__loop_make_ready(loop, t);
+		break;
+	default: /* DONE, and any invalid verdict */
+		task_complete(t);
+		task_reap(loop, t);
+		break;
+	}
+}
+
+static void run_task(xtc_loop_t *loop, xtc_task_t *t)
+{
+	int64_t start = 0;
+	uint32_t feat = loop->feat;
+
+	atomic_store_explicit(&t->state, XTC__T_RUNNING, memory_order_relaxed);
+	loop->runs++;
+	t->runs++;
+	if (XTC__UNLIKELY(feat & XTC__LF_TIMED)) {
+		start = xtc__now();
+		t->run_start = start;
+		if (loop->hooks.run_begin != NULL)
+			loop->hooks.run_begin(loop, t, start);
+	}
+	if (t->is_fiber)
+		run_fiber(loop, t);
+	else
+		run_stackless(loop, t);
+	/* t may be recycled by now: the hook gets the pointer for identity
+	 * only when the task is still alive (STALL CHECK / CLASS CHARGE). */
+	if (XTC__UNLIKELY(feat & XTC__LF_TIMED) && loop->hooks.run_end != NULL)
+		loop->hooks.run_end(loop, t, xtc__now() - start);
+}
+
+static int fairness_poll(xtc_loop_t *loop)
+{
+	int n = 0;
+
+	if (atomic_load_explicit(&loop->inbox, memory_order_relaxed) != NULL)
+		n += inbox_drain(loop);
+	if (loop->io->armed > 0 || loop->io->pending != NULL) {
+		int r = xtc__io_poll(loop, 0);
+		if (r > 0)
+			n += r;
+	}
+	if (loop->heap_len > 0)
+		n += xtc__timers_fire(loop, xtc__now());
+	return n;
+}
+
+static xtc_task_t *pick(xtc_loop_t *loop)
+{
+	if (XTC__UNLIKELY(loop->feat != 0) && loop->hooks.pick != NULL) {
+		/* CLASS PICK HOOK */
+		xtc_task_t *t = loop->hooks.pick(loop);
+		if (t != NULL)
+			return t;
+	}
+	return xtc__rq_pop(loop);
+}
+
+int xtc__loop_step(xtc_loop_t *loop, int may_block)
+{
+	xtc_task_t *t;
+	int64_t now, next, timeout;
+	int progress = 0, n;
+
+	if (!loop_live(loop) || !xtc__loop_on_owner_thread(loop))
+		return XTC_E_INVAL;
+	if (atomic_load_explicit(&loop->inbox, memory_order_relaxed) != NULL)
+		progress += inbox_drain(loop);
+
+	t = pick(loop);
+	if (t != NULL) {
+		run_task(loop, t);
+		if (--loop->fair_left <= 0) {
+			loop->fair_left = XTC__FAIR_RUNS;
+			fairness_poll(loop);
+		}
+		return 1;
+	}
+
+	/* Nothing ready: timers, then the idle hook, then the poller. */
+	loop->fair_left = XTC__FAIR_RUNS;
+	now = xtc__now();
+	if (loop->heap_len > 0 && xtc__timers_fire(loop, now) > 0)
+		return 1;
+	next = xtc__timers_next(loop);
+	if (loop->hooks.idle != NULL && loop->feat != 0) {
+		/* IDLE HOOK (steal / simulator) */
+		n = loop->hooks.idle(loop, next);
+		if (n != 0)
+			return n;
+		if (loop->feat & XTC__LF_SIM)
+			return progress > 0;
+	}
+	if (!may_block || atomic_load(&loop->stop))
+		timeout = 0;
+	else if (next < 0)
+		timeout = -1;
+	else
+		timeout = next > now ? next - now : 0;
+	if (timeout != 0) {
+		atomic_store(&loop->sleeping, 1);
+		if (atomic_load(&loop->inbox) != NULL || atomic_load(&loop->stop))
+			timeout = 0;
+	}
+	n = xtc__io_poll(loop, timeout);
+	atomic_store_explicit(&loop->sleeping, 0, memory_order_relaxed);
+	if (n < 0)
+		return n;
+	progress += n;
+	if (loop->heap_len > 0)
+		progress += xtc__timers_fire(loop, xtc__now());
+	return progress > 0;
+}
+
+int xtc__loop_quiescent(const xtc_loop_t *loop)
+{
+	if (loop->live_tasks > 0 || loop->pending_timers > 0 ||
+	    atomic_load(&loop->inbox) != NULL)
+		return 0;
+	if (loop->hooks.busy != NULL && loop->hooks.busy((xtc_loop_t *)loop))
+		return 0;
+	return 1;
+}
+
+/* ------------------------------------------------------------------ */
+/* parking (fibers and stackless)                                       */
+/* ------------------------------------------------------------------ */
+
+static int poll_fd_now(int fd, uint32_t interest, uint32_t *rev)
+{
+	struct pollfd p = { .fd = fd, .events = (short)xtc__io_to_poll(interest) };
+	int n;
+
+	do
+		n = poll(&p, 1, 0);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return XTC_E_IO;
+	if (n == 0)
+		return XTC_E_AGAIN;
+	*rev = xtc__io_from_poll((uint32_t)p.revents);
+	return 0;
+}
+
+int xtc__park(int64_t timeout_ns, int fd, uint32_t interest,
+              uint32_t *out_revents)
+{
+	return xtc__park_ex(timeout_ns, fd, interest, out_revents, 0);
+}
+
+int xtc__park_ex(int64_t timeout_ns, int fd, uint32_t interest,
+                 uint32_t *out_revents, int flags)
+{
+	xtc_task_t *t = xtc__tls_task;
+	xtc_loop_t *loop;
+	uint32_t rev = 0;
+	int rc;
+
+	if (out_revents != NULL)
+		*out_revents = 0;
+	if (t == NULL || !t->is_fiber)
+		return XTC_E_INVAL;
+	if (xtc__gocb_depth > 0)
+		return XTC_E_DEADLK;
+	if (t->park_armed || (fd >= 0 &&
+	    (interest & (XTC_IO_READABLE | XTC_IO_WRITABLE)) == 0))
+		return XTC_E_INVAL;
+	loop = t->loop;
+	if (timeout_ns == 0) {
+		if (fd >= 0) {
+			rc = poll_fd_now(fd, interest, &rev);
+			if (rc == 0 && out_revents != NULL)
+				*out_revents = rev;
+			return rc;
+		}
+		return atomic_exchange(&t->wake_pending, 0) ? 0 : XTC_E_AGAIN;
+	}
+	t->park_why = XTC__PW_NONE;
+	t->revents = 0;
+	if (fd >= 0) {
+		rc = xtc__io_arm(loop, fd, interest, park_io_cb, t, &t->park_io);
+		if (rc != 0)
+			return rc;
+	}
+	if (timeout_ns > 0) {
+		int64_t now = xtc__now();
+		int64_t dl = timeout_ns > INT64_MAX - now ? INT64_MAX
+		                                          : now + timeout_ns;
+		rc = xtc__timer_arm(loop, &t->park_timer, dl, park_timer_cb, t);
+		if (rc != 0) {
+			park_cancel(loop, t);
+			return rc;
+		}
+	}
+	t->park_armed = 1;
+	if (!park_publish(t))
+		fiber_switch_out(loop, t);
+	/* Resumed (maybe on another loop after migration). */
+	loop = t->loop;
+	park_cancel(loop, t);
+	if (t->park_why == XTC__PW_FD || t->revents != 0) {
+		if (out_revents != NULL)
+			*out_revents = t->revents;
+		rc = 0;
+	} else {
+		rc = t->park_why == XTC__PW_TIMEOUT ? XTC_E_AGAIN : 0;
+	}
+	t->park_why = XTC__PW_NONE;
+	if (XTC__UNLIKELY(atomic_load_explicit(&t->kill_pending,
+	                                       memory_order_relaxed)) &&
+	    !(flags & XTC__PARK_NOKILL))
+		xtc__proc_resumed();
+	return rc;
+}
+
+int xtc__task_park(void)
+{
+	return xtc__park(-1, -1, 0, NULL);
+}
+
+/* The caller is a fiber task: queue it at the back and give up the CPU. */
+int xtc__fiber_yield(void);
+int xtc__fiber_yield(void)
+{
+	xtc_task_t *t = xtc__tls_task;
+	xtc_loop_t *loop;
+
+	if (XTC__UNLIKELY(t == NULL || !t->is_fiber))
+		return XTC_E_INVAL;
+	if (XTC__UNLIKELY(xtc__gocb_depth > 0))
+		return XTC_E_DEADLK;
+	loop = t->loop;
+	xtc__loop_make_ready(loop, t);
+	fiber_switch_out(loop, t);
+	if (XTC__UNLIKELY(atomic_load_explicit(&t->kill_pending,
+	                                       memory_order_relaxed)))
+		xtc__proc_resumed();
+	return 0;
+}
+
+static int stackless_self_ok(xtc_task_t *self)
+{
+	return self != NULL && self == xtc__tls_task && !self->is_fiber &&
+	       !self->park_armed;
+}
+
+int xtc_task_park_on_timer(xtc_task_t *self, int64_t delay_ns)
+{
+	int64_t now, dl;
+	int rc;
+
+	if (!stackless_self_ok(self) || delay_ns < 0)
+		return XTC_E_INVAL;
+	now = xtc__now();
+	dl = delay_ns > INT64_MAX - now ? INT64_MAX : now + delay_ns;
+	rc = xtc__timer_arm(self->loop, &self->park_timer, dl, park_timer_cb,
+	                    self);
+	if (rc == 0)
+		self->park_armed = 1;
+	return rc;
+}
+
+int xtc_task_park_on_fd(xtc_task_t *self, int fd, uint32_t interest)
+{
+	int rc;
+
+	if (!stackless_self_ok(self) || fd < 0 ||
+	    (interest & (XTC_IO_READABLE | XTC_IO_WRITABLE)) == 0)
+		return XTC_E_INVAL;
+	self->revents = 0;
+	rc = xtc__io_arm(self->loop, fd, interest, park_io_cb, self,
+	                 &self->park_io);
+	if (rc == 0)
+		self->park_armed = 1;
+	return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* carrier-stack calls                                                  */
+/* ------------------------------------------------------------------ */
+
+int xtc__carrier_call(void (*fn)(void *), void *arg)
+{
+	xtc_task_t *t = xtc__tls_task;
+	xtc_loop_t *loop;
+
+	if (fn == NULL)
+		return XTC_E_INVAL;
+	if (t != NULL && t->is_fiber) {
+		loop = t->loop;
+		loop->ccall_fn = fn;
+		loop->ccall_arg = arg;
+		loop->ccall_task = t;
+		xtc__fiber_switch(loop->root);
+		return 0;
+	}
+	xtc__gocb_depth++;
+	fn(arg);
+	xtc__gocb_depth--;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* lifecycle                                                            */
+/* ------------------------------------------------------------------ */
+
+int xtc_loop_init(xtc_loop_t **out)
+{
+	xtc_loop_t *loop;
+	int rc;
+
+	if (out == NULL)
+		return XTC_E_INVAL;
+	*out = NULL;
+	loop = aligned_alloc(64, (sizeof(*loop) + 63) & ~(size_t)63);
+	if (loop == NULL)
+		return XTC_E_NOMEM;
+	memset(loop, 0, sizeof(*loop));
+	loop->index = -1;
+	loop->fair_left = XTC__FAIR_RUNS;
+	xtc__timers_init(loop);
+	rc = xtc__io_init(loop);
+	if (rc != 0) {
+		free(loop);
+		return rc;
+	}
+	rc = loop_id_alloc(loop);
+	if (rc != 0) {
+		xtc__io_fini(loop);
+		free(loop);
+		return rc;
+	}
+	loop->magic = XTC__LOOP_LIVE;
+	*out = loop;
+	return 0;
+}
+
+int xtc__loop_enter(xtc_loop_t *loop)
+{
+	uintptr_t none = 0;
+	int rc;
+
+	if (!loop_live(loop) || xtc__tls_loop != NULL)
+		return XTC_E_INVAL;
+	rc = xtc__fiber_thread_init();
+	if (rc != 0)
+		return rc;
+	if (!atomic_compare_exchange_strong(&loop->owner, &none,
+	                                    xtc__thread_token()))
+		return XTC_E_INVAL;
+	loop->root = xtc__fiber_root();
+	xtc__tls_loop = loop;
+	return 0;
+}
+
+void xtc__loop_leave(xtc_loop_t *loop)
+{
+	if (loop == NULL || !xtc__loop_on_owner_thread(loop))
+		return;
+	xtc__tls_loop = NULL;
+	atomic_store(&loop->owner, 0);
+}
+
+int xtc_loop_run(xtc_loop_t *loop)
+{
+	int rc;
+
+	rc = xtc__loop_enter(loop);
+	if (rc != 0)
+		return rc == XTC_E_NOMEM ? rc : XTC_E_INVAL;
+	rc = 0;
+	while (!atomic_load_explicit(&loop->stop, memory_order_relaxed) &&
+	       !xtc__loop_quiescent(loop)) {
+		rc = xtc__loop_step(loop, 1);
+		if (rc < 0)
+			break;
+		rc = 0;
+	}
+	atomic_store(&loop->stop, 0);
+	xtc__loop_leave(loop);
+	return rc;
+}
+
+int xtc_loop_stop(xtc_loop_t *loop)
+{
+	if (!loop_live(loop))
+		return XTC_E_INVAL;
+	atomic_store(&loop->stop, 1);
+	if (!xtc__loop_on_owner_thread(loop))
+		xtc__io_wakeup(loop);
+	return 0;
+}
+
+int xtc_loop_wake(xtc_loop_t *loop)
+{
+	if (!loop_live(loop))
+		return XTC_E_INVAL;
+	return xtc__io_wakeup(loop);
+}
+
+/* Fini of an unfinished task: release thread waiters and waiters on other
+ * loops; fiber waiters of this loop are being destroyed themselves. */
+static void task_abandon(xtc_loop_t *loop, xtc_task_t *t)
+{
+	xtc__await_node_t *n, *next;
+
+	atomic_store(&t->state, XTC__T_DONE);
+	xtc__task_wlock(t);
+	n = atomic_exchange(&t->waiters, XTC__AWAIT_CLOSED);
+	xtc__task_wunlock(t);
+	for (; n != NULL && n != XTC__AWAIT_CLOSED; n = next) {
+		xtc_task_t *w = n->task;
+		next = n->next;
+		if (w != NULL && w->loop == loop)
+			continue;
+		atomic_store_explicit(&n->done, 1, memory_order_release);
+		if (w != NULL)
+			xtc__task_wake(w);
+		else
+			futex_wake(&n->done);
+	}
+}
+
+static void release_all_tasks(xtc_loop_t *loop)
+{
+	xtc_task_t *t, *next;
+
+	for (t = loop->all; t != NULL; t = next) {
+		next = t->all_next;
+		if (t->park_armed)
+			park_cancel(loop, t);
+		if (atomic_load(&t->state) != XTC__T_DONE) {
+			task_abandon(loop, t);
+			if (t->cleanup != NULL)
+				t->cleanup(t, t->proc);
+			if (t->is_fiber)
+				xtc__fiber_release(&t->fiber);
+		}
+		free(t);
+	}
+	loop->all = NULL;
+	for (t = loop->task_free; t != NULL; t = next) {
+		next = (xtc_task_t *)t->node.next;
+		free(t);
+	}
+	loop->task_free = NULL;
+	loop->task_free_len = 0;
+	loop->rq_head = loop->rq_tail = NULL;
+}
+
+int xtc_loop_fini(xtc_loop_t *loop)
+{
+	xtc_loop_t *saved_loop = xtc__tls_loop;
+	xtc_task_t *saved_task = xtc__tls_task;
+	uintptr_t none = 0;
+
+	if (!loop_live(loop))
+		return XTC_E_INVAL;
+	/* Running (on this thread or any other), or inside one of its tasks. */
+	if (!atomic_compare_exchange_strong(&loop->owner, &none,
+	                                    xtc__thread_token()))
+		return XTC_E_INVAL;
+	xtc__tls_loop = loop;
+	xtc__tls_task = NULL;
+	loop->magic = XTC__LOOP_FINI;
+	inbox_drain(loop);
+	release_all_tasks(loop);
+	inbox_drain(loop); /* posts made by cleanup hooks */
+	xtc__proc_loop_fini(loop);
+	xtc__sched_loop_fini(loop);
+	xtc__timers_fini(loop);
+	xtc__io_fini(loop);
+	loop_id_free(loop);
+	xtc__tls_loop = saved_loop;
+	xtc__tls_task = saved_task;
+	free(loop);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* hooks and feature bits                                               */
+/* ------------------------------------------------------------------ */
+
+void xtc__loop_set_hooks(xtc_loop_t *loop, const xtc__loop_hooks_t *hooks)
+{
+	if (loop == NULL)
+		return;
+	if (hooks == NULL)
+		memset(&loop->hooks, 0, sizeof(loop->hooks));
+	else
+		loop->hooks = *hooks;
+}
+
+void xtc__loop_feat_set(xtc_loop_t *loop, uint32_t bits)
+{
+	if (loop != NULL)
+		loop->feat |= bits;
+}
+
+void xtc__loop_feat_clear(xtc_loop_t *loop, uint32_t bits)
+{
+	if (loop != NULL)
+		loop->feat &= ~bits;
+}
+
+void xtc__loop_budget_update(xtc_loop_t *loop)
+{
+	if (loop == NULL)
+		return;
+	if (loop->yield_budget > 0 || loop->lat_budget > 0)
+		loop->feat |= XTC__LF_BUDGET;
+	else
+		loop->feat &= ~(uint32_t)XTC__LF_BUDGET;
+}

@@ -1,0 +1,482 @@
+/*
+ * loop_int.h - internal contract of the loop layer (loop.c, timer.c,
+ * async.c, io_*.c) for the proc layer, the executor, classes, the stall
+ * watchdog, preemption and the simulator.
+ *
+ * Model
+ *  - A loop is owned by at most one OS thread at a time: the thread inside
+ *    xtc_loop_run / xtc_await-driving / an executor carrier, between
+ *    xtc__loop_enter() and xtc__loop_leave(). Owner-only state (run queue,
+ *    timer heap, free lists, io registrations) is touched only there, without
+ *    locks. Everything another thread may do goes through the loop's MPSC
+ *    inbox (xtc__loop_post) followed by an io wakeup (eventfd).
+ *  - A task is either stackless (fn returns DONE/RESCHED/PENDING each run,
+ *    always on the carrier stack) or a fiber (its body runs on its own stack
+ *    and may yield/park; returning from the body finishes the task).
+ *  - Task states: NEW -> READY -> RUNNING -> (READY | PARKED | DONE).
+ *    The only transition another thread may make is PARKED -> READY (a
+ *    wake, by CAS), and a wake that finds RUNNING sets wake_pending instead;
+ *    the loop re-checks wake_pending after publishing PARKED (both sides use
+ *    seq_cst), so a wake racing RUNNING->PARKED is never lost. Whoever wins
+ *    the CAS to READY owns the single queue link (node.next) until the task
+ *    is dispatched: no allocation per wake, no double enqueue.
+ *  - A fiber that yields switches directly to the next ready fiber when
+ *    there is one and no scheduling feature is on (the fast path: no clock,
+ *    no syscall, no allocation); otherwise, and every XTC__FAIR_RUNS runs,
+ *    it switches to the carrier (root) fiber, which runs xtc__loop_step.
+ *  - Go code never runs on a fiber stack: xtc__carrier_call() moves a call
+ *    onto the carrier stack, and while xtc__gocb_depth > 0 no switch, park
+ *    or yield is allowed on that thread (they return XTC_E_DEADLK).
+ *
+ * Alternatives rejected
+ *  - A mutex-protected run queue for cross-thread wakes: it would put a lock
+ *    on every local dispatch. The inbox keeps the owner path lock-free.
+ *  - Always bouncing through the scheduler stack on yield: two switches and
+ *    a loop step per yield; the direct fiber->fiber switch halves that.
+ *  - Heap-allocated wake messages: the intrusive node cannot fail and
+ *    cannot leak.
+ */
+#ifndef XTC_LOOP_INT_H
+#define XTC_LOOP_INT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "xtc.h"
+#include "fiber_int.h"
+
+#define XTC__TLS __attribute__((tls_model("initial-exec")))
+#if defined(__x86_64__) || defined(__i386__)
+#define XTC__CPU_RELAX() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define XTC__CPU_RELAX() __asm__ __volatile__("yield")
+#else
+#define XTC__CPU_RELAX() ((void)0)
+#endif
+#define XTC__LIKELY(x)   __builtin_expect(!!(x), 1)
+#define XTC__UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* Every XTC__FAIR_RUNS task runs the loop does a non-blocking io poll, fires
+ * due timers and drains the inbox, even when the run queue never empties. */
+#define XTC__FAIR_RUNS 64
+
+/* ------------------------------------------------------------------ */
+/* MPSC inbox: intrusive, lock-free, any thread -> owner                */
+/* ------------------------------------------------------------------ */
+
+/* A posted node. fn runs later on the loop's owner thread (during a step,
+ * or at fini with loop->state == XTC__LOOP_FINI so it can free instead of
+ * deliver). The poster must not touch the node again until fn has run.
+ * Nodes are delivered in posting order per producer. */
+typedef struct xtc__post xtc__post_t;
+struct xtc__post {
+	xtc__post_t *next;
+	void (*fn)(xtc_loop_t *loop, xtc__post_t *p);
+};
+
+/* Any thread. Pushes p and wakes the loop's poller if it is blocked.
+ * XTC_E_INVAL for NULL loop/p/fn or a finalised loop. */
+int xtc__loop_post(xtc_loop_t *loop, xtc__post_t *p);
+
+/* ------------------------------------------------------------------ */
+/* Timers (timer.c): an intrusive min-heap on the deadline              */
+/* ------------------------------------------------------------------ */
+
+enum {
+	XTC__TM_IDLE = 0,   /* never armed, or disarmed */
+	XTC__TM_ARMED = 1,  /* in the heap */
+	XTC__TM_FIRED = 2,  /* fired; a cancel is a no-op */
+	XTC__TM_CANCELLED = 3
+};
+enum {
+	XTC__TMK_INTERNAL = 0, /* embedded in someone's struct; never freed by us */
+	XTC__TMK_PUBLIC = 1,   /* xtc_timer_set with a handle: kept until fini */
+	XTC__TMK_ANON = 2      /* xtc_timer_set without a handle: recycled */
+};
+
+struct xtc_timer {
+	int64_t deadline;      /* xtc_clock_mono() ns */
+	uint64_t seq;          /* FIFO among equal deadlines */
+	xtc_timer_fn fn;       /* called on the loop thread */
+	void *user;
+	xtc_loop_t *loop;
+	uint32_t heap_idx;
+	uint8_t state;         /* XTC__TM_* */
+	uint8_t kind;          /* XTC__TMK_* */
+	struct xtc_timer *next_free; /* loop's timer list (public/anon) */
+};
+
+/* Owner thread only. An intrusive timer: tm is caller memory (e.g. in a proc
+ * slot) that must stay valid until it fires or is disarmed. Re-arming an
+ * armed timer moves it. Internal timers do not count for quiescence (their
+ * owner task is live anyway). */
+int  xtc__timer_arm(xtc_loop_t *loop, struct xtc_timer *tm, int64_t deadline_ns,
+                    xtc_timer_fn fn, void *user);
+void xtc__timer_disarm(struct xtc_timer *tm); /* no-op unless armed */
+
+/* ------------------------------------------------------------------ */
+/* I/O interest (io_int.h has the backend side)                         */
+/* ------------------------------------------------------------------ */
+
+typedef struct xtc__io_req xtc__io_req_t;
+typedef void (*xtc__io_cb)(void *arg, uint32_t revents);
+
+/* Owner thread only. One-shot: cb(arg, revents) runs once on the loop thread
+ * when fd is ready for interest (XTC_IO_READABLE/WRITABLE; HUP/ERR always
+ * reported), then the registration is gone. Returns the backend's real error
+ * (e.g. XTC_E_INVAL for a bad fd). After xtc__io_disarm(req) cb is never
+ * called; the backend frees req when it is safe (io_uring: after the
+ * cancelled CQE arrives). */
+int  xtc__io_arm(xtc_loop_t *loop, int fd, uint32_t interest, xtc__io_cb cb,
+                 void *arg, xtc__io_req_t **out);
+void xtc__io_disarm(xtc_loop_t *loop, xtc__io_req_t *req);
+
+/* ------------------------------------------------------------------ */
+/* Tasks                                                                */
+/* ------------------------------------------------------------------ */
+
+enum {
+	XTC__T_NEW = 0,
+	XTC__T_READY = 1,   /* in a run queue, a class queue or an inbox */
+	XTC__T_RUNNING = 2,
+	XTC__T_PARKED = 3,
+	XTC__T_DONE = 4
+};
+
+/* Why a park ended (t->park_why), for xtc__park's result. */
+enum {
+	XTC__PW_NONE = 0,
+	XTC__PW_WAKE = 1,
+	XTC__PW_FD = 2,
+	XTC__PW_TIMEOUT = 3
+};
+
+typedef void (*xtc__task_cleanup_fn)(xtc_task_t *t, void *proc);
+
+/* A waiter on a task's completion (xtc_await); lives on the waiter's stack. */
+typedef struct xtc__await_node xtc__await_node_t;
+struct xtc__await_node {
+	xtc__await_node_t *next;
+	xtc_task_t *task;     /* fiber waiter, or NULL for a thread waiter */
+	_Atomic uint32_t done; /* thread waiter: futex word */
+};
+
+struct xtc_task {
+	xtc__post_t node;        /* queue/inbox link: MUST stay first */
+	xtc_loop_t *loop;        /* home loop (updated by migration) */
+	_Atomic uint32_t state;  /* XTC__T_* */
+	_Atomic uint32_t wake_pending;
+	uint8_t is_fiber;
+	uint8_t pinned;          /* never stolen (executor) */
+	uint8_t retain;          /* handle given out: not recycled until fini */
+	_Atomic uint8_t kill_pending; /* set by the proc layer: see xtc__proc_resumed */
+	uint8_t park_why;        /* XTC__PW_* */
+	uint8_t park_armed;      /* an fd or timer registration is outstanding */
+	uint8_t exec_flags;      /* free for the executor */
+	_Atomic uint8_t wlock;   /* guards waiters (tiny spinlock) */
+
+	/* body */
+	xtc_task_fn fn;          /* stackless */
+	void *user;
+	xtc__fiber_entry body;   /* fiber (procs) */
+	xtc_coro_fn coro;        /* fiber (xtc_async): result = coro(arg) */
+	void *arg;
+	intptr_t result;         /* xtc_async result */
+	xtc__fiber_t fiber;
+
+	/* park */
+	uint32_t revents;
+	struct xtc_timer park_timer;
+	xtc__io_req_t *park_io;
+
+	/* identity and hooks */
+	void *proc;              /* proc layer back-pointer (xtc_self) */
+	void *sched_class;       /* opaque class (xtc_exec_class_t), NULL = default lane */
+	xtc__task_cleanup_fn cleanup; /* loop thread, at reap or fini */
+	_Atomic(xtc__await_node_t *) waiters; /* under wlock; XTC__AWAIT_CLOSED once DONE */
+
+	/* bookkeeping */
+	xtc_task_t *all_prev, *all_next; /* loop's live list (for fini) */
+	int64_t run_start;       /* only written when a timed feature is on */
+	uint64_t runs;
+	void *exec_data;         /* free for the executor / classes */
+};
+
+#define XTC__AWAIT_CLOSED ((xtc__await_node_t *)(uintptr_t)1)
+
+static inline void xtc__task_wlock(xtc_task_t *t)
+{
+	while (atomic_exchange_explicit(&t->wlock, 1, memory_order_acquire))
+		XTC__CPU_RELAX();
+}
+static inline void xtc__task_wunlock(xtc_task_t *t)
+{
+	atomic_store_explicit(&t->wlock, 0, memory_order_release);
+}
+
+typedef struct xtc__spawn_opts {
+	size_t stack_size;   /* 0 = xtc_stack_size() */
+	int migratable;      /* 0 = pinned to this loop */
+	void *sched_class;   /* opaque, may be NULL */
+	void *proc;          /* stored in t->proc before the task can run */
+	xtc__task_cleanup_fn cleanup; /* called on the loop thread at reap/fini */
+	int retain;          /* keep the task struct until fini (public handles) */
+} xtc__spawn_opts_t;
+
+/* Any thread. Creates a fiber task running body(arg) and makes it READY
+ * (directly on the owner thread, through the inbox otherwise). The stack
+ * comes from the calling thread's cache. Returning from body finishes the
+ * task (DONE): waiters are woken, cleanup runs, the stack goes back to the
+ * cache, and the struct is recycled unless retain. out may be NULL; without
+ * retain the pointer is only valid until the task is reaped.
+ * Errors: XTC_E_INVAL (NULL loop/body, finalised loop), XTC_E_NOMEM,
+ * XTC_E_RESOURCE (loop->max_tasks reached), XTC_E_INTERNAL. */
+int xtc__task_spawn_fiber(xtc_loop_t *loop, xtc__fiber_entry body, void *arg,
+                          const xtc__spawn_opts_t *opts, xtc_task_t **out);
+/* Same for a stackless task (xtc_task_spawn): fn(t, user) per run. */
+int xtc__task_spawn_fn(xtc_loop_t *loop, xtc_task_fn fn, void *user,
+                       const xtc__spawn_opts_t *opts, xtc_task_t **out);
+
+/* Any thread; idempotent. PARKED -> READY (requeue, through the inbox and an
+ * io wakeup when not on the owner thread); RUNNING -> latched; READY, NEW,
+ * DONE -> no-op. 0, or XTC_E_INVAL for NULL. The task must not have been
+ * reaped: callers that may race the task's exit (procs) post to the loop and
+ * wake from the loop thread after re-checking their own generation. */
+int xtc__task_wake(xtc_task_t *t);
+
+/* Park the current fiber task until a wake, fd readiness (fd >= 0) or the
+ * timeout (< 0 forever, 0 poll, > 0 bounded). Spurious wakes are possible;
+ * loop on your condition.
+ *  0               woken, or fd ready (*out_revents = XTC_IO_* bits fired)
+ *  XTC_E_AGAIN     timeout (out_revents = 0)
+ *  XTC_E_INVAL     off a fiber task, fd < 0 with interest, or a park is
+ *                  already outstanding
+ *  XTC_E_DEADLK    inside a Go callback (xtc__gocb_depth > 0)
+ *  other           fd registration error from the backend
+ * After resuming, if t->kill_pending, xtc__proc_resumed() is called. */
+int xtc__park(int64_t timeout_ns, int fd, uint32_t interest,
+              uint32_t *out_revents);
+/* xtc__park(-1, -1, 0, NULL). */
+int xtc__task_park(void);
+/* xtc__park with flags: XTC__PARK_NOKILL skips the kill check on resume
+ * (for waits that must unhook themselves before the proc may unwind). */
+#define XTC__PARK_NOKILL 1
+int xtc__park_ex(int64_t timeout_ns, int fd, uint32_t interest,
+                 uint32_t *out_revents, int flags);
+
+/* Finish the current fiber task now, as if its body returned (result for
+ * xtc_await). Frames above are abandoned (no unwinding). Off a fiber task:
+ * returns XTC_E_INVAL. */
+int xtc__task_exit(intptr_t result);
+
+/* Defined by proc.c (a weak no-op otherwise). Called on the resumed fiber
+ * after a yield/park when t->kill_pending is set, holding no loop state; it
+ * may longjmp to the proc's entry frame. */
+void xtc__proc_resumed(void);
+
+/* ------------------------------------------------------------------ */
+/* Current context (TLS)                                                */
+/* ------------------------------------------------------------------ */
+
+extern XTC__TLS __thread xtc_loop_t *xtc__tls_loop;
+extern XTC__TLS __thread xtc_task_t *xtc__tls_task;
+/* > 0 while a Go callback runs on this thread: no switch/park/yield. */
+extern XTC__TLS __thread int xtc__gocb_depth;
+
+/* Bracket a C->Go call made on the carrier stack (Go wrappers of stackless
+ * task bodies, stall and policy callbacks). */
+static inline void xtc__gocb_enter(void) { xtc__gocb_depth++; }
+static inline void xtc__gocb_leave(void) { xtc__gocb_depth--; }
+
+static inline xtc_loop_t *xtc__loop_current(void) { return xtc__tls_loop; }
+static inline xtc_task_t *xtc__task_current(void) { return xtc__tls_task; }
+static inline int xtc__in_fiber(void)
+{
+	xtc_task_t *t = xtc__tls_task;
+	return t != NULL && t->is_fiber;
+}
+
+/* Run fn(arg) on the carrier (scheduler) stack of this thread, with
+ * xtc__gocb_depth raised around it. From a fiber task the fiber switches to
+ * the carrier, the carrier calls fn, and the same fiber resumes at once (it
+ * stays RUNNING; nothing else runs in between). From the carrier stack
+ * (stackless task bodies, timer callbacks, a plain thread) fn is called
+ * directly. fn must not yield/park. 0, or XTC_E_INVAL for NULL fn. */
+int xtc__carrier_call(void (*fn)(void *), void *arg);
+
+/* ------------------------------------------------------------------ */
+/* The loop                                                             */
+/* ------------------------------------------------------------------ */
+
+/* Feature bits (loop->feat). While feat == 0 the dispatch path is the plain
+ * FIFO with no clock read; any bit routes every dispatch through the hooks
+ * below (one branch on the hot path). */
+enum {
+	XTC__LF_BUDGET  = 1u << 0, /* yield budget set: read the clock at run start */
+	XTC__LF_CLASSES = 1u << 1, /* classes exist: hooks.pick / hooks.enqueue */
+	XTC__LF_STALL   = 1u << 2, /* stall budget: hooks.run_end with ran_ns */
+	XTC__LF_PREEMPT = 1u << 3, /* publish per-run deadlines: hooks.run_begin */
+	XTC__LF_EXEC    = 1u << 4, /* executor loop: hooks.idle (steal) */
+	XTC__LF_SIM     = 1u << 5  /* simulator: hooks.idle instead of blocking */
+};
+#define XTC__LF_TIMED (XTC__LF_BUDGET | XTC__LF_CLASSES | XTC__LF_STALL | \
+                       XTC__LF_PREEMPT)
+
+typedef struct xtc__loop_hooks {
+	void *ctx;
+	/* CLASS PICK HOOK: return the next task to run (already removed from its
+	 * queue) or NULL to fall back to the plain FIFO. */
+	xtc_task_t *(*pick)(xtc_loop_t *loop);
+	/* Make t ready on this loop; return 1 if taken (class FIFO, deque), 0 to
+	 * use the plain FIFO. Called on the owner thread only. */
+	int (*enqueue)(xtc_loop_t *loop, xtc_task_t *t);
+	/* PREEMPTION DEADLINE HOOK: called before each run, now = run start. */
+	void (*run_begin)(xtc_loop_t *loop, xtc_task_t *t, int64_t now);
+	/* STALL CHECK / CLASS CHARGE HOOK: after each run (verdict applied). */
+	void (*run_end)(xtc_loop_t *loop, xtc_task_t *t, int64_t ran_ns);
+	/* IDLE HOOK: nothing ready, before blocking. Return >0 if work was found
+	 * (stolen), 0 to block, <0 error. With XTC__LF_SIM it must not block:
+	 * the loop then never enters the poller with a timeout. */
+	int (*idle)(xtc_loop_t *loop, int64_t next_deadline);
+	/* Optional extra quiescence term (deque/stolen work); NULL = 0. */
+	int (*busy)(xtc_loop_t *loop);
+	/* xtc_yield_check, with XTC__LF_PREEMPT: 1 if a tick/ring deadline says
+	 * the current run should yield (consumes the tick). */
+	int (*check_due)(xtc_loop_t *loop);
+} xtc__loop_hooks_t;
+
+enum { XTC__LOOP_LIVE = 0x4c4f4f50u /* "LOOP" */, XTC__LOOP_FINI = 0x46494e49u /* "FINI" */ };
+
+/* A 16-bit process-unique loop id (loop->id) is assigned at init from a
+ * global table: ids start at 1 (0 never names a loop, so XTC_PID_NONE stays
+ * none), are handed out round-robin over 1..65535 and are reused only after
+ * wrapping past every live loop. xtc__loop_by_id is valid while that loop is
+ * alive (finalising a loop other threads still address is the caller's
+ * race). More than 65535 live loops: xtc_loop_init returns XTC_E_RESOURCE. */
+xtc_loop_t *xtc__loop_by_id(uint16_t id);
+
+struct xtc_io; /* io_int.h */
+
+struct xtc_loop {
+	/* hot: dispatch */
+	xtc_task_t *rq_head, *rq_tail; /* plain FIFO, owner only */
+	uint32_t feat;                 /* XTC__LF_* */
+	int32_t fair_left;             /* runs until the next fairness poll */
+	xtc__fiber_t *root;            /* carrier fiber of the owner thread */
+	uint64_t runs;                 /* tasks run (stats: tasks_run) */
+
+	/* carrier requests from a fiber back to the root */
+	xtc_task_t *reap;              /* DONE fiber to reap on the root stack */
+	void (*ccall_fn)(void *);      /* xtc__carrier_call request */
+	void *ccall_arg;
+	xtc_task_t *ccall_task;
+
+	/* ownership and lifecycle */
+	uint32_t magic;                /* XTC__LOOP_LIVE / XTC__LOOP_FINI */
+	_Atomic uintptr_t owner;       /* owner thread token, 0 = none */
+	_Atomic int stop;
+	_Atomic int sleeping;          /* owner is (about to be) blocked in the poller */
+	int in_step;
+	uint16_t id;                   /* process-unique, >= 1 */
+	int index;                     /* executor index, -1 standalone */
+
+	/* cross-thread inbox (Treiber stack, drained whole and reversed) */
+	_Atomic(xtc__post_t *) inbox;
+
+	/* quiescence */
+	int64_t live_tasks;            /* spawned and not reaped (owner) */
+	int64_t pending_timers;        /* armed public/anon timers (owner) */
+	int64_t max_tasks;             /* 0 = unlimited -> XTC_E_RESOURCE */
+
+	/* timers */
+	struct xtc_timer **heap;
+	uint32_t heap_len, heap_cap;
+	uint64_t timer_seq;
+	struct xtc_timer *timers_all;  /* public handles (freed at fini) */
+	struct xtc_timer *timers_free; /* anon timers for reuse */
+
+	/* io */
+	struct xtc_io *io;
+
+	/* tasks */
+	xtc_task_t *all;               /* live + retained tasks */
+	xtc_task_t *task_free;         /* recyclable task structs */
+	uint32_t task_free_len;
+
+	/* yield budget: the effective budget is the smaller non-zero of
+	 * yield_budget (xtc_yield_set_budget) and lat_budget (latency classes,
+	 * class.c); XTC__LF_BUDGET is set while it is non-zero. */
+	int64_t yield_budget;
+	int64_t lat_budget;
+	_Atomic uint64_t yield_due;
+
+	/* hooks for the executor, classes, stall, preemption, sim */
+	xtc__loop_hooks_t hooks;
+	void *exec;                    /* owning executor, NULL standalone */
+	void *exec_data;
+	void *classes;                 /* class state (class.c) */
+	void *stall;                   /* stall watchdog state (stall.c) */
+	_Atomic uint64_t steals;
+
+	/* proc layer */
+	void *procs;                   /* owned by proc.c; freed in xtc__proc_loop_fini */
+};
+
+/* Called by xtc_loop_fini after every task has been released (cleanup hooks
+ * run) and the inbox drained; proc.c defines it (weak no-op otherwise). */
+void xtc__proc_loop_fini(xtc_loop_t *loop);
+/* Same for exec.c (class and stall state; sched_int.h); weak no-op. */
+void xtc__sched_loop_fini(xtc_loop_t *loop);
+
+/* Claim/release the loop for the calling thread: sets TLS current loop,
+ * owner, root fiber (xtc__fiber_thread_init). XTC_E_INVAL when another
+ * thread owns it or it is finalised. Nesting on the same thread is refused
+ * too (XTC_E_INVAL): one loop per thread at a time. */
+int  xtc__loop_enter(xtc_loop_t *loop);
+void xtc__loop_leave(xtc_loop_t *loop);
+int  xtc__loop_on_owner_thread(const xtc_loop_t *loop);
+/* Thread token used for loop->owner. */
+uintptr_t xtc__thread_token(void);
+
+/* Owner thread (after enter). One scheduling step: drain the inbox, run one
+ * ready task (a fiber may chain up to XTC__FAIR_RUNS direct switches), apply
+ * the fairness poll; if nothing was ready fire due timers, then (may_block)
+ * block in the poller until the next deadline / a wakeup. Returns 1 progress,
+ * 0 idle, < 0 error. */
+int xtc__loop_step(xtc_loop_t *loop, int may_block);
+/* Nothing live: no tasks, no armed public timers, empty inbox, and
+ * hooks.busy() == 0. Owner thread. */
+int xtc__loop_quiescent(const xtc_loop_t *loop);
+
+/* Owner thread: make a task READY on its loop (run queue or hooks.enqueue).
+ * The caller must own the READY transition (CAS won or freshly created). */
+void xtc__loop_make_ready(xtc_loop_t *loop, xtc_task_t *t);
+/* Owner thread: pop the next task from the plain FIFO (NULL when empty). */
+xtc_task_t *xtc__rq_pop(xtc_loop_t *loop);
+
+/* Recompute XTC__LF_BUDGET from yield_budget / lat_budget (owner thread). */
+void xtc__loop_budget_update(xtc_loop_t *loop);
+
+/* Set feature bits / hooks (owner thread or before the loop runs). */
+void xtc__loop_set_hooks(xtc_loop_t *loop, const xtc__loop_hooks_t *hooks);
+void xtc__loop_feat_set(xtc_loop_t *loop, uint32_t bits);
+void xtc__loop_feat_clear(xtc_loop_t *loop, uint32_t bits);
+
+/* Clock used by the loop (timers, budget): xtc_clock_mono(), which returns
+ * xtc__clock_hook() instead when the simulator installs one (one
+ * predictable branch; basics.c). */
+extern int64_t (*xtc__clock_hook)(void);
+static inline int64_t xtc__now(void) { return xtc_clock_mono(); }
+
+/* Timer internals (timer.c), owner thread. */
+int     xtc__timers_init(xtc_loop_t *loop);
+void    xtc__timers_fini(xtc_loop_t *loop);
+int     xtc__timers_fire(xtc_loop_t *loop, int64_t now); /* # fired */
+int64_t xtc__timers_next(const xtc_loop_t *loop);       /* -1 = none */
+
+/* Stack size (stack.c, H1): process-wide default used when size == 0. */
+size_t xtc__stack_default(void);
+int    xtc__stack_set_default(size_t bytes);
+
+#endif

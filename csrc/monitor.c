@@ -1,0 +1,243 @@
+/*
+ * monitor.c - the preemption monitor thread (LibPreemptible's timer thread,
+ * without UINTR).
+ *
+ * Model: a fixed table of 64-byte slots, one per armed carrier thread. A
+ * carrier publishes in its own slot the CLOCK_MONOTONIC deadline of the run
+ * it is executing (INT64_MAX when idle or between runs) and a generation
+ * bumped per run. One monitor thread sleeps until the earliest deadline (at
+ * most the shortest slice ahead, since a run that starts while it sleeps
+ * ends no earlier than that), and sends the preemption signal, carrying the
+ * generation in si_value, to each carrier whose deadline has passed. It
+ * sends at most one signal per (generation, deadline) pair: the handler
+ * re-arms the deadline when it defers, which is what asks for the next one.
+ * When no slot holds a deadline for two consecutive scans it sleeps on a
+ * futex; the first run that starts afterwards wakes it (one relaxed load
+ * per run otherwise).
+ *
+ * Invariants: only the carrier writes deadline/gen of its slot; only the
+ * monitor writes its private last-signalled record; slots are never freed
+ * (a freed slot has tid 0 and is skipped), so the monitor never reads freed
+ * memory.
+ *
+ * Rejected: per-carrier POSIX timers on CLOCK_THREAD_CPUTIME_ID (they fire
+ * only at the kernel tick, 4 ms here); per-carrier CLOCK_MONOTONIC timers
+ * (every carrier takes an interrupt per period even when its fibers yield on
+ * their own, and an idle carrier must disarm them); busy-polling the TSC
+ * like LibPreemptible (burns a core on a 2-core machine).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "preempt_int.h"
+
+static xtc__pslot_t slots[XTC__PREEMPT_MAX_SLOTS];
+
+/* Monitor-private: what was last signalled for each slot. */
+static struct {
+	uint32_t gen;
+	int64_t deadline;
+} sent[XTC__PREEMPT_MAX_SLOTS];
+
+static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int slot_hwm;           /* slots in use: [0, hwm) */
+static _Atomic int monitor_started;
+_Atomic int xtc__monitor_sleeping;
+static _Atomic uint32_t monitor_futex;
+static _Atomic uint64_t signals_sent;
+static pid_t self_pid;
+
+static int64_t mono_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void futex_wait(_Atomic uint32_t *w, uint32_t val)
+{
+	syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+
+static void futex_wake(_Atomic uint32_t *w)
+{
+	syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+void xtc__monitor_kick(void)
+{
+	if (atomic_load_explicit(&xtc__monitor_sleeping, memory_order_seq_cst)) {
+		atomic_store(&xtc__monitor_sleeping, 0);
+		atomic_fetch_add(&monitor_futex, 1);
+		futex_wake(&monitor_futex);
+	}
+}
+
+uint64_t xtc__monitor_signals_sent(void)
+{
+	return atomic_load_explicit(&signals_sent, memory_order_relaxed);
+}
+
+static void send_tick(int tid, uint32_t gen)
+{
+	siginfo_t si;
+	memset(&si, 0, sizeof si);
+	si.si_signo = xtc__preempt_signo();
+	si.si_code = SI_QUEUE;
+	si.si_pid = self_pid;
+	si.si_uid = getuid();
+	si.si_value.sival_int = (int)gen;
+	if (syscall(SYS_rt_tgsigqueueinfo, self_pid, tid, si.si_signo, &si) == 0)
+		atomic_fetch_add_explicit(&signals_sent, 1, memory_order_relaxed);
+}
+
+/* One pass over the slots: signal overrun carriers, return the earliest
+ * future deadline (INT64_MAX: none) and the shortest slice seen. */
+static int64_t scan(int64_t now, int64_t *min_slice, int *any)
+{
+	int64_t earliest = INT64_MAX;
+	int n = atomic_load_explicit(&slot_hwm, memory_order_acquire);
+	*any = 0;
+	for (int i = 0; i < n; i++) {
+		xtc__pslot_t *s = &slots[i];
+		int tid = atomic_load_explicit(&s->tid, memory_order_acquire);
+		if (tid == 0)
+			continue;
+		int64_t sl = atomic_load_explicit(&s->slice_ns, memory_order_relaxed);
+		if (sl > 0 && sl < *min_slice)
+			*min_slice = sl;
+		int64_t d = atomic_load_explicit(&s->deadline, memory_order_acquire);
+		if (d == INT64_MAX)
+			continue;
+		*any = 1;
+		uint32_t g = atomic_load_explicit(&s->gen, memory_order_acquire);
+		if (d > now) {
+			if (d < earliest)
+				earliest = d;
+			continue;
+		}
+		if (sent[i].gen == g && sent[i].deadline == d)
+			continue; /* already asked; the handler re-arms if it defers */
+		sent[i].gen = g;
+		sent[i].deadline = d;
+		send_tick(tid, g);
+	}
+	return earliest;
+}
+
+static void sleep_until(int64_t t)
+{
+	struct timespec ts = { .tv_sec = t / 1000000000, .tv_nsec = t % 1000000000 };
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+}
+
+static void *monitor_main(void *arg)
+{
+	(void)arg;
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL); /* never a carrier */
+	int empty_scans = 0;
+	for (;;) {
+		int64_t now = mono_now();
+		int64_t min_slice = INT64_MAX;
+		int any;
+		int64_t next = scan(now, &min_slice, &any);
+		xtc__fn_quantum_tick(now);
+		if (!any && ++empty_scans >= 2) {
+			uint32_t v = atomic_load(&monitor_futex);
+			atomic_store(&xtc__monitor_sleeping, 1);
+			/* a run that started before the flag was visible is seen here */
+			int64_t m = INT64_MAX;
+			int any2;
+			(void)scan(mono_now(), &m, &any2);
+			if (!any2)
+				futex_wait(&monitor_futex, v);
+			atomic_store(&xtc__monitor_sleeping, 0);
+			empty_scans = 0;
+			continue;
+		}
+		if (any)
+			empty_scans = 0;
+		if (min_slice == INT64_MAX)
+			min_slice = 1000000;
+		/* A deadline that already passed but was signalled waits for the
+		 * handler's re-arm; poll again after a fraction of a slice. */
+		int64_t cap = now + (any ? min_slice : 2 * min_slice);
+		if (next > cap)
+			next = cap;
+		if (next <= now)
+			next = now + XTC__PREEMPT_MIN_SLICE_NS;
+		sleep_until(next);
+	}
+	return NULL;
+}
+
+int xtc__monitor_start(void)
+{
+	if (atomic_load_explicit(&monitor_started, memory_order_acquire))
+		return XTC_OK;
+	pthread_mutex_lock(&slot_mu);
+	int rc = XTC_OK;
+	if (!atomic_load(&monitor_started)) {
+		self_pid = getpid();
+		pthread_t th;
+		pthread_attr_t a;
+		pthread_attr_init(&a);
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		pthread_attr_setstacksize(&a, 64 * 1024);
+		if (pthread_create(&th, &a, monitor_main, NULL) != 0)
+			rc = XTC_E_INTERNAL;
+		else {
+			pthread_setname_np(th, "xtc-monitor");
+			atomic_store_explicit(&monitor_started, 1, memory_order_release);
+		}
+		pthread_attr_destroy(&a);
+	}
+	pthread_mutex_unlock(&slot_mu);
+	return rc;
+}
+
+xtc__pslot_t *xtc__monitor_slot_get(int tid, int64_t slice_ns)
+{
+	xtc__pslot_t *r = NULL;
+	pthread_mutex_lock(&slot_mu);
+	int n = atomic_load(&slot_hwm);
+	for (int i = 0; i < XTC__PREEMPT_MAX_SLOTS; i++) {
+		if (atomic_load(&slots[i].tid) != 0)
+			continue;
+		r = &slots[i];
+		atomic_store(&r->deadline, INT64_MAX);
+		atomic_store(&r->slice_ns, slice_ns);
+		atomic_fetch_add(&r->gen, 1);
+		atomic_store_explicit(&r->tid, tid, memory_order_release);
+		if (i >= n)
+			atomic_store_explicit(&slot_hwm, i + 1, memory_order_release);
+		break;
+	}
+	pthread_mutex_unlock(&slot_mu);
+	return r;
+}
+
+void xtc__monitor_slot_put(xtc__pslot_t *s)
+{
+	if (s == NULL)
+		return;
+	pthread_mutex_lock(&slot_mu);
+	atomic_store(&s->deadline, INT64_MAX);
+	atomic_fetch_add(&s->gen, 1);
+	atomic_store_explicit(&s->tid, 0, memory_order_release);
+	pthread_mutex_unlock(&slot_mu);
+}

@@ -1,0 +1,942 @@
+/*
+ * preempt.c - the preemption seam (xtc_preempt_arm & co), the signal
+ * handler with its safety checks, no-preempt regions, deferral accounting,
+ * and the map of code that must never be interrupted.
+ *
+ * Model (see preempt_int.h for the carrier/monitor protocol)
+ *  - Arming registers the calling thread with the monitor (monitor.c): it
+ *    gets a slot whose deadline says when its current work overruns. A
+ *    plain armed thread ticks every interval; a loop carrier publishes a
+ *    deadline per fiber run (xtc__preempt_run_begin/run_end) and nothing
+ *    while idle, so idle carriers receive no signal.
+ *  - The handler (SA_SIGINFO | SA_ONSTACK | SA_RESTART, a real-time signal
+ *    >= SIGRTMIN+3, initial-exec TLS only, errno saved) accepts only a
+ *    signal queued by the monitor for the carrier's current run generation.
+ *    It counts a tick and sets the pending flag. With the involuntary path
+ *    on it preempts only when every check passes: a fiber of the current
+ *    run is running, its no-preempt count is zero, no Go callback is active,
+ *    the SP lies in that fiber's stack with headroom for the save area, and
+ *    the PC is in preemptible code. Then it only rewrites the saved context:
+ *    RSP skips the red zone and "pushes" the old RIP, RIP points at the
+ *    trampoline (arch/preempt_x86_64_sysv_elf.S). The switch happens after
+ *    sigreturn, on the fiber's own stack. Never inside the handler: the
+ *    alternate stack and the signal mask belong to the handler.
+ *  - Preemptible code is decided from a table built once (and again when
+ *    the involuntary path is switched on): the executable segments of every
+ *    loaded object are allowed, except libc, ld.so, the vDSO and the other
+ *    system/sanitizer libraries (they take locks: preempting malloc
+ *    deadlocks or corrupts the heap); inside the object that holds the
+ *    runtime, every runtime function (from the ELF symbol table: xtc_*
+ *    names and every function of a runtime source file) is denied, and so
+ *    are the ranges the user declared unsafe. A PC in no known object
+ *    (code loaded later) is denied. If the runtime's own functions cannot
+ *    be located (a stripped binary) the involuntary path declines.
+ *  - A refused preemption is deferred: counted, flagged, and the deadline
+ *    re-armed a quarter slice later so the monitor asks again; the next
+ *    yield check, park point or the end of a no-preempt region honours it.
+ *
+ * Rejected: switching fibers inside the handler (reuses the alternate stack
+ * and runs with the signal masked); fxsave (loses the upper halves of the
+ * vector registers); preempting anywhere (malloc deadlocks); a whitelist
+ * section the user must annotate (user C kernels should just work).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <link.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "preempt_int.h"
+#include "loop_int.h"
+
+__thread xtc__ptls_t xtc__ptls XTC__PTLS;
+
+uint32_t xtc__xsave_size;
+uint32_t xtc__xsave_mode;
+_Atomic int64_t xtc__preempt_adaptive_slice;
+
+static _Atomic int involuntary_on;
+static _Atomic int handler_installed;
+static int preempt_signo; /* 0 until fixed by the first arm */
+static int requested_signo;
+static pid_t self_pid;
+static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_key_t exit_key;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+/* Every thread's counters, summed by xtc_preempt_stats_global. */
+#define MAX_STAT_THREADS 1024
+static xtc_preempt_stats_t *stat_ptrs[MAX_STAT_THREADS];
+static xtc_preempt_stats_t retired;
+static int n_stat;
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------ */
+/* Preemptible-code map                                                 */
+/* ------------------------------------------------------------------ */
+
+typedef struct prange {
+	uintptr_t lo, hi;
+	int allow;
+} prange_t;
+
+typedef struct pmap {
+	prange_t *objs;    /* sorted executable segments, allow flag */
+	size_t n_objs;
+	prange_t *rt;      /* sorted runtime functions (deny) */
+	size_t n_rt;
+	int rt_known;      /* runtime functions located */
+} pmap_t;
+
+/* Published with release; readers (the handler) load with acquire. Old
+ * maps are never freed: a handler may still be reading one. */
+static _Atomic(pmap_t *) cur_map;
+
+static struct {
+	_Atomic uintptr_t lo, hi;
+} unsafe_ranges[XTC_PREEMPT_MAX_UNSAFE];
+static _Atomic int n_unsafe;
+
+static const char *const system_objs[] = {
+	"libc.so", "ld-linux", "ld-musl", "linux-vdso", "linux-gate",
+	"libpthread", "libdl.so", "librt.so", "libstdc++", "libgcc_s",
+	"libasan", "libubsan", "libtsan", "liblsan", "libhwasan", "liburing",
+	"libresolv", "libnss", NULL
+};
+
+/* Runtime source files: their static functions have no xtc_ prefix. */
+static const char *const runtime_files[] = {
+	"async.c", "basics.c", "batch.c", "blocking.c", "class.c",
+	"ctx_ucontext.c", "dispatch.c", "errors.c", "exec.c", "fiber.c",
+	"fn.c", "future.c", "io.c", "io_epoll.c", "io_uring.c", "launch.c",
+	"loop.c", "mailbox.c", "monitor.c", "osproc.c", "preempt.c", "proc.c",
+	"sched.c", "sim.c", "stack.c", "stall.c", "tickring.c", "timer.c",
+	"deque.c", "clock.c", "alloc.c", "link.c", "carrier.c",
+	"switch_x86_64_sysv_elf.S", "switch_aarch64_aapcs_elf.S",
+	"preempt_x86_64_sysv_elf.S", "preempt_aarch64_aapcs_elf.S", NULL
+};
+
+static int has_substr(const char *s, const char *const *list)
+{
+	for (int i = 0; list[i]; i++)
+		if (strstr(s, list[i]))
+			return 1;
+	return 0;
+}
+
+static int is_runtime_file(const char *name)
+{
+	const char *b = strrchr(name, '/');
+	b = b ? b + 1 : name;
+	if (strncmp(b, "zz_csrc_", 8) == 0)
+		return 1; /* the Go build's shims, one per csrc file */
+	for (int i = 0; runtime_files[i]; i++)
+		if (strcmp(b, runtime_files[i]) == 0)
+			return 1;
+	return 0;
+}
+
+typedef struct vec {
+	prange_t *v;
+	size_t n, cap;
+} vec_t;
+
+static int vec_push(vec_t *a, uintptr_t lo, uintptr_t hi, int allow)
+{
+	if (a->n == a->cap) {
+		size_t nc = a->cap ? a->cap * 2 : 64;
+		prange_t *nv = realloc(a->v, nc * sizeof *nv);
+		if (!nv)
+			return -1;
+		a->v = nv;
+		a->cap = nc;
+	}
+	a->v[a->n++] = (prange_t){ lo, hi, allow };
+	return 0;
+}
+
+static int cmp_range(const void *a, const void *b)
+{
+	const prange_t *x = a, *y = b;
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+struct phdr_ctx {
+	vec_t *objs;
+	uintptr_t rt_addr;   /* an address inside the runtime */
+	uintptr_t rt_bias;   /* load bias of the object holding it */
+	int rt_is_main;
+	int idx;
+};
+
+static int phdr_cb(struct dl_phdr_info *info, size_t sz, void *arg)
+{
+	(void)sz;
+	struct phdr_ctx *c = arg;
+	const char *name = info->dlpi_name ? info->dlpi_name : "";
+	int is_main = c->idx++ == 0;
+	int holds_rt = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD)
+			continue;
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+		if (c->rt_addr >= lo && c->rt_addr < lo + ph->p_memsz)
+			holds_rt = 1;
+	}
+	if (holds_rt) {
+		c->rt_bias = info->dlpi_addr;
+		c->rt_is_main = is_main;
+	}
+	/* A shared libxtc is runtime as a whole; in the main program only the
+	 * runtime's functions are (added from the symbol table). */
+	int allow = !has_substr(name, system_objs) && !(holds_rt && !is_main);
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+			continue;
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+		if (vec_push(c->objs, lo, lo + ph->p_memsz, allow) != 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* Read the static symbol table of the main program and collect every
+ * runtime function. 0 on success, -1 when there is no symbol table. */
+static int load_runtime_syms(uintptr_t bias, vec_t *rt)
+{
+	int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	struct stat st;
+	if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(ElfW(Ehdr))) {
+		close(fd);
+		return -1;
+	}
+	size_t len = (size_t)st.st_size;
+	const unsigned char *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED)
+		return -1;
+	int rc = -1;
+	const ElfW(Ehdr) *eh = (const void *)m;
+	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_shoff == 0 ||
+	    eh->e_shoff + (size_t)eh->e_shnum * sizeof(ElfW(Shdr)) > len)
+		goto out;
+	const ElfW(Shdr) *sh = (const void *)(m + eh->e_shoff);
+	for (int i = 0; i < eh->e_shnum; i++) {
+		if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh->e_shnum)
+			continue;
+		const ElfW(Shdr) *strs = &sh[sh[i].sh_link];
+		if (sh[i].sh_offset + sh[i].sh_size > len ||
+		    strs->sh_offset + strs->sh_size > len)
+			goto out;
+		const ElfW(Sym) *sym = (const void *)(m + sh[i].sh_offset);
+		size_t n = sh[i].sh_size / sizeof *sym;
+		const char *str = (const char *)(m + strs->sh_offset);
+		int file_rt = 0;
+		for (size_t k = 0; k < n; k++) {
+			if (sym[k].st_name >= strs->sh_size)
+				continue;
+			const char *nm = str + sym[k].st_name;
+			int type = ELF64_ST_TYPE(sym[k].st_info);
+			int bind = ELF64_ST_BIND(sym[k].st_info);
+			if (type == STT_FILE) {
+				file_rt = is_runtime_file(nm);
+				continue;
+			}
+			if (type != STT_FUNC || sym[k].st_size == 0 ||
+			    sym[k].st_shndx == SHN_UNDEF)
+				continue;
+			if (strncmp(nm, "xtc_", 4) == 0 ||
+			    (bind == STB_LOCAL && file_rt)) {
+				uintptr_t lo = bias + sym[k].st_value;
+				if (vec_push(rt, lo, lo + sym[k].st_size, 0) != 0)
+					goto out;
+			}
+		}
+		rc = rt->n > 0 ? 0 : -1;
+		break;
+	}
+out:
+	munmap((void *)m, len);
+	return rc;
+}
+
+static int build_map(void)
+{
+	pmap_t *pm = calloc(1, sizeof *pm);
+	if (!pm)
+		return XTC_E_NOMEM;
+	vec_t objs = { 0 }, rt = { 0 };
+	struct phdr_ctx c = { .objs = &objs,
+	                      .rt_addr = (uintptr_t)&xtc_preempt_arm };
+	dl_iterate_phdr(phdr_cb, &c);
+	if (c.rt_is_main)
+		pm->rt_known = load_runtime_syms(c.rt_bias, &rt) == 0;
+	else
+		pm->rt_known = 1; /* a shared library: denied as a whole */
+	qsort(objs.v, objs.n, sizeof *objs.v, cmp_range);
+	if (rt.n)
+		qsort(rt.v, rt.n, sizeof *rt.v, cmp_range);
+	pm->objs = objs.v;
+	pm->n_objs = objs.n;
+	pm->rt = rt.v;
+	pm->n_rt = rt.n;
+	atomic_store_explicit(&cur_map, pm, memory_order_release);
+	return XTC_OK;
+}
+
+static const prange_t *find_range(const prange_t *v, size_t n, uintptr_t pc)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (pc < v[mid].lo)
+			hi = mid;
+		else if (pc >= v[mid].hi)
+			lo = mid + 1;
+		else
+			return &v[mid];
+	}
+	return NULL;
+}
+
+/* Async-signal-safe: loads and a binary search. */
+static int pc_preemptible(uintptr_t pc)
+{
+	pmap_t *pm = atomic_load_explicit(&cur_map, memory_order_acquire);
+	if (pm == NULL || !pm->rt_known)
+		return 0;
+	if (find_range(pm->rt, pm->n_rt, pc))
+		return 0;
+	int nu = atomic_load_explicit(&n_unsafe, memory_order_acquire);
+	for (int i = 0; i < nu; i++) {
+		uintptr_t lo = atomic_load_explicit(&unsafe_ranges[i].lo,
+		                                    memory_order_relaxed);
+		uintptr_t hi = atomic_load_explicit(&unsafe_ranges[i].hi,
+		                                    memory_order_relaxed);
+		if (pc >= lo && pc < hi)
+			return 0;
+	}
+	const prange_t *r = find_range(pm->objs, pm->n_objs, pc);
+	return r != NULL && r->allow;
+}
+
+/* Test hook (test_preempt.c): is this PC preemptible? */
+int xtc__preempt_pc_ok(const void *pc);
+int xtc__preempt_pc_ok(const void *pc)
+{
+	return pc_preemptible((uintptr_t)pc);
+}
+
+int xtc_preempt_declare_unsafe(const void *lo, const void *hi)
+{
+	if (lo == NULL || hi == NULL || (uintptr_t)hi <= (uintptr_t)lo)
+		return XTC_E_INVAL;
+	pthread_mutex_lock(&init_mu);
+	int n = atomic_load(&n_unsafe);
+	int rc = XTC_E_RESOURCE;
+	for (int i = 0; i < n; i++) {
+		if (atomic_load(&unsafe_ranges[i].lo) == 0) {
+			atomic_store(&unsafe_ranges[i].hi, (uintptr_t)hi);
+			atomic_store(&unsafe_ranges[i].lo, (uintptr_t)lo);
+			rc = XTC_OK;
+			break;
+		}
+	}
+	if (rc != XTC_OK && n < XTC_PREEMPT_MAX_UNSAFE) {
+		atomic_store(&unsafe_ranges[n].lo, (uintptr_t)lo);
+		atomic_store(&unsafe_ranges[n].hi, (uintptr_t)hi);
+		atomic_store_explicit(&n_unsafe, n + 1, memory_order_release);
+		rc = XTC_OK;
+	}
+	pthread_mutex_unlock(&init_mu);
+	return rc;
+}
+
+int xtc_preempt_undeclare_unsafe(const void *lo, const void *hi)
+{
+	if (lo == NULL || hi == NULL)
+		return XTC_E_INVAL;
+	pthread_mutex_lock(&init_mu);
+	int n = atomic_load(&n_unsafe), rc = XTC_E_NOTFOUND;
+	for (int i = 0; i < n; i++) {
+		if (atomic_load(&unsafe_ranges[i].lo) == (uintptr_t)lo &&
+		    atomic_load(&unsafe_ranges[i].hi) == (uintptr_t)hi) {
+			/* hi first: a concurrent reader sees an empty range */
+			atomic_store(&unsafe_ranges[i].hi, 0);
+			atomic_store(&unsafe_ranges[i].lo, 0);
+			rc = XTC_OK;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&init_mu);
+	return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* CPU state save size                                                  */
+/* ------------------------------------------------------------------ */
+
+static void xsave_probe(void)
+{
+#if defined(__x86_64__)
+	unsigned a, b, c, d;
+	__asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d)
+	                 : "a"(1), "c"(0));
+	if (c & (1u << 27)) { /* OSXSAVE: the OS enabled XSAVE */
+		__asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d)
+		                 : "a"(0xd), "c"(0));
+		xtc__xsave_size = (b + 63) & ~63u;
+		xtc__xsave_mode = 1;
+	} else {
+		xtc__xsave_size = 512;
+		xtc__xsave_mode = 0;
+	}
+#endif
+}
+
+int xtc_preempt_involuntary_supported(void)
+{
+#if defined(__x86_64__) && defined(__linux__)
+	return 1;
+#else
+	return 0;
+#endif
+}
+
+/* ------------------------------------------------------------------ */
+/* The handler                                                          */
+/* ------------------------------------------------------------------ */
+
+static void rearm_later(int64_t now, int64_t slice)
+{
+	int64_t d = slice / 4;
+	if (d < 20000)
+		d = 20000;
+	xtc__preempt_set_deadline(now + d);
+}
+
+static void defer(xtc__ptls_t *p, int64_t now)
+{
+	p->want = 1;
+	p->st.deferrals++;
+	rearm_later(now, p->slice);
+}
+
+/* Every check of SPEC 3.4. 1 if the interrupted point may be redirected. */
+static int safe_point(xtc__ptls_t *p, const ucontext_t *uc)
+{
+#if defined(__x86_64__) && defined(__linux__)
+	xtc__fiber_t *f = xtc__fiber_cur;
+	if (f == NULL || f != p->fiber || f->is_root || f->stack.lo == NULL)
+		return 0;
+	if (f->nopreempt > 0)
+		return 0;
+	if (xtc__gocb_depth > 0) {
+		p->st.refused_gocb++;
+		return 0;
+	}
+	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+	uintptr_t lo = (uintptr_t)f->stack.lo, hi = (uintptr_t)f->stack.hi;
+	uintptr_t need = XTC__PREEMPT_HEADROOM + xtc__xsave_size + 256 + 136;
+	if (sp > hi || sp < lo + need)
+		return 0;
+	return pc_preemptible((uintptr_t)uc->uc_mcontext.gregs[REG_RIP]);
+#else
+	(void)p;
+	(void)uc;
+	return 0;
+#endif
+}
+
+static void redirect(ucontext_t *uc)
+{
+#if defined(__x86_64__) && defined(__linux__)
+	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP] - 128 - 8;
+	*(uintptr_t *)sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+	uc->uc_mcontext.gregs[REG_RSP] = (greg_t)sp;
+	uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)&xtc__preempt_trampoline;
+#else
+	(void)uc;
+#endif
+}
+
+static void handler(int sig, siginfo_t *si, void *ucv)
+{
+	(void)sig;
+	int saved = errno;
+	xtc__ptls_t *p = &xtc__ptls;
+	xtc__pslot_t *s = p->slot;
+	if (s == NULL || si->si_code != SI_QUEUE || si->si_pid != self_pid)
+		goto out;
+	if ((uint32_t)si->si_value.sival_int !=
+	    atomic_load_explicit(&s->gen, memory_order_relaxed)) {
+		p->st.stale++;
+		goto out;
+	}
+	p->st.signals++;
+	p->st.ticks++;
+	p->pending = 1;
+	int64_t now = now_ns();
+	int invol = atomic_load_explicit(&involuntary_on, memory_order_relaxed) ||
+	            p->force_invol;
+	if (!invol || p->fiber == NULL) {
+		/* seam semantics: tick again one interval later */
+		int64_t sl = p->fiber ? p->slice :
+		             atomic_load_explicit(&s->slice_ns, memory_order_relaxed);
+		xtc__preempt_set_deadline(now + sl);
+		goto out;
+	}
+	if (!safe_point(p, ucv)) {
+		defer(p, now);
+		goto out;
+	}
+	/* The run ends at the trampoline's yield; the next run re-arms. */
+	xtc__preempt_set_deadline(INT64_MAX);
+	p->want = 0;
+	redirect(ucv);
+out:
+	errno = saved;
+}
+
+/* Called by the trampoline on the fiber's stack, all registers saved. */
+static void preempt_yield_now(void)
+{
+	xtc__ptls_t *p = &xtc__ptls;
+	p->pending = 0;
+	p->want = 0;
+	if (p->yield_hook)
+		p->yield_hook(p->yield_arg);
+	else
+		(void)xtc_yield_ex();
+}
+
+void xtc__preempt_trampoline_yield(void)
+{
+	xtc__fiber_t *f = xtc__fiber_cur;
+	/* the fiber, not the thread, carries the guard: it may resume on
+	 * another carrier */
+	f->nopreempt++;
+	xtc__ptls.st.preemptions++;
+	preempt_yield_now();
+	f->nopreempt--;
+}
+
+/* ------------------------------------------------------------------ */
+/* Setup                                                                */
+/* ------------------------------------------------------------------ */
+
+int xtc__preempt_signo(void)
+{
+	return preempt_signo;
+}
+
+static int install_handler(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = handler;
+	sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(preempt_signo, &sa, NULL) != 0)
+		return XTC_E_INTERNAL;
+	return XTC_OK;
+}
+
+/* Once per process: signal, handler, save size, code map, monitor. Go may
+ * have replaced the handler (signal.Ignore): re-checked at every arm. */
+static int global_init(void)
+{
+	pthread_mutex_lock(&init_mu);
+	int rc = XTC_OK;
+	if (!atomic_load(&handler_installed)) {
+		self_pid = getpid();
+		preempt_signo = requested_signo ? requested_signo : SIGRTMIN + 3;
+		xsave_probe();
+		if ((rc = build_map()) == XTC_OK && (rc = install_handler()) == XTC_OK)
+			atomic_store(&handler_installed, 1);
+	} else {
+		struct sigaction old;
+		if (sigaction(preempt_signo, NULL, &old) == 0 &&
+		    (!(old.sa_flags & SA_SIGINFO) || old.sa_sigaction != handler))
+			rc = install_handler();
+	}
+	pthread_mutex_unlock(&init_mu);
+	if (rc == XTC_OK)
+		rc = xtc__monitor_start();
+	return rc;
+}
+
+int xtc_preempt_set_signal(int signo)
+{
+	if (signo < SIGRTMIN + 3 || signo > SIGRTMAX)
+		return XTC_E_RANGE;
+	pthread_mutex_lock(&init_mu);
+	int rc = atomic_load(&handler_installed) ? XTC_E_AGAIN : XTC_OK;
+	if (rc == XTC_OK)
+		requested_signo = signo;
+	pthread_mutex_unlock(&init_mu);
+	return rc;
+}
+
+int xtc_preempt_signal(void)
+{
+	return preempt_signo ? preempt_signo :
+	       (requested_signo ? requested_signo : SIGRTMIN + 3);
+}
+
+int xtc_preempt_supported(void)
+{
+#if defined(__linux__)
+	return 1;
+#else
+	return 0;
+#endif
+}
+
+static void stats_register(xtc__ptls_t *p)
+{
+	static __thread int registered XTC__PTLS;
+	if (registered)
+		return;
+	pthread_mutex_lock(&init_mu);
+	int i = 0;
+	while (i < n_stat && stat_ptrs[i] != NULL)
+		i++;
+	if (i < MAX_STAT_THREADS) {
+		stat_ptrs[i] = &p->st;
+		if (i == n_stat)
+			n_stat++;
+		registered = 1;
+	}
+	pthread_mutex_unlock(&init_mu);
+}
+
+static void stats_add(xtc_preempt_stats_t *a, const xtc_preempt_stats_t *b)
+{
+	a->signals += b->signals;
+	a->ticks += b->ticks;
+	a->ring_ticks += b->ring_ticks;
+	a->preemptions += b->preemptions;
+	a->deferrals += b->deferrals;
+	a->honoured += b->honoured;
+	a->stale += b->stale;
+	a->refused_gocb += b->refused_gocb;
+}
+
+static void thread_exit(void *arg)
+{
+	(void)arg;
+	xtc__ptls_t *p = &xtc__ptls;
+	xtc_preempt_disarm();
+	xtc__tickring_thread_exit();
+	pthread_mutex_lock(&init_mu);
+	for (int i = 0; i < n_stat; i++) {
+		if (stat_ptrs[i] == &p->st) {
+			stats_add(&retired, &p->st);
+			stat_ptrs[i] = NULL;
+		}
+	}
+	pthread_mutex_unlock(&init_mu);
+}
+
+static void exit_key_init(void)
+{
+	pthread_key_create(&exit_key, thread_exit);
+}
+
+/* Make sure this thread's state is torn down when it exits. */
+void xtc__preempt_thread_register(void)
+{
+	pthread_once(&exit_once, exit_key_init);
+	if (pthread_getspecific(exit_key) == NULL)
+		pthread_setspecific(exit_key, (void *)1);
+	stats_register(&xtc__ptls);
+}
+
+int xtc__preempt_register(int64_t interval_ns)
+{
+	if (interval_ns <= 0)
+		return XTC_E_INVAL;
+	if (!xtc_preempt_supported())
+		return XTC_E_NOSYS;
+	if (interval_ns < XTC__PREEMPT_MIN_SLICE_NS)
+		interval_ns = XTC__PREEMPT_MIN_SLICE_NS;
+	int rc = global_init();
+	if (rc != XTC_OK)
+		return rc;
+	if (xtc__fiber_thread_init() != 0) /* per-thread sigaltstack */
+		return XTC_E_INTERNAL;
+	xtc__ptls_t *p = &xtc__ptls;
+	xtc__preempt_thread_register();
+	if (p->slot == NULL) {
+		p->slot = xtc__monitor_slot_get((int)syscall(SYS_gettid),
+		                                interval_ns);
+		if (p->slot == NULL)
+			return XTC_E_RESOURCE;
+	}
+	atomic_store_explicit(&p->slot->slice_ns, interval_ns,
+	                      memory_order_relaxed);
+	return XTC_OK;
+}
+
+int xtc_preempt_arm(int64_t interval_ns)
+{
+	int rc = xtc__preempt_register(interval_ns);
+	if (rc != XTC_OK)
+		return rc;
+	xtc__ptls_t *p = &xtc__ptls;
+	if (interval_ns < XTC__PREEMPT_MIN_SLICE_NS)
+		interval_ns = XTC__PREEMPT_MIN_SLICE_NS;
+	if (p->fiber == NULL) {
+		atomic_fetch_add_explicit(&p->slot->gen, 1, memory_order_relaxed);
+		atomic_store_explicit(&p->slot->deadline, now_ns() + interval_ns,
+		                      memory_order_release);
+		xtc__monitor_kick();
+	}
+	return XTC_OK;
+}
+
+int xtc_preempt_disarm(void)
+{
+	xtc__ptls_t *p = &xtc__ptls;
+	if (p->slot == NULL)
+		return XTC_OK;
+	xtc__pslot_t *s = p->slot;
+	p->slot = NULL; /* the handler ignores signals from here on */
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	xtc__monitor_slot_put(s);
+	p->pending = 0;
+	p->want = 0;
+	return XTC_OK;
+}
+
+uint64_t xtc_preempt_ticks(void)
+{
+	return xtc__ptls.st.ticks;
+}
+
+int xtc_preempt_tick_pending(void)
+{
+	xtc__ptls_t *p = &xtc__ptls;
+	if (p->pending) {
+		p->pending = 0;
+		return 1;
+	}
+	if (xtc__tickring_due())
+		return xtc__tickring_reap();
+	return 0;
+}
+
+void xtc_preempt_set_involuntary(int on)
+{
+	if (on) {
+		/* objects loaded since the last build become known */
+		pthread_mutex_lock(&init_mu);
+		if (atomic_load(&handler_installed))
+			(void)build_map();
+		pthread_mutex_unlock(&init_mu);
+	}
+	atomic_store(&involuntary_on, on ? 1 : 0);
+}
+
+int xtc__preempt_involuntary_on(void);
+int xtc__preempt_involuntary_on(void)
+{
+	return atomic_load_explicit(&involuntary_on, memory_order_relaxed);
+}
+
+int xtc_preempt_stats(xtc_preempt_stats_t *out)
+{
+	if (out == NULL)
+		return XTC_E_INVAL;
+	*out = xtc__ptls.st;
+	return XTC_OK;
+}
+
+int xtc_preempt_stats_global(xtc_preempt_stats_t *out, uint64_t *signals_sent)
+{
+	if (out == NULL)
+		return XTC_E_INVAL;
+	memset(out, 0, sizeof *out);
+	pthread_mutex_lock(&init_mu);
+	stats_add(out, &retired);
+	for (int i = 0; i < n_stat; i++)
+		if (stat_ptrs[i])
+			stats_add(out, stat_ptrs[i]);
+	pthread_mutex_unlock(&init_mu);
+	if (signals_sent)
+		*signals_sent = xtc__monitor_signals_sent();
+	return XTC_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* No-preempt regions                                                   */
+/* ------------------------------------------------------------------ */
+
+static xtc__fiber_t *running_fiber(void)
+{
+	xtc__fiber_t *f = xtc__fiber_cur;
+	return (f == NULL || f->is_root) ? NULL : f;
+}
+
+int xtc_preempt_disable(void)
+{
+	xtc__fiber_t *f = running_fiber();
+	if (f == NULL)
+		return XTC_E_INVAL;
+	f->nopreempt++;
+	return XTC_OK;
+}
+
+int xtc_preempt_enable(void)
+{
+	xtc__fiber_t *f = running_fiber();
+	if (f == NULL || f->nopreempt <= 0)
+		return XTC_E_INVAL;
+	if (--f->nopreempt == 0 && xtc__ptls.want && xtc__gocb_depth == 0 &&
+	    f == xtc__ptls.fiber) {
+		xtc__ptls.st.honoured++;
+		f->nopreempt++;
+		preempt_yield_now();
+		f->nopreempt--;
+	}
+	return XTC_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Run boundaries                                                       */
+/* ------------------------------------------------------------------ */
+
+void xtc__preempt_run_begin(xtc__fiber_t *f, int64_t slice_ns)
+{
+	xtc__ptls_t *p = &xtc__ptls;
+	p->fiber = f;
+	p->pending = 0;
+	p->want = 0;
+	if (p->ring)
+		xtc__tickring_resume();
+	xtc__pslot_t *s = p->slot;
+	if (s == NULL)
+		return;
+	if (slice_ns <= 0) {
+		slice_ns = atomic_load_explicit(&xtc__preempt_adaptive_slice,
+		                                memory_order_relaxed);
+		if (slice_ns <= 0)
+			slice_ns = atomic_load_explicit(&s->slice_ns,
+			                                memory_order_relaxed);
+	}
+	int64_t now = now_ns();
+	p->run_start = now;
+	p->slice = slice_ns;
+	uint32_t g = atomic_load_explicit(&s->gen, memory_order_relaxed);
+	atomic_store_explicit(&s->gen, g + 1, memory_order_relaxed);
+	atomic_store_explicit(&s->deadline, now + slice_ns, memory_order_release);
+	xtc__monitor_kick();
+}
+
+void xtc__preempt_run_end(void)
+{
+	xtc__ptls_t *p = &xtc__ptls;
+	xtc__pslot_t *s = p->slot;
+	if (s != NULL) {
+		atomic_store_explicit(&s->deadline, INT64_MAX, memory_order_relaxed);
+		if (p->fiber != NULL &&
+		    atomic_load_explicit(&xtc__preempt_adaptive_slice,
+		                         memory_order_relaxed) > 0)
+			xtc__preempt_sample(now_ns() - p->run_start, 0);
+	}
+	p->fiber = NULL;
+}
+
+void xtc__preempt_run_save(xtc__prun_t *out)
+{
+	xtc__ptls_t *p = &xtc__ptls;
+	out->fiber = p->fiber;
+	out->start = p->run_start;
+	out->slice = p->slice;
+	out->force_invol = p->force_invol;
+	out->hook = p->yield_hook;
+	out->hook_arg = p->yield_arg;
+}
+
+void xtc__preempt_run_restore(const xtc__prun_t *in)
+{
+	xtc__ptls_t *p = &xtc__ptls;
+	p->force_invol = in->force_invol;
+	p->yield_hook = in->hook;
+	p->yield_arg = in->hook_arg;
+	p->fiber = in->fiber;
+	p->run_start = in->start;
+	p->slice = in->slice;
+	xtc__pslot_t *s = p->slot;
+	if (s == NULL || in->fiber == NULL)
+		return;
+	uint32_t g = atomic_load_explicit(&s->gen, memory_order_relaxed);
+	atomic_store_explicit(&s->gen, g + 1, memory_order_relaxed);
+	atomic_store_explicit(&s->deadline, in->start + in->slice,
+	                      memory_order_release);
+	xtc__monitor_kick();
+}
+
+void xtc__preempt_idle(void)
+{
+	xtc__preempt_run_end();
+	if (xtc__ptls.ring)
+		xtc__tickring_pause();
+}
+
+/* ------------------------------------------------------------------ */
+/* Executor                                                             */
+/* ------------------------------------------------------------------ */
+
+int xtc__preempt_exec_configure(struct xtc_exec *exec, int64_t interval_ns)
+{
+	if (exec == NULL)
+		return XTC_E_INVAL;
+	if (interval_ns > 0 && !xtc_preempt_supported())
+		return XTC_E_NOSYS;
+	return XTC_OK;
+}
+
+int xtc__preempt_carrier_start(int64_t interval_ns)
+{
+	if (interval_ns <= 0)
+		return XTC_OK;
+	/* Cooperative on io_uring: the tick ring, no signal. The involuntary
+	 * path needs the signal, so it uses the monitor. */
+	if (!xtc__preempt_involuntary_on() && xtc__tickring_usable() &&
+	    xtc_preempt_arm_ring(interval_ns) == XTC_OK)
+		return XTC_OK;
+	/* no periodic tick: the loop publishes a deadline per run */
+	return xtc__preempt_register(interval_ns);
+}
+
+void xtc__preempt_carrier_stop(void)
+{
+	xtc_preempt_disarm();
+	xtc_preempt_disarm_ring();
+}

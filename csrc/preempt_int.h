@@ -1,0 +1,189 @@
+/*
+ * preempt_int.h - internal contract of the preemption layer (preempt.c,
+ * monitor.c, tickring.c, arch/preempt_*.S, fn.c) for the loop, the executor
+ * and the Go callback wrapper.
+ *
+ * Model
+ *  - Each armed thread (a "carrier") owns one 64-byte slot in a global
+ *    table: the deadline (CLOCK_MONOTONIC ns) of the work it is running and
+ *    a run generation. Only the carrier writes them; the monitor thread
+ *    (monitor.c) reads every slot, sleeps until the earliest deadline, and
+ *    sends the preemption signal, tagged with the generation, to a carrier
+ *    whose deadline passed. INT64_MAX means idle / nothing to time: such a
+ *    carrier never gets a signal.
+ *  - The handler (preempt.c) ignores a signal whose generation is no longer
+ *    the carrier's (the run already ended). Otherwise it counts a tick, sets
+ *    the pending flag (cooperative path) and, when allowed and safe,
+ *    redirects the interrupted fiber to xtc__preempt_trampoline, which saves
+ *    all registers, calls xtc__preempt_trampoline_yield() and resumes.
+ *  - A preemption that is not safe is deferred (counted) and honoured at the
+ *    next safe boundary: xtc_yield_check/xtc_yield_if_due, a park point, or
+ *    leaving a no-preempt region. The handler re-arms the deadline a little
+ *    later so the monitor asks again.
+ *
+ * Loop integration (all of it only when the loop has XTC__LF_PREEMPT, so a
+ * loop without preemption pays nothing):
+ *    run_begin:  xtc__preempt_run_begin(fiber, slice_ns)   before switching
+ *    run_end:    xtc__preempt_run_end()                     after it returns
+ *    idle:       xtc__preempt_idle()  before blocking in the poller
+ *    yield check: xtc__preempt_due() (one or two TLS loads)
+ */
+#ifndef XTC_PREEMPT_INT_H
+#define XTC_PREEMPT_INT_H
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "xtc.h"
+#include "xtc_preempt.h"
+#include "fiber_int.h"
+
+#define XTC__PTLS __attribute__((tls_model("initial-exec")))
+
+/* Max carriers watched by the monitor at once. */
+#define XTC__PREEMPT_MAX_SLOTS 256
+/* Stack headroom the handler requires below the interrupted SP, on top of
+ * the trampoline's own save area. */
+#define XTC__PREEMPT_HEADROOM (8u * 1024u)
+/* Shortest slice accepted (the monitor cannot do better on this kind of
+ * machine; shorter requests are rounded up). */
+#define XTC__PREEMPT_MIN_SLICE_NS 2000
+
+/* One carrier's published state: one cache line, written by the carrier,
+ * read by the monitor. */
+typedef struct xtc__pslot {
+	_Alignas(64) _Atomic int64_t deadline; /* INT64_MAX: nothing to time */
+	_Atomic uint32_t gen;                  /* bumped per run */
+	_Atomic int tid;                       /* 0: slot free */
+	_Atomic int64_t slice_ns;              /* default slice of this carrier */
+	char pad[64 - 8 - 4 - 4 - 8];
+} xtc__pslot_t;
+
+/* Per-thread state. Initial-exec TLS only: the signal handler reads it. */
+typedef struct xtc__ptls {
+	xtc__pslot_t *slot;        /* NULL: not armed */
+	xtc__fiber_t *fiber;       /* fiber of the current timed run, or NULL */
+	int64_t run_start;
+	int64_t slice;             /* slice of the current run */
+	volatile sig_atomic_t pending;   /* tick not yet consumed (cooperative) */
+	volatile sig_atomic_t want;      /* involuntary preemption deferred */
+	volatile sig_atomic_t in_yield;  /* inside the trampoline's yield */
+	int force_invol;           /* fn.c: redirect even if the global is off */
+	/* trampoline target: fn.c switches back to its caller; default yields
+	 * the loop (xtc_yield_ex). Runs on the fiber stack, not in the handler. */
+	void (*yield_hook)(void *arg);
+	void *yield_arg;
+	/* tick ring (tickring.c) */
+	void *ring;                /* struct xtc__tickring *, NULL: none */
+	const _Atomic unsigned *ring_tail; /* CQ tail / head pointers */
+	unsigned *ring_head;
+	/* counters */
+	xtc_preempt_stats_t st;
+} xtc__ptls_t;
+
+extern __thread xtc__ptls_t xtc__ptls XTC__PTLS;
+
+/* Any carrier: timing is on for this thread (a slot or a ring). */
+static inline int xtc__preempt_active(void)
+{
+	return xtc__ptls.slot != NULL || xtc__ptls.ring != NULL;
+}
+
+/* Ring check: CQ tail (acquire) vs head; no syscall. tickring.c reaps. */
+int  xtc__tickring_reap(void);
+void xtc__tickring_pause(void);   /* carrier idle: remove the timeout */
+void xtc__tickring_resume(void);  /* next run: submit it again */
+int  xtc__tickring_usable(void);  /* io_uring backend in use */
+void xtc__tickring_thread_exit(void);
+/* Thread teardown (disarm at exit) and stats registration. */
+void xtc__preempt_thread_register(void);
+static inline int xtc__tickring_due(void)
+{
+	const _Atomic unsigned *t = xtc__ptls.ring_tail;
+	if (t == NULL)
+		return 0;
+	return atomic_load_explicit(t, memory_order_acquire) !=
+	       *(volatile unsigned *)xtc__ptls.ring_head;
+}
+
+/* The cooperative due check used by xtc_yield_check: consumes a pending
+ * tick or a ring tick, and reports a deferred involuntary preemption. */
+static inline int xtc__preempt_due(void)
+{
+	if (xtc__ptls.pending | xtc__ptls.want) {
+		xtc__ptls.pending = 0;
+		if (xtc__ptls.want) {
+			xtc__ptls.want = 0;
+			xtc__ptls.st.honoured++;
+		}
+		return 1;
+	}
+	if (xtc__tickring_due())
+		return xtc__tickring_reap();
+	return 0;
+}
+
+/* Run boundaries (owner thread of the loop; only when timing is active). */
+void xtc__preempt_run_begin(xtc__fiber_t *f, int64_t slice_ns);
+void xtc__preempt_run_end(void);
+/* Called before the carrier blocks in its poller: no deadline, ring stopped. */
+void xtc__preempt_idle(void);
+
+/* Nested timed runs (fn.c runs a function inside a fiber run): save the
+ * current run, and later restore it, publishing its deadline again. */
+typedef struct xtc__prun {
+	xtc__fiber_t *fiber;
+	int64_t start, slice;
+	int force_invol;
+	void (*hook)(void *);
+	void *hook_arg;
+} xtc__prun_t;
+void xtc__preempt_run_save(xtc__prun_t *out);
+void xtc__preempt_run_restore(const xtc__prun_t *in);
+/* Make sure the calling thread has a monitor slot (no periodic tick). */
+int xtc__preempt_register(int64_t slice_ns);
+
+/* Executor knob (exec.c calls it from xtc_exec_set_preempt): validates and
+ * reports what a carrier arming interval_ns would get. 0 or XTC_E_NOSYS. */
+struct xtc_exec;
+int xtc__preempt_exec_configure(struct xtc_exec *exec, int64_t interval_ns);
+/* Carrier start/stop for the executor: arm the monitor slot (involuntary or
+ * no io_uring) or the tick ring (cooperative on io_uring). */
+int  xtc__preempt_carrier_start(int64_t interval_ns);
+void xtc__preempt_carrier_stop(void);
+
+/* Adaptive quantum (fn.c): the slice every carrier gets when no explicit
+ * slice is passed to run_begin. 0 = use the carrier's armed slice. */
+extern _Atomic int64_t xtc__preempt_adaptive_slice;
+/* fn.c records each completed run for the adaptive controller. */
+void xtc__preempt_sample(int64_t ran_ns, int preempted);
+/* monitor.c calls it every wake: runs the controller when its period came. */
+void xtc__fn_quantum_tick(int64_t now);
+
+/* Slot table (monitor.c). */
+xtc__pslot_t *xtc__monitor_slot_get(int tid, int64_t slice_ns);
+void          xtc__monitor_slot_put(xtc__pslot_t *s);
+/* A run started while the monitor may be in its long sleep: wake it.
+ * One relaxed load when it is awake. */
+void xtc__monitor_kick(void);
+extern _Atomic int xtc__monitor_sleeping;
+uint64_t xtc__monitor_signals_sent(void);
+int  xtc__monitor_start(void);
+int  xtc__preempt_signo(void);
+
+/* Arch (arch/preempt_*.S and preempt.c). */
+void xtc__preempt_trampoline(void);
+void xtc__preempt_trampoline_yield(void);
+extern uint32_t xtc__xsave_size;   /* bytes of the XSAVE area (0: fxsave) */
+extern uint32_t xtc__xsave_mode;   /* 1 xsave, 0 fxsave */
+
+/* Set the deadline of the current run (carrier thread). */
+static inline void xtc__preempt_set_deadline(int64_t d)
+{
+	xtc__pslot_t *s = xtc__ptls.slot;
+	if (s != NULL)
+		atomic_store_explicit(&s->deadline, d, memory_order_relaxed);
+}
+
+#endif

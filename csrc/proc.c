@@ -1,0 +1,1060 @@
+/*
+ * proc.c - processes: fibers with a pid, links, monitors and exit.
+ *
+ * Model. A proc is a fiber task (xtc__task_spawn_fiber) whose t->proc points
+ * at a slot in its home loop's table. A pid is {loop id, local id, gen}.
+ * Lookup from any thread: global table indexed by loop id -> the loop's
+ * table -> chunk -> slot, then gen/state are checked under the slot lock.
+ * On the owner thread the global step is skipped (TLS current loop).
+ *
+ * Exit. Returning from the body, xtc_exit_self and a kill (xtc_exit_pid sets
+ * a flag that loop.c acts on at the next yield/park by calling
+ * xtc__proc_resumed) all run proc_teardown on the proc's own fiber:
+ *   1. under the slot lock: ALIVE -> DEAD (sends and links now fail), take
+ *      the mailbox, links, watchers and held monitors out of the slot;
+ *   2. free undelivered messages;
+ *   3. links: remove ourselves from each peer, EXIT message if reason != 0;
+ *      watchers: DOWN message (only if the watcher still holds the ref);
+ *      held monitors: remove our watcher entry from each target;
+ *   4. bump gen, slot back on the free list; then the fiber finishes and
+ *      loop.c reaps the task (stack back to the cache).
+ * Loop fini runs the same teardown (reason XTC_E_ABORTED) for procs that
+ * never finished, from the task cleanup hook, after closing the table.
+ *
+ * Table lifetime. Foreign threads increment tab->users before reading
+ * tab->live; fini clears live and waits for users to drain, then frees the
+ * chunks. The small table header itself stays in the global array for the
+ * next loop that gets the same id; its gen_floor keeps old pids stale.
+ *
+ * Alternatives rejected:
+ *  - slot pointers in pids / refcounted procs: a pid must stay a plain
+ *    value that can be checked stale forever;
+ *  - one global proc lock: every send of every loop would contend on it;
+ *  - longjmp to unwind exit: xtc__task_exit already abandons the frames,
+ *    and a jmp_buf per proc costs 200 bytes of stack.
+ */
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proc_int.h"
+#include "sched_int.h"
+
+static pthread_mutex_t g_tab_mu = PTHREAD_MUTEX_INITIALIZER;
+static xtc__ptab_t *_Atomic g_tabs[65536];
+static atomic_uint_fast64_t g_next_ref = 1;
+
+static uint64_t new_ref(void)
+{
+	return atomic_fetch_add_explicit(&g_next_ref, 1, memory_order_relaxed);
+}
+
+/* ---- relationship vectors ----------------------------------------------- */
+
+int xtc__relv_add(xtc__relv_t *rv, uint64_t ref, xtc_pid_t pid)
+{
+	if (rv->n == rv->cap) {
+		uint32_t cap = rv->cap ? rv->cap * 2 : 2;
+		xtc__rel_t *v = realloc(rv->v, cap * sizeof *v);
+		if (!v)
+			return XTC_E_NOMEM;
+		rv->v = v;
+		rv->cap = cap;
+	}
+	rv->v[rv->n].ref = ref;
+	rv->v[rv->n].pid = pid;
+	rv->n++;
+	return XTC_OK;
+}
+
+static int relv_find_pid(const xtc__relv_t *rv, xtc_pid_t pid)
+{
+	for (uint32_t i = 0; i < rv->n; i++)
+		if (xtc_pid_eq(rv->v[i].pid, pid))
+			return (int)i;
+	return -1;
+}
+
+static void relv_del_at(xtc__relv_t *rv, uint32_t i)
+{
+	rv->v[i] = rv->v[--rv->n];
+}
+
+int xtc__relv_del_ref(xtc__relv_t *rv, uint64_t ref, xtc_pid_t *out_pid)
+{
+	for (uint32_t i = 0; i < rv->n; i++) {
+		if (rv->v[i].ref == ref) {
+			if (out_pid)
+				*out_pid = rv->v[i].pid;
+			relv_del_at(rv, i);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static void relv_del_pid(xtc__relv_t *rv, xtc_pid_t pid)
+{
+	int i = relv_find_pid(rv, pid);
+	if (i >= 0)
+		relv_del_at(rv, (uint32_t)i);
+}
+
+static void relv_free(xtc__relv_t *rv)
+{
+	free(rv->v);
+	rv->v = NULL;
+	rv->n = rv->cap = 0;
+}
+
+/* ---- tables ------------------------------------------------------------- */
+
+static xtc__ptab_t *tab_of(xtc_loop_t *loop)
+{
+	return __atomic_load_n((xtc__ptab_t **)&loop->procs, __ATOMIC_ACQUIRE);
+}
+
+static xtc__ptab_t *tab_get(xtc_loop_t *loop)
+{
+	xtc__ptab_t *t = tab_of(loop);
+	if (XTC__LIKELY(t != NULL))
+		return t;
+	pthread_mutex_lock(&g_tab_mu);
+	t = tab_of(loop);
+	if (!t) {
+		t = atomic_load_explicit(&g_tabs[loop->id], memory_order_acquire);
+		if (!t) {
+			t = calloc(1, sizeof *t);
+			if (t)
+				atomic_store_explicit(&g_tabs[loop->id], t,
+				                      memory_order_release);
+		}
+		if (t) {
+			/* a fresh table, or the header a finalised loop with
+			 * the same id left behind (chunks already freed) */
+			t->loop = loop;
+			t->loop_id = loop->id;
+			t->hwm = 1;
+			t->free_head = 0;
+			t->nlive = 0;
+			atomic_store(&t->live, 1);
+			__atomic_store_n((xtc__ptab_t **)&loop->procs, t,
+			                 __ATOMIC_RELEASE);
+		}
+	}
+	pthread_mutex_unlock(&g_tab_mu);
+	return t;
+}
+
+xtc__proc_t *xtc__proc_ref(xtc_pid_t pid, xtc__ptab_t **ref)
+{
+	xtc_loop_t *cur = xtc__tls_loop;
+	xtc__ptab_t *t;
+	xtc__proc_t *c;
+
+	*ref = NULL;
+	if (pid.gen == 0 || pid.local_id == 0 || pid.loop_id == 0)
+		return NULL;
+	if (cur && cur->id == pid.loop_id) {
+		/* owner thread: the table cannot be finalised under us */
+		t = cur->procs;
+		if (!t || !atomic_load_explicit(&t->live, memory_order_relaxed))
+			return NULL;
+	} else {
+		t = atomic_load_explicit(&g_tabs[pid.loop_id],
+		                         memory_order_acquire);
+		if (!t)
+			return NULL;
+		atomic_fetch_add(&t->users, 1);
+		if (!atomic_load(&t->live)) {
+			atomic_fetch_sub(&t->users, 1);
+			return NULL;
+		}
+		*ref = t;
+	}
+	c = atomic_load_explicit(&t->chunks[pid.local_id >> XTC__PROC_CHUNK_SHIFT],
+	                         memory_order_acquire);
+	if (!c) {
+		xtc__proc_unref(*ref);
+		*ref = NULL;
+		return NULL;
+	}
+	return &c[pid.local_id & (XTC__PROC_CHUNK - 1)];
+}
+
+static xtc__proc_t *slot_alloc(xtc__ptab_t *t, int *err)
+{
+	xtc__proc_t *p = NULL, *c;
+	uint32_t id;
+
+	xtc__spin_lock(&t->lock);
+	id = t->free_head;
+	if (id) {
+		c = atomic_load_explicit(&t->chunks[id >> XTC__PROC_CHUNK_SHIFT],
+		                         memory_order_relaxed);
+		p = &c[id & (XTC__PROC_CHUNK - 1)];
+		t->free_head = p->next_free;
+	} else if (t->hwm > XTC__PROC_MAX_LOCAL) {
+		*err = XTC_E_RESOURCE;
+	} else {
+		id = t->hwm;
+		c = atomic_load_explicit(&t->chunks[id >> XTC__PROC_CHUNK_SHIFT],
+		                         memory_order_relaxed);
+		if (!c) {
+			/* rare (every 256 ids): allocate under the spinlock
+			 * rather than add a second lock to the spawn path */
+			c = calloc(XTC__PROC_CHUNK, sizeof *c);
+			if (!c) {
+				*err = XTC_E_NOMEM;
+				goto out;
+			}
+			for (uint32_t i = 0; i < XTC__PROC_CHUNK; i++) {
+				c[i].gen = t->gen_floor + 1;
+				c[i].local_id = (uint16_t)((id & ~(XTC__PROC_CHUNK - 1)) + i);
+				c[i].tab = t;
+			}
+			atomic_store_explicit(&t->chunks[id >> XTC__PROC_CHUNK_SHIFT],
+			                      c, memory_order_release);
+		}
+		p = &c[id & (XTC__PROC_CHUNK - 1)];
+		t->hwm++;
+	}
+	if (p)
+		t->nlive++;
+out:
+	xtc__spin_unlock(&t->lock);
+	return p;
+}
+
+/* The slot is DEAD and emptied; make every pid naming it stale. */
+static void slot_release(xtc__proc_t *p)
+{
+	xtc__ptab_t *t = p->tab;
+
+	xtc__spin_lock(&p->lock);
+	p->gen = p->gen + 1 ? p->gen + 1 : 1;
+	p->state = XTC__PROC_FREE;
+	p->task = NULL;
+	xtc__spin_unlock(&p->lock);
+
+	xtc__spin_lock(&t->lock);
+	p->next_free = t->free_head;
+	t->free_head = p->local_id;
+	t->nlive--;
+	xtc__spin_unlock(&t->lock);
+}
+
+/* Stop cross-thread lookups and wait out the ones in flight. Idempotent. */
+static void tab_close(xtc__ptab_t *t)
+{
+	atomic_store(&t->live, 0);
+	while (atomic_load(&t->users) != 0)
+		sched_yield();
+}
+
+/* ---- teardown ----------------------------------------------------------- */
+
+/* Remove `me` from the peer's link set; 1 if the peer was alive. */
+static int unlink_peer(xtc_pid_t peer, xtc_pid_t me)
+{
+	xtc__ptab_t *ref;
+	xtc__proc_t *o = xtc__proc_ref(peer, &ref);
+	int alive = 0;
+
+	if (!o)
+		return 0;
+	xtc__spin_lock(&o->lock);
+	if (xtc__proc_is(o, peer)) {
+		relv_del_pid(&o->links, me);
+		alive = 1;
+	}
+	xtc__spin_unlock(&o->lock);
+	xtc__proc_unref(ref);
+	return alive;
+}
+
+static void unwatch_target(xtc_pid_t target, uint64_t mref)
+{
+	xtc__ptab_t *ref;
+	xtc__proc_t *o = xtc__proc_ref(target, &ref);
+
+	if (!o)
+		return;
+	xtc__spin_lock(&o->lock);
+	if (xtc__proc_is(o, target))
+		xtc__relv_del_ref(&o->watchers, mref, NULL);
+	xtc__spin_unlock(&o->lock);
+	xtc__proc_unref(ref);
+}
+
+static void notify_exit(xtc_pid_t me, int reason, xtc__relv_t *links,
+                        xtc__relv_t *watchers, xtc__relv_t *held)
+{
+	struct xtc__exit_msg em;
+
+	em.kind = XTC__MSG_EXIT;
+	em.pid = me;
+	em.reason = reason;
+	for (uint32_t i = 0; i < links->n; i++)
+		if (unlink_peer(links->v[i].pid, me) && reason != 0)
+			(void)xtc__send_sys(links->v[i].pid, &em, sizeof em);
+	for (uint32_t i = 0; i < watchers->n; i++)
+		(void)xtc__send_down(watchers->v[i].pid, watchers->v[i].ref, me,
+		                     reason);
+	for (uint32_t i = 0; i < held->n; i++)
+		unwatch_target(held->v[i].pid, held->v[i].ref);
+}
+
+static void proc_teardown(xtc__proc_t *p, int reason)
+{
+	xtc__relv_t links, watchers, held;
+	xtc__msgq_t in, save;
+	xtc_pid_t me;
+	xtc_task_t *t;
+
+	xtc__spin_lock(&p->lock);
+	me = xtc__proc_pid(p);
+	p->state = XTC__PROC_DEAD;
+	p->waiting = 0;
+	links = p->links;
+	watchers = p->watchers;
+	held = p->held;
+	in = p->in;
+	save = p->save;
+	memset(&p->links, 0, sizeof p->links);
+	memset(&p->watchers, 0, sizeof p->watchers);
+	memset(&p->held, 0, sizeof p->held);
+	memset(&p->in, 0, sizeof p->in);
+	memset(&p->save, 0, sizeof p->save);
+	t = p->task;
+	xtc__spin_unlock(&p->lock);
+
+	xtc__msgq_free(&in);
+	xtc__msgq_free(&save);
+	notify_exit(me, reason, &links, &watchers, &held);
+	relv_free(&links);
+	relv_free(&watchers);
+	relv_free(&held);
+	if (t)
+		t->proc = NULL;
+	slot_release(p);
+}
+
+static __attribute__((noreturn)) void proc_die(xtc__proc_t *p, int reason)
+{
+	proc_teardown(p, reason);
+	(void)xtc__task_exit(0);
+	abort(); /* unreachable: we are on a fiber task */
+}
+
+void xtc__proc_resumed(void)
+{
+	xtc_task_t *t = xtc__tls_task;
+	xtc__proc_t *p = t ? t->proc : NULL;
+	int kill, reason = 0;
+
+	if (!p)
+		return;
+	xtc__spin_lock(&p->lock);
+	kill = p->kill_pending;
+	if (kill)
+		reason = p->kill_reason;
+	xtc__spin_unlock(&p->lock);
+	if (kill) {
+		/* a kill may arrive inside a park that raised nopreempt */
+		t->fiber.nopreempt = 0;
+		proc_die(p, reason);
+	}
+}
+
+/* Task cleanup hook: runs at reap (the proc already tore down: proc is
+ * NULL) or at loop fini for a proc whose fiber never finished. */
+static void proc_task_cleanup(xtc_task_t *t, void *proc)
+{
+	/* t->proc, not the argument: after a normal teardown the slot may
+	 * already belong to another proc */
+	xtc__proc_t *p = t->proc;
+
+	(void)proc;
+
+	if (!p)
+		return;
+	/* fini: same-loop peers are being destroyed too; closing the table
+	 * first makes every lookup of them fail instead of touching them */
+	tab_close(p->tab);
+	proc_teardown(p, XTC_E_ABORTED);
+}
+
+static void proc_entry(void *arg)
+{
+	xtc__proc_t *p = arg;
+	xtc_task_t *t = xtc__tls_task;
+	int kill, reason;
+
+	xtc__spin_lock(&p->lock);
+	p->task = t;
+	kill = p->kill_pending;
+	reason = p->kill_reason;
+	xtc__spin_unlock(&p->lock);
+	t->fiber.name = p->name;
+	t->fiber.owner_id = ((uint64_t)p->tab->loop_id << 48) |
+	                    ((uint64_t)p->local_id << 32) | p->gen;
+	if (!kill) {
+		p->fn(p->arg);
+		reason = 0;
+	}
+	proc_teardown(p, reason);
+}
+
+/* ---- spawning ----------------------------------------------------------- */
+
+static int check_opts(xtc_loop_t *loop, const xtc_proc_opts_t *o)
+{
+	if (!o)
+		return XTC_OK;
+	if (o->mailbox_watermark_pct < 0 || o->mailbox_watermark_pct > 100)
+		return XTC_E_INVAL;
+	if (o->mailbox_watermark_pct > 0 && !o->mailbox_watermark_fn)
+		return XTC_E_INVAL;
+	if (o->mailbox_cap > (size_t)INT32_MAX)
+		return XTC_E_INVAL;
+	if (o->link_to < 0 || o->link_to > (int)XTC__PROC_MAX_LOCAL)
+		return XTC_E_INVAL;
+	if (xtc__class_check(loop, o->sched_class) != XTC_OK)
+		return XTC_E_INVAL;
+	return XTC_OK;
+}
+
+/* Link two slots: a is exclusively ours (not yet running), b may live
+ * anywhere. 0 or XTC_E_INVAL (b dead) / XTC_E_NOMEM. */
+static int link_new(xtc__proc_t *a, xtc_pid_t b)
+{
+	xtc_pid_t ap = xtc__proc_pid(a);
+	xtc__ptab_t *ref;
+	xtc__proc_t *o = xtc__proc_ref(b, &ref);
+	int rc = XTC_E_INVAL;
+
+	if (!o)
+		return rc;
+	xtc__spin_lock(&o->lock);
+	if (xtc__proc_is(o, b))
+		rc = xtc__relv_add(&o->links, 0, ap);
+	xtc__spin_unlock(&o->lock);
+	xtc__proc_unref(ref);
+	if (rc == XTC_OK) {
+		xtc__spin_lock(&a->lock);
+		rc = xtc__relv_add(&a->links, 0, b);
+		xtc__spin_unlock(&a->lock);
+		if (rc != XTC_OK)
+			(void)unlink_peer(b, ap);
+	}
+	return rc;
+}
+
+/* The pid of local id `id` on the same table, if alive (legacy link_to). */
+static xtc_pid_t local_pid(xtc__ptab_t *t, uint32_t id)
+{
+	xtc__proc_t *c = atomic_load_explicit(&t->chunks[id >> XTC__PROC_CHUNK_SHIFT],
+	                                      memory_order_acquire);
+	xtc_pid_t pid = XTC_PID_NONE;
+
+	if (!c || id >= t->hwm)
+		return pid;
+	xtc__proc_t *o = &c[id & (XTC__PROC_CHUNK - 1)];
+	xtc__spin_lock(&o->lock);
+	if (o->state == XTC__PROC_ALIVE)
+		pid = xtc__proc_pid(o);
+	xtc__spin_unlock(&o->lock);
+	return pid;
+}
+
+/* Undo a failed spawn: the child never ran. */
+static void spawn_abort(xtc__proc_t *p)
+{
+	xtc__spin_lock(&p->lock);
+	p->state = XTC__PROC_DEAD;
+	xtc__spin_unlock(&p->lock);
+	/* reason 0: no EXIT messages; monitors were not reported yet */
+	xtc__relv_t links = p->links, watchers = p->watchers, held = p->held;
+	memset(&p->links, 0, sizeof p->links);
+	memset(&p->watchers, 0, sizeof p->watchers);
+	memset(&p->held, 0, sizeof p->held);
+	xtc_pid_t me = xtc__proc_pid(p);
+	for (uint32_t i = 0; i < links.n; i++)
+		(void)unlink_peer(links.v[i].pid, me);
+	for (uint32_t i = 0; i < watchers.n; i++) {
+		/* drop the parent's held entry without a DOWN */
+		xtc__ptab_t *ref;
+		xtc__proc_t *w = xtc__proc_ref(watchers.v[i].pid, &ref);
+		if (w) {
+			xtc__spin_lock(&w->lock);
+			if (xtc__proc_is(w, watchers.v[i].pid))
+				xtc__relv_del_ref(&w->held, watchers.v[i].ref,
+				                  NULL);
+			xtc__spin_unlock(&w->lock);
+			xtc__proc_unref(ref);
+		}
+	}
+	relv_free(&links);
+	relv_free(&watchers);
+	relv_free(&held);
+	slot_release(p);
+}
+
+enum { SPAWN_PLAIN, SPAWN_LINK, SPAWN_MONITOR };
+
+static int proc_spawn(xtc_loop_t *loop, xtc_proc_fn fn, void *arg,
+                      const xtc_proc_opts_t *opts, xtc_pid_t *out_pid,
+                      int how, uint64_t *out_ref)
+{
+	xtc__proc_t *parent = NULL, *p;
+	xtc__spawn_opts_t so;
+	xtc__ptab_t *t;
+	xtc_pid_t pid;
+	uint64_t mref = 0;
+	int rc = XTC_OK;
+
+	if (!loop || !fn || loop->magic != XTC__LOOP_LIVE)
+		return XTC_E_INVAL;
+	if (how != SPAWN_PLAIN) {
+		parent = xtc__proc_current();
+		if (!parent || (how == SPAWN_MONITOR && !out_ref))
+			return XTC_E_INVAL;
+	}
+	rc = check_opts(loop, opts);
+	if (rc != XTC_OK)
+		return rc;
+	t = tab_get(loop);
+	if (!t)
+		return XTC_E_NOMEM;
+	p = slot_alloc(t, &rc);
+	if (!p)
+		return rc;
+
+	/* the slot is FREE: nobody else reads these fields until ALIVE */
+	p->fn = fn;
+	p->arg = arg;
+	p->userdata = NULL;
+	p->name = opts ? opts->name : NULL;
+	p->task = NULL;
+	p->kill_pending = 0;
+	p->kill_reason = 0;
+	p->waiting = 0;
+	p->in_match = 0;
+	xtc__mbox_init(p, opts);
+	xtc__spin_lock(&p->lock);
+	p->state = XTC__PROC_ALIVE;
+	pid = xtc__proc_pid(p);
+	xtc__spin_unlock(&p->lock);
+
+	/* relationships before the child can run: no window to miss an exit */
+	if (how == SPAWN_LINK) {
+		rc = link_new(p, xtc__proc_pid(parent));
+	} else if (how == SPAWN_MONITOR) {
+		xtc_pid_t pp = xtc__proc_pid(parent);
+		mref = new_ref();
+		xtc__spin_lock(&parent->lock);
+		rc = xtc__relv_add(&parent->held, mref, pid);
+		xtc__spin_unlock(&parent->lock);
+		if (rc == XTC_OK) {
+			xtc__spin_lock(&p->lock);
+			rc = xtc__relv_add(&p->watchers, mref, pp);
+			xtc__spin_unlock(&p->lock);
+			if (rc != XTC_OK) {
+				xtc__spin_lock(&parent->lock);
+				xtc__relv_del_ref(&parent->held, mref, NULL);
+				xtc__spin_unlock(&parent->lock);
+			}
+		}
+	}
+	if (rc == XTC_OK && opts && opts->link_to > 0) {
+		xtc_pid_t other = local_pid(t, (uint32_t)opts->link_to);
+		rc = xtc_pid_is_none(other) || xtc_pid_eq(other, pid)
+		         ? XTC_E_INVAL : link_new(p, other);
+	}
+	if (rc == XTC_OK) {
+		memset(&so, 0, sizeof so);
+		so.migratable = opts ? opts->migratable != 0 : 0;
+		so.sched_class = opts ? opts->sched_class : NULL;
+		so.proc = p;
+		so.cleanup = proc_task_cleanup;
+		rc = xtc__task_spawn_fiber(loop, proc_entry, p, &so, NULL);
+	}
+	if (rc != XTC_OK) {
+		spawn_abort(p);
+		return rc;
+	}
+	if (out_pid)
+		*out_pid = pid;
+	if (out_ref)
+		*out_ref = mref;
+	return XTC_OK;
+}
+
+int xtc_proc_spawn(xtc_loop_t *loop, xtc_proc_fn fn, void *arg,
+                   const xtc_proc_opts_t *opts, xtc_pid_t *out_pid)
+{
+	return proc_spawn(loop, fn, arg, opts, out_pid, SPAWN_PLAIN, NULL);
+}
+
+int xtc_proc_spawn_link(xtc_loop_t *loop, xtc_proc_fn fn, void *arg,
+                        const xtc_proc_opts_t *opts, xtc_pid_t *out_pid)
+{
+	return proc_spawn(loop, fn, arg, opts, out_pid, SPAWN_LINK, NULL);
+}
+
+int xtc_proc_spawn_monitor(xtc_loop_t *loop, xtc_proc_fn fn, void *arg,
+                           const xtc_proc_opts_t *opts, xtc_pid_t *out_pid,
+                           uint64_t *out_ref)
+{
+	return proc_spawn(loop, fn, arg, opts, out_pid, SPAWN_MONITOR, out_ref);
+}
+
+/* ---- identity ----------------------------------------------------------- */
+
+xtc_pid_t xtc_self(void)
+{
+	xtc__proc_t *p = xtc__proc_current();
+	return p ? xtc__proc_pid(p) : XTC_PID_NONE;
+}
+
+int xtc_proc_set_userdata(void *ud)
+{
+	xtc__proc_t *p = xtc__proc_current();
+	if (!p)
+		return XTC_E_INVAL;
+	p->userdata = ud;
+	return XTC_OK;
+}
+
+void *xtc_proc_userdata(void)
+{
+	xtc__proc_t *p = xtc__proc_current();
+	return p ? p->userdata : NULL;
+}
+
+int xtc_proc_set_class(xtc_exec_class_t cls)
+{
+	xtc_task_t *t = xtc__tls_task;
+
+	if (!t || !t->proc || xtc__class_check(t->loop, cls) != XTC_OK)
+		return XTC_E_INVAL;
+	/* the running task is not in any queue: the next enqueue (yield,
+	 * wake) files it under the new class */
+	t->sched_class = cls;
+	return XTC_OK;
+}
+
+/* ---- waiting ------------------------------------------------------------ */
+
+int xtc_proc_sleep(int64_t ns)
+{
+	xtc__proc_t *p = xtc__proc_current();
+	int64_t deadline;
+	int rc;
+
+	if (!p || ns < 0)
+		return XTC_E_INVAL;
+	if (ns == 0) {
+		rc = xtc_yield_ex();
+		return rc == XTC_E_DEADLK ? rc : XTC_OK;
+	}
+	deadline = xtc__now() + ns;
+	for (;;) {
+		int64_t left = deadline - xtc__now();
+		if (left <= 0)
+			return XTC_OK;
+		rc = xtc__park(left, -1, 0, NULL);
+		if (rc == XTC_E_AGAIN)
+			return XTC_OK;
+		if (rc < 0)
+			return rc;
+		/* woken early (xtc_proc_wake, a message): sleep on */
+	}
+}
+
+static uint32_t poll_fd(int fd, uint32_t interest);
+
+int xtc_proc_wait_fd(int fd, uint32_t interest, int64_t timeout_ns,
+                     uint32_t *out_revents)
+{
+	xtc_task_t *t = xtc__tls_task;
+	xtc__proc_t *p = t ? t->proc : NULL;
+	int64_t deadline = timeout_ns > 0 ? xtc__now() + timeout_ns : 0;
+	const uint32_t ok_bits = XTC_IO_READABLE | XTC_IO_WRITABLE |
+	                         XTC_IO_HUP | XTC_IO_ERR;
+
+	if (!out_revents)
+		return XTC_E_INVAL;
+	*out_revents = 0;
+	if (!p || fd < 0 || (interest & ~ok_bits) ||
+	    !(interest & (XTC_IO_READABLE | XTC_IO_WRITABLE)))
+		return XTC_E_INVAL;
+	for (;;) {
+		uint32_t rev = 0, mail;
+		int64_t left = -1;
+		int rc;
+
+		xtc__spin_lock(&p->lock);
+		if (p->in.n) {
+			xtc__spin_unlock(&p->lock);
+			*out_revents = XTC_WAIT_MAILBOX;
+			return XTC_OK;
+		}
+		if (timeout_ns == 0) {
+			xtc__spin_unlock(&p->lock);
+			rev = poll_fd(fd, interest);
+			if (rev == UINT32_MAX)
+				return XTC_E_INVAL;
+			*out_revents = rev ? rev : XTC_WAIT_TIMEOUT;
+			return rev ? XTC_OK : XTC_E_AGAIN;
+		}
+		if (timeout_ns > 0) {
+			left = deadline - xtc__now();
+			if (left <= 0) {
+				xtc__spin_unlock(&p->lock);
+				*out_revents = XTC_WAIT_TIMEOUT;
+				return XTC_E_AGAIN;
+			}
+		}
+		/* no preemption between publishing `waiting` and parking:
+		 * a preempted (READY) task would swallow the wake */
+		t->fiber.nopreempt++;
+		p->waiting = 1;
+		xtc__spin_unlock(&p->lock);
+		rc = xtc__park(left, fd, interest, &rev);
+		t->fiber.nopreempt--;
+
+		xtc__spin_lock(&p->lock);
+		p->waiting = 0;
+		mail = p->in.n ? XTC_WAIT_MAILBOX : 0;
+		xtc__spin_unlock(&p->lock);
+		if (rc == XTC_OK && (rev || mail)) {
+			*out_revents = rev | mail;
+			return XTC_OK;
+		}
+		if (rc == XTC_E_AGAIN) {
+			*out_revents = mail ? mail : XTC_WAIT_TIMEOUT;
+			return mail ? XTC_OK : XTC_E_AGAIN;
+		}
+		if (rc < 0)
+			return rc;
+		/* a plain wake with nothing for us: wait again */
+	}
+}
+
+static uint32_t poll_fd(int fd, uint32_t interest)
+{
+	struct pollfd pf = { .fd = fd, .events = 0 };
+	uint32_t rev = 0;
+	int n;
+
+	if (interest & XTC_IO_READABLE)
+		pf.events |= POLLIN;
+	if (interest & XTC_IO_WRITABLE)
+		pf.events |= POLLOUT;
+	n = poll(&pf, 1, 0);
+	if (n < 0)
+		return UINT32_MAX;
+	if (n == 0)
+		return 0;
+	if (pf.revents & POLLNVAL)
+		return UINT32_MAX;
+	if (pf.revents & POLLIN)
+		rev |= XTC_IO_READABLE;
+	if (pf.revents & POLLOUT)
+		rev |= XTC_IO_WRITABLE;
+	if (pf.revents & POLLHUP)
+		rev |= XTC_IO_HUP;
+	if (pf.revents & POLLERR)
+		rev |= XTC_IO_ERR;
+	return rev;
+}
+
+int xtc_proc_wake(xtc_pid_t target)
+{
+	xtc__ptab_t *ref;
+	xtc__proc_t *o;
+
+	if (xtc_pid_is_none(target))
+		return XTC_E_INVAL;
+	o = xtc__proc_ref(target, &ref);
+	if (!o)
+		return XTC_OK; /* gone: a wake carries nothing */
+	xtc__spin_lock(&o->lock);
+	if (xtc__proc_is(o, target) && o->task)
+		xtc__task_wake(o->task);
+	xtc__spin_unlock(&o->lock);
+	xtc__proc_unref(ref);
+	return XTC_OK;
+}
+
+/* ---- exit --------------------------------------------------------------- */
+
+int xtc_exit_self(int reason)
+{
+	xtc__proc_t *p = xtc__proc_current();
+	if (!p)
+		return XTC_E_INVAL;
+	proc_die(p, reason);
+}
+
+int xtc_exit_pid(xtc_pid_t target, int reason)
+{
+	xtc__ptab_t *ref;
+	xtc__proc_t *o;
+	int rc = XTC_E_INVAL;
+
+	if (xtc_pid_is_none(target))
+		return XTC_E_INVAL;
+	o = xtc__proc_ref(target, &ref);
+	if (!o)
+		return XTC_E_INVAL;
+	xtc__spin_lock(&o->lock);
+	if (xtc__proc_is(o, target)) {
+		rc = XTC_OK;
+		if (!o->kill_pending) {
+			o->kill_pending = 1;
+			o->kill_reason = reason;
+			if (o->task) {
+				atomic_store(&o->task->kill_pending, 1);
+				xtc__task_wake(o->task);
+			}
+		}
+	}
+	xtc__spin_unlock(&o->lock);
+	xtc__proc_unref(ref);
+	return rc;
+}
+
+/* ---- links and monitors ------------------------------------------------- */
+
+int xtc_link(xtc_pid_t other)
+{
+	xtc__proc_t *p = xtc__proc_current();
+	xtc__ptab_t *ref;
+	xtc__proc_t *o;
+	xtc_pid_t me;
+	int rc;
+
+	if (!p || xtc_pid_is_none(other))
+		return XTC_E_INVAL;
+	me = xtc__proc_pid(p);
+	if (xtc_pid_eq(me, other))
+		return XTC_E_INVAL;
+	/* our side first: if the peer dies between the two steps its
+	 * teardown finds us and removes itself */
+	xtc__spin_lock(&p->lock);
+	if (relv_find_pid(&p->links, other) >= 0) {
+		xtc__spin_unlock(&p->lock);
+		return XTC_OK;
+	}
+	rc = xtc__relv_add(&p->links, 0, other);
+	xtc__spin_unlock(&p->lock);
+	if (rc != XTC_OK)
+		return rc;
+
+	rc = XTC_E_INVAL;
+	o = xtc__proc_ref(other, &ref);
+	if (o) {
+		xtc__spin_lock(&o->lock);
+		if (xtc__proc_is(o, other))
+			rc = relv_find_pid(&o->links, me) >= 0
+			         ? XTC_OK : xtc__relv_add(&o->links, 0, me);
+		xtc__spin_unlock(&o->lock);
+		xtc__proc_unref(ref);
+	}
+	if (rc != XTC_OK) {
+		xtc__spin_lock(&p->lock);
+		relv_del_pid(&p->links, other);
+		xtc__spin_unlock(&p->lock);
+	}
+	return rc;
+}
+
+int xtc_unlink(xtc_pid_t other)
+{
+	xtc__proc_t *p = xtc__proc_current();
+
+	if (!p || xtc_pid_is_none(other))
+		return XTC_E_INVAL;
+	xtc__spin_lock(&p->lock);
+	relv_del_pid(&p->links, other);
+	xtc__spin_unlock(&p->lock);
+	(void)unlink_peer(other, xtc__proc_pid(p));
+	return XTC_OK;
+}
+
+int xtc_monitor(xtc_pid_t target, uint64_t *out_ref)
+{
+	xtc__proc_t *p = xtc__proc_current();
+	xtc__ptab_t *ref;
+	xtc__proc_t *o;
+	xtc_pid_t me;
+	uint64_t mref;
+	int rc, ok = 0;
+
+	if (!p || !out_ref || xtc_pid_is_none(target))
+		return XTC_E_INVAL;
+	me = xtc__proc_pid(p);
+	if (xtc_pid_eq(me, target))
+		return XTC_E_INVAL;
+	mref = new_ref();
+	xtc__spin_lock(&p->lock);
+	rc = xtc__relv_add(&p->held, mref, target);
+	xtc__spin_unlock(&p->lock);
+	if (rc != XTC_OK)
+		return rc;
+
+	o = xtc__proc_ref(target, &ref);
+	if (o) {
+		xtc__spin_lock(&o->lock);
+		if (xtc__proc_is(o, target)) {
+			rc = xtc__relv_add(&o->watchers, mref, me);
+			ok = 1;
+		}
+		xtc__spin_unlock(&o->lock);
+		xtc__proc_unref(ref);
+	}
+	if (ok && rc != XTC_OK) {
+		xtc__spin_lock(&p->lock);
+		xtc__relv_del_ref(&p->held, mref, NULL);
+		xtc__spin_unlock(&p->lock);
+		return rc;
+	}
+	if (!ok) {
+		/* already dead (or never existed): an immediate, benign DOWN */
+		rc = xtc__send_down(me, mref, target, XTC_DOWN_NOPROC);
+		if (rc != XTC_OK)
+			return rc;
+	}
+	*out_ref = mref;
+	return XTC_OK;
+}
+
+int xtc_demonitor(uint64_t mref)
+{
+	xtc__proc_t *p = xtc__proc_current();
+	xtc_pid_t target;
+	int found;
+
+	if (!p || mref == 0 || p->in_match)
+		return XTC_E_INVAL;
+	xtc__spin_lock(&p->lock);
+	found = xtc__relv_del_ref(&p->held, mref, &target);
+	xtc__spin_unlock(&p->lock);
+	if (found) {
+		unwatch_target(target, mref);
+		return XTC_OK;
+	}
+	/* fired already: drop the DOWN still queued, if any */
+	return xtc__mbox_flush_ref(p, mref) > 0 ? XTC_OK : XTC_E_NOTFOUND;
+}
+
+/* ---- decoding ----------------------------------------------------------- */
+
+int xtc_down_decode(const void *msg, size_t len, xtc_pid_t *out_pid,
+                    int *out_reason)
+{
+	struct xtc__down_msg d;
+
+	if (!msg || len != sizeof d)
+		return XTC_E_INVAL;
+	memcpy(&d, msg, sizeof d);
+	if (d.kind != XTC__MSG_DOWN)
+		return XTC_E_INVAL;
+	if (out_pid)
+		*out_pid = d.pid;
+	if (out_reason)
+		*out_reason = d.reason;
+	return XTC_OK;
+}
+
+int xtc_down_decode_ex(const void *msg, size_t len, xtc_down_info_t *out)
+{
+	struct xtc__down_msg d;
+
+	if (!msg || !out || len != sizeof d)
+		return XTC_E_INVAL;
+	memcpy(&d, msg, sizeof d);
+	if (d.kind != XTC__MSG_DOWN)
+		return XTC_E_INVAL;
+	memset(out, 0, sizeof *out);
+	out->pid = d.pid;
+	out->reason = d.reason;
+	out->ref = d.ref;
+	if (d.reason == 0) {
+		out->kind = XTC_DOWN_KIND_CLEAN;
+	} else if (d.reason == XTC_DOWN_NOPROC) {
+		out->kind = XTC_DOWN_KIND_NOPROC;
+	} else {
+		/* no contained faults in this core: every other reason is an
+		 * exit code (xtc_exit_self / xtc_exit_pid / loop fini) */
+		out->kind = XTC_DOWN_KIND_EXIT;
+		out->exit_code = d.reason;
+	}
+	return XTC_OK;
+}
+
+int xtc_exit_decode(const void *msg, size_t len, xtc_pid_t *out_pid,
+                    int *out_reason)
+{
+	struct xtc__exit_msg e;
+
+	if (!msg || len != sizeof e)
+		return XTC_E_INVAL;
+	memcpy(&e, msg, sizeof e);
+	if (e.kind != XTC__MSG_EXIT)
+		return XTC_E_INVAL;
+	if (out_pid)
+		*out_pid = e.pid;
+	if (out_reason)
+		*out_reason = e.reason;
+	return XTC_OK;
+}
+
+/* ---- loop fini ---------------------------------------------------------- */
+
+void xtc__proc_loop_fini(xtc_loop_t *loop)
+{
+	xtc__ptab_t *t;
+	uint32_t maxgen;
+
+	if (!loop)
+		return;
+	t = tab_of(loop);
+	if (!t)
+		return;
+	tab_close(t);
+	maxgen = t->gen_floor;
+	for (uint32_t ci = 0; ci < XTC__PROC_NCHUNKS; ci++) {
+		xtc__proc_t *c = atomic_load(&t->chunks[ci]);
+		if (!c)
+			continue;
+		for (uint32_t i = 0; i < XTC__PROC_CHUNK; i++) {
+			xtc__proc_t *p = &c[i];
+			/* cleanup hooks ran for every task; a slot still in
+			 * use here lost its task some other way */
+			if (p->state != XTC__PROC_FREE) {
+				xtc__msgq_free(&p->in);
+				xtc__msgq_free(&p->save);
+				relv_free(&p->links);
+				relv_free(&p->watchers);
+				relv_free(&p->held);
+			}
+			if (p->gen > maxgen)
+				maxgen = p->gen;
+		}
+		atomic_store(&t->chunks[ci], NULL);
+		free(c);
+	}
+	pthread_mutex_lock(&g_tab_mu);
+	t->gen_floor = maxgen + 1;
+	t->loop = NULL;
+	t->hwm = 1;
+	t->free_head = 0;
+	t->nlive = 0;
+	loop->procs = NULL;
+	pthread_mutex_unlock(&g_tab_mu);
+}

@@ -1,0 +1,244 @@
+/*
+ * proc_int.h - internal contract of processes and mailboxes (csrc/proc.c,
+ * csrc/mailbox.c).
+ *
+ * Model: a proc is a fiber task (loop_int.h) plus a slot in its home loop's
+ * proc table. The slot holds everything another thread may touch
+ * (generation, state, mailbox, links, monitors, the kill flag) behind one
+ * small spinlock; the task holds only scheduling state and t->proc, the
+ * back-pointer to the slot.
+ *
+ * Invariants:
+ *  - slot memory is stable: a table grows by chunks that never move and are
+ *    freed only at loop fini, so a slot pointer from xtc__proc_ref stays
+ *    valid while the table reference is held (or on the owner thread);
+ *  - a pid names a live proc iff slot->gen == pid.gen and the state is
+ *    ALIVE, both read under the slot lock; gen bumps when the slot is freed,
+ *    so a stale pid never reaches the next occupant;
+ *  - only the proc itself (or loop fini) moves ALIVE -> DEAD, in
+ *    proc_teardown; every exit path (return, xtc_exit_self, kill) ends there;
+ *  - while a slot is ALIVE its task has not been reaped, so waking
+ *    slot->task under the slot lock is safe from any thread;
+ *  - no two slot locks are ever held at once (no lock ordering to get wrong);
+ *    slot locks are never held across a park, and they defer preemption;
+ *  - a message is one allocation: payload first (what xtc_recv hands out,
+ *    freed with xtc_free), the queue node at the 16-aligned tail.
+ */
+#ifndef XTC_PROC_INT_H
+#define XTC_PROC_INT_H
+
+#include <sched.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "xtc_proc.h"
+#include "loop_int.h"
+
+/* ---- spinlock -----------------------------------------------------------
+ * Held for tens of instructions (a queue splice, a vector edit). It raises
+ * the running fiber's nopreempt count: a fiber preempted while holding it
+ * would deadlock a peer fiber spinning on the same thread. */
+
+typedef struct { atomic_uint v; } xtc__spin_t;
+
+static inline void xtc__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+static inline void xtc__spin_lock(xtc__spin_t *l)
+{
+	xtc__fiber_t *f = xtc__fiber_cur;
+	unsigned n = 0;
+	if (f)
+		f->nopreempt++;
+	while (atomic_exchange_explicit(&l->v, 1, memory_order_acquire)) {
+		while (atomic_load_explicit(&l->v, memory_order_relaxed)) {
+			if (++n < 128)
+				xtc__cpu_relax();
+			else
+				sched_yield(); /* holder's thread descheduled */
+		}
+	}
+}
+
+static inline void xtc__spin_unlock(xtc__spin_t *l)
+{
+	xtc__fiber_t *f = xtc__fiber_cur;
+	atomic_store_explicit(&l->v, 0, memory_order_release);
+	if (f)
+		f->nopreempt--;
+}
+
+/* ---- messages ----------------------------------------------------------- */
+
+typedef struct xtc__msg {
+	struct xtc__msg *next;
+	size_t size;     /* payload bytes */
+	uint64_t tag;    /* DOWN messages: the monitor ref (for demonitor flush) */
+} xtc__msg_t;
+
+#define XTC__MSG_OFF(size) (((size) + 15u) & ~(size_t)15u)
+#define XTC__MSG_MAX       ((size_t)1 << 40)
+
+static inline void *xtc__msg_data(xtc__msg_t *m)
+{
+	return (char *)m - XTC__MSG_OFF(m->size);
+}
+
+typedef struct xtc__msgq {
+	xtc__msg_t *head, *tail;
+	uint32_t n;
+} xtc__msgq_t;
+
+/* ---- relationships ------------------------------------------------------ */
+
+typedef struct xtc__rel {
+	uint64_t ref;    /* monitor ref; 0 for a link */
+	xtc_pid_t pid;   /* the other side */
+} xtc__rel_t;
+
+typedef struct xtc__relv {
+	xtc__rel_t *v;
+	uint32_t n, cap;
+} xtc__relv_t;
+
+/* ---- the proc slot ------------------------------------------------------ */
+
+enum { XTC__PROC_FREE = 0, XTC__PROC_ALIVE = 1, XTC__PROC_DEAD = 2 };
+
+typedef struct xtc__ptab xtc__ptab_t;
+
+typedef struct xtc__proc {
+	xtc__spin_t lock;
+	uint32_t gen;            /* under lock */
+	uint8_t state;           /* XTC__PROC_*, under lock */
+	uint8_t waiting;         /* parked on the mailbox: a send must wake */
+	uint8_t wm_fired;        /* watermark reported, re-armed below level */
+	uint8_t kill_pending;    /* under lock; first xtc_exit_pid wins */
+	uint8_t in_match;        /* owner: inside a recv_match predicate */
+	uint16_t local_id;
+	int kill_reason;
+	xtc__ptab_t *tab;        /* home table */
+	xtc_task_t *task;        /* set by the proc's first run, under lock */
+	xtc_proc_fn fn;
+	void *arg;
+	void *userdata;
+	const char *name;
+	/* mailbox. `in` is appended by senders under the lock; `save` (messages
+	 * a recv_match has passed over, older than everything in `in`) is
+	 * spliced and scanned by the owner only, its count kept under the lock
+	 * so senders can enforce cap >= in.n + save.n. */
+	xtc__msgq_t in;
+	xtc__msgq_t save;
+	uint32_t cap, wm_level, peak;
+	uint64_t recv_total, drop_total;
+	void (*wm_fn)(xtc_pid_t self, size_t depth, size_t cap, void *user);
+	void *wm_user;
+	/* relationships, under lock */
+	xtc__relv_t links;
+	xtc__relv_t watchers;    /* monitors on me: {ref, watcher} */
+	xtc__relv_t held;        /* monitors I hold: {ref, target} */
+	uint32_t next_free;      /* free-list link (local id), under tab lock */
+} xtc__proc_t;
+
+/* Per-loop table: 256 chunks of 256 slots; local ids 1..65535. */
+#define XTC__PROC_CHUNK_SHIFT 8u
+#define XTC__PROC_CHUNK       (1u << XTC__PROC_CHUNK_SHIFT)
+#define XTC__PROC_NCHUNKS     (65536u >> XTC__PROC_CHUNK_SHIFT)
+#define XTC__PROC_MAX_LOCAL   65535u
+
+struct xtc__ptab {
+	atomic_int live;         /* 1 while the owner loop accepts lookups */
+	atomic_int users;        /* foreign-thread lookups in flight */
+	xtc_loop_t *loop;
+	uint16_t loop_id;
+	xtc__spin_t lock;        /* free list and chunk growth */
+	uint32_t hwm;            /* next never-used local id */
+	uint32_t free_head;      /* 0 = empty */
+	uint32_t nlive;
+	uint32_t gen_floor;      /* slots of a reused loop id start above it */
+	xtc__proc_t *_Atomic chunks[XTC__PROC_NCHUNKS];
+};
+
+/* Lookup from any thread (no lock taken on the slot). On success returns
+ * the slot and, when the lookup went through the global table (foreign
+ * thread), *ref holds a users reference to drop with xtc__proc_unref.
+ * NULL for XTC_PID_NONE, an unknown loop or an id never allocated. The
+ * caller still checks gen and state under the slot lock. */
+xtc__proc_t *xtc__proc_ref(xtc_pid_t pid, xtc__ptab_t **ref);
+static inline void xtc__proc_unref(xtc__ptab_t *ref)
+{
+	if (ref)
+		atomic_fetch_sub_explicit(&ref->users, 1, memory_order_release);
+}
+
+static inline int xtc__proc_is(const xtc__proc_t *p, xtc_pid_t pid)
+{
+	return p->state == XTC__PROC_ALIVE && p->gen == pid.gen;
+}
+
+static inline xtc_pid_t xtc__proc_pid(const xtc__proc_t *p)
+{
+	xtc_pid_t pid = { p->tab->loop_id, p->local_id, p->gen };
+	return pid;
+}
+
+/* The calling proc's slot, or NULL off a proc. */
+static inline xtc__proc_t *xtc__proc_current(void)
+{
+	xtc_task_t *t = xtc__tls_task;
+	return t ? (xtc__proc_t *)t->proc : NULL;
+}
+
+/* Under p->lock: wake the proc if it waits on its mailbox. */
+static inline void xtc__proc_wake_waiter_locked(xtc__proc_t *p)
+{
+	if (p->waiting) {
+		p->waiting = 0;
+		if (p->task)
+			xtc__task_wake(p->task);
+	}
+}
+
+/* Mailbox side of the slot (mailbox.c). */
+int  xtc__mbox_init(xtc__proc_t *p, const xtc_proc_opts_t *opts);
+void xtc__msgq_free(xtc__msgq_t *q);
+/* Runtime message (EXIT): bypasses the cap. 0 or XTC_E_INVAL (dead pid),
+ * XTC_E_NOMEM. Any thread. */
+int  xtc__send_sys(xtc_pid_t to, const void *data, size_t size);
+/* DOWN delivery: enqueued only if `to` still holds monitor `ref` (which is
+ * removed at the same time, under its lock), so nothing arrives after a
+ * successful xtc_demonitor. */
+int  xtc__send_down(xtc_pid_t to, uint64_t ref, xtc_pid_t who, int reason);
+/* Owner: drop queued DOWN messages of monitor `ref`; returns # dropped. */
+int  xtc__mbox_flush_ref(xtc__proc_t *p, uint64_t ref);
+
+/* Relationship vectors (proc.c); callers hold the owning slot's lock. */
+int  xtc__relv_add(xtc__relv_t *rv, uint64_t ref, xtc_pid_t pid);
+int  xtc__relv_del_ref(xtc__relv_t *rv, uint64_t ref, xtc_pid_t *out_pid);
+
+/* Packed runtime messages (decode them with xtc_down_decode /
+ * xtc_exit_decode, never by casting). */
+#define XTC__MSG_DOWN 'D'
+#define XTC__MSG_EXIT 'E'
+
+struct __attribute__((packed)) xtc__down_msg {
+	uint8_t kind;
+	uint64_t ref;
+	xtc_pid_t pid;
+	int reason;
+};
+
+struct __attribute__((packed)) xtc__exit_msg {
+	uint8_t kind;
+	xtc_pid_t pid;
+	int reason;
+};
+
+#endif

@@ -1,0 +1,287 @@
+/*
+ * stack.c - fiber stacks: mmap'd, guarded, cached per thread.
+ *
+ * Model: a stack is one anonymous private mapping [map, map+map_len). Its
+ * lowest page is PROT_NONE (the guard); [lo, hi) above it is read-write and
+ * page-rounded. Memory is committed lazily by the kernel, so a parked fiber
+ * costs only the pages it has touched (typically 1-2 pages: that is what
+ * makes "≤ 8 KiB per parked proc" reachable with 64 KiB stacks).
+ *
+ * Reuse: freed stacks go to a per-thread LIFO cache of at most
+ * XTC__STACK_CACHE_MAX entries; a hit needs no syscall and no lock, so
+ * spawn/exit cycles run syscall-free once warm. Beyond the bound, stacks
+ * are unmapped so a burst does not pin memory forever. A stack freed on
+ * another thread than the one that mapped it simply joins that thread's
+ * cache. The cache is released when the thread exits (pthread key) or on
+ * xtc__stack_cache_trim(). Reused pages keep their old contents and stay
+ * resident: we do not madvise them away (that would put a syscall back on
+ * the spawn path).
+ *
+ * VMA budget: a guarded stack is 2 kernel VMAs (different protections never
+ * merge, and neighbouring stacks are separated by guards), and
+ * vm.max_map_count defaults to 65530. So about 32k stacks can be live at
+ * once by default; 100k parked fibers need the sysctl raised (root:
+ * `sysctl vm.max_map_count=262144`) or fewer fibers. A slab of unguarded
+ * stacks would be 1 VMA but would lose the overflow report, so it was
+ * rejected. xtc__stack_vma_headroom() lets benchmarks check first instead
+ * of dying in mmap with ENOMEM.
+ *
+ * Sanitizers: ASan keeps poisoned redzones of frames that never returned
+ * (a fiber that exits mid-stack), so a stack is unpoisoned before it is
+ * cached, reused or unmapped.
+ *
+ * Rejected: malloc'd stacks (no guard page, no lazy commit control), one
+ * global locked pool (a lock on the spawn path), MAP_GROWSDOWN (the kernel
+ * only grows it for faults near the stack pointer and it is deprecated).
+ */
+#include "fiber_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "xtc.h"
+
+#ifdef XTC__FIBER_ASAN
+#include <sanitizer/asan_interface.h>
+#define STACK_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define STACK_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
+#ifndef MAP_STACK
+#define MAP_STACK 0
+#endif
+#ifndef MAP_NORESERVE
+#define MAP_NORESERVE 0
+#endif
+
+struct stack_cache {
+	size_t n;
+	xtc__stack_t s[XTC__STACK_CACHE_MAX];
+};
+
+static _Atomic size_t default_usable = XTC__STACK_DEFAULT;
+static size_t page_size_cached;
+static pthread_key_t cache_key;
+static pthread_once_t cache_key_once = PTHREAD_ONCE_INIT;
+static __thread struct stack_cache *tls_cache XTC__TLS_IE;
+
+size_t xtc__page_size(void)
+{
+	size_t p = __atomic_load_n(&page_size_cached, __ATOMIC_RELAXED);
+	if (p == 0) {
+		long v = sysconf(_SC_PAGESIZE);
+		p = v > 0 ? (size_t)v : 4096;
+		__atomic_store_n(&page_size_cached, p, __ATOMIC_RELAXED);
+	}
+	return p;
+}
+
+static size_t round_page(size_t n)
+{
+	size_t p = xtc__page_size();
+	return (n + p - 1) & ~(p - 1);
+}
+
+size_t xtc__stack_default(void)
+{
+	return atomic_load_explicit(&default_usable, memory_order_relaxed);
+}
+
+int xtc__stack_set_default(size_t bytes)
+{
+	if (bytes < XTC__STACK_MIN)
+		return XTC_E_INVAL;
+	if (bytes > XTC__STACK_MAX)
+		return XTC_E_RANGE;
+	atomic_store_explicit(&default_usable, round_page(bytes),
+	                      memory_order_relaxed);
+	return XTC_OK;
+}
+
+static void unmap_stack(xtc__stack_t *st)
+{
+	STACK_UNPOISON(st->lo, (size_t)((char *)st->hi - (char *)st->lo));
+	munmap(st->map, st->map_len);
+}
+
+static void cache_destroy(void *p)
+{
+	struct stack_cache *c = p;
+	for (size_t i = 0; i < c->n; i++)
+		unmap_stack(&c->s[i]);
+	if (tls_cache == c)
+		tls_cache = NULL;
+	free(c);
+}
+
+static void cache_key_create(void)
+{
+	(void)pthread_key_create(&cache_key, cache_destroy);
+}
+
+/* NULL when out of memory: callers then map/unmap without caching. */
+static struct stack_cache *cache_get(void)
+{
+	struct stack_cache *c = tls_cache;
+	if (__builtin_expect(c != NULL, 1))
+		return c;
+	pthread_once(&cache_key_once, cache_key_create);
+	c = calloc(1, sizeof *c);
+	if (c == NULL)
+		return NULL;
+	if (pthread_setspecific(cache_key, c) != 0) {
+		free(c);
+		return NULL;
+	}
+	tls_cache = c;
+	return c;
+}
+
+static int map_stack(size_t usable, xtc__stack_t *out)
+{
+	size_t page = xtc__page_size();
+	size_t len = usable + page;
+	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
+	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
+	               -1, 0);
+	if (m == MAP_FAILED)
+		return XTC_E_NOMEM;
+	if (mprotect(m, page, PROT_NONE) != 0) {
+		munmap(m, len);
+		return XTC_E_NOMEM;
+	}
+	out->map = m;
+	out->map_len = len;
+	out->lo = (char *)m + page;
+	out->hi = (char *)m + len;
+	return XTC_OK;
+}
+
+int xtc__stack_alloc(size_t usable, xtc__stack_t *out)
+{
+	if (out == NULL)
+		return XTC_E_INVAL;
+	memset(out, 0, sizeof *out);
+	if (usable == 0)
+		usable = xtc__stack_default();
+	if (usable > XTC__STACK_MAX)
+		return XTC_E_RANGE;
+	usable = round_page(usable);
+	size_t want = usable + xtc__page_size();
+
+	struct stack_cache *c = cache_get();
+	if (c != NULL) {
+		/* LIFO scan: the most recently freed stack is the warmest and,
+		 * with one stack size in use, always the first probe. */
+		for (size_t i = c->n; i-- > 0;) {
+			if (c->s[i].map_len != want)
+				continue;
+			*out = c->s[i];
+			c->s[i] = c->s[--c->n];
+			STACK_UNPOISON(out->lo,
+			               (size_t)((char *)out->hi - (char *)out->lo));
+			return XTC_OK;
+		}
+	}
+	return map_stack(usable, out);
+}
+
+void xtc__stack_free(xtc__stack_t *st)
+{
+	if (st == NULL || st->map == NULL)
+		return;
+	struct stack_cache *c = cache_get();
+	if (c != NULL && c->n < XTC__STACK_CACHE_MAX) {
+		STACK_UNPOISON(st->lo, (size_t)((char *)st->hi - (char *)st->lo));
+		c->s[c->n++] = *st;
+	} else {
+		unmap_stack(st);
+	}
+	memset(st, 0, sizeof *st);
+}
+
+void xtc__stack_cache_trim(void)
+{
+	struct stack_cache *c = tls_cache;
+	if (c == NULL)
+		return;
+	for (size_t i = 0; i < c->n; i++)
+		unmap_stack(&c->s[i]);
+	c->n = 0;
+}
+
+size_t xtc__stack_cache_count(void)
+{
+	struct stack_cache *c = tls_cache;
+	return c != NULL ? c->n : 0;
+}
+
+/* Count newlines of a /proc file without stdio (it may be large: one line
+ * per VMA). Returns -1 on error. */
+static long count_lines(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	char buf[8192];
+	long lines = 0;
+	for (;;) {
+		ssize_t r = read(fd, buf, sizeof buf);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			lines = -1;
+			break;
+		}
+		if (r == 0)
+			break;
+		for (ssize_t i = 0; i < r; i++)
+			lines += buf[i] == '\n';
+	}
+	close(fd);
+	return lines;
+}
+
+static long read_long(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	char buf[32];
+	ssize_t r = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (r <= 0)
+		return -1;
+	buf[r] = '\0';
+	char *end;
+	long v = strtol(buf, &end, 10);
+	return end == buf ? -1 : v;
+}
+
+long xtc__stack_vma_headroom(void)
+{
+	/* Keep a margin for malloc arenas, thread stacks, libraries and the
+	 * io_uring rings mapped after the check. */
+	const long reserve = 1024;
+	long max = read_long("/proc/sys/vm/max_map_count");
+	long used = count_lines("/proc/self/maps");
+	if (max < 0 || used < 0)
+		return -1;
+	long free_vmas = max - used - reserve;
+	return free_vmas > 0 ? free_vmas / 2 : 0;
+}
+
+int xtc__stack_vma_budget_ok(size_t n)
+{
+	long h = xtc__stack_vma_headroom();
+	if (h < 0)
+		return 1;
+	return n <= (size_t)h;
+}

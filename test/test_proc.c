@@ -1,0 +1,711 @@
+/*
+ * test_proc.c - processes: spawn and its variants, identity, userdata,
+ * classes, sleep, wait_fd, wake (also from a pthread), exit paths (return,
+ * exit_self, kill before/while running/parked), links, monitors, decoding,
+ * loop fini with live procs, and every error path.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "loop_int.h"
+#include "xtc.h"
+
+static int failures;
+
+#define CHECK(cond)                                                         \
+	do {                                                                    \
+		if (!(cond)) {                                                      \
+			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,          \
+			        __LINE__, #cond);                                       \
+			failures++;                                                     \
+		}                                                                   \
+	} while (0)
+
+#define MS 1000000LL
+
+static xtc_loop_t *new_loop(void)
+{
+	xtc_loop_t *l = NULL;
+	if (xtc_loop_init(&l) != XTC_OK) {
+		fprintf(stderr, "xtc_loop_init failed\n");
+		exit(1);
+	}
+	return l;
+}
+
+static void run_fini(xtc_loop_t *l)
+{
+	CHECK(xtc_loop_run(l) == XTC_OK);
+	CHECK(xtc_loop_fini(l) == XTC_OK);
+}
+
+/* Receive one message with a timeout; returns its buffer or NULL. */
+static void *get(size_t *sz, int64_t timeout)
+{
+	void *m = NULL;
+	if (xtc_recv(&m, sz, timeout) != XTC_OK)
+		return NULL;
+	return m;
+}
+
+static void noop(void *arg) { (void)arg; }
+
+/* ---- off-proc error paths ----------------------------------------------- */
+
+static void test_off_proc(void)
+{
+	uint64_t ref = 0;
+	uint32_t rev = 0;
+	void *m = NULL;
+	xtc_pid_t fake = { 1, 1, 1 };
+
+	CHECK(xtc_pid_is_none(xtc_self()));
+	CHECK(xtc_proc_set_userdata(&ref) == XTC_E_INVAL);
+	CHECK(xtc_proc_userdata() == NULL);
+	CHECK(xtc_proc_set_class(NULL) == XTC_E_INVAL);
+	CHECK(xtc_proc_sleep(1) == XTC_E_INVAL);
+	CHECK(xtc_proc_wait_fd(0, XTC_IO_READABLE, 0, &rev) == XTC_E_INVAL);
+	CHECK(xtc_exit_self(1) == XTC_E_INVAL);
+	CHECK(xtc_link(fake) == XTC_E_INVAL);
+	CHECK(xtc_unlink(fake) == XTC_E_INVAL);
+	CHECK(xtc_monitor(fake, &ref) == XTC_E_INVAL);
+	CHECK(xtc_demonitor(1) == XTC_E_INVAL);
+	CHECK(xtc_recv(&m, NULL, 0) == XTC_E_INVAL);
+	CHECK(xtc_exit_pid(XTC_PID_NONE, 1) == XTC_E_INVAL);
+	CHECK(xtc_exit_pid(fake, 1) == XTC_E_INVAL);
+	CHECK(xtc_proc_wake(XTC_PID_NONE) == XTC_E_INVAL);
+	CHECK(xtc_proc_wake(fake) == XTC_OK);
+	CHECK(xtc_proc_spawn(NULL, noop, NULL, NULL, NULL) == XTC_E_INVAL);
+
+	xtc_loop_t *l = new_loop();
+	xtc_proc_opts_t o;
+	xtc_pid_t pid;
+	CHECK(xtc_proc_spawn(l, NULL, NULL, NULL, NULL) == XTC_E_INVAL);
+	CHECK(xtc_proc_spawn_link(l, noop, NULL, NULL, &pid) == XTC_E_INVAL);
+	CHECK(xtc_proc_spawn_monitor(l, noop, NULL, NULL, &pid, &ref) ==
+	      XTC_E_INVAL);
+	memset(&o, 0, sizeof o);
+	o.mailbox_watermark_pct = 101;
+	CHECK(xtc_proc_spawn(l, noop, NULL, &o, NULL) == XTC_E_INVAL);
+	o.mailbox_watermark_pct = -1;
+	CHECK(xtc_proc_spawn(l, noop, NULL, &o, NULL) == XTC_E_INVAL);
+	o.mailbox_watermark_pct = 50; /* no callback */
+	CHECK(xtc_proc_spawn(l, noop, NULL, &o, NULL) == XTC_E_INVAL);
+	memset(&o, 0, sizeof o);
+	o.link_to = 77; /* no such proc */
+	CHECK(xtc_proc_spawn(l, noop, NULL, &o, NULL) == XTC_E_INVAL);
+	o.link_to = -3;
+	CHECK(xtc_proc_spawn(l, noop, NULL, &o, NULL) == XTC_E_INVAL);
+	run_fini(l);
+}
+
+/* ---- identity and a clean run ------------------------------------------- */
+
+struct ident {
+	xtc_pid_t seen;
+	void *ud_before, *ud_after;
+	int set_rc;
+	int ran;
+};
+
+static void ident_body(void *arg)
+{
+	struct ident *s = arg;
+	s->seen = xtc_self();
+	s->ud_before = xtc_proc_userdata();
+	s->set_rc = xtc_proc_set_userdata(s);
+	xtc_yield();
+	s->ud_after = xtc_proc_userdata();
+	s->ran = 1;
+}
+
+static void test_identity(void)
+{
+	xtc_loop_t *l = new_loop();
+	struct ident a, b;
+	xtc_pid_t pa, pb;
+	xtc_mailbox_stats_t st;
+
+	memset(&a, 0, sizeof a);
+	memset(&b, 0, sizeof b);
+	CHECK(xtc_proc_spawn(l, ident_body, &a, NULL, &pa) == XTC_OK);
+	CHECK(xtc_proc_spawn(l, ident_body, &b, NULL, &pb) == XTC_OK);
+	CHECK(!xtc_pid_is_none(pa));
+	CHECK(!xtc_pid_eq(pa, pb));
+	CHECK(pa.gen != 0 && pa.loop_id != 0 && pa.local_id != 0);
+	CHECK(xtc_proc_spawn(l, noop, NULL, NULL, NULL) == XTC_OK);
+	CHECK(xtc_loop_run(l) == XTC_OK);
+	CHECK(a.ran && b.ran);
+	CHECK(xtc_pid_eq(a.seen, pa));
+	CHECK(xtc_pid_eq(b.seen, pb));
+	CHECK(a.ud_before == NULL && a.set_rc == XTC_OK && a.ud_after == &a);
+	CHECK(b.ud_after == &b);
+	/* dead now: every pid operation reports it */
+	CHECK(xtc_send(pa, "x", 1) == XTC_E_INVAL);
+	CHECK(xtc_exit_pid(pa, 1) == XTC_E_INVAL);
+	CHECK(xtc_proc_mailbox_stats(pa, &st) == XTC_E_INVAL);
+	CHECK(xtc_proc_wake(pa) == XTC_OK);
+
+	/* slot reuse: a new proc never answers to the old pid */
+	xtc_pid_t pc;
+	memset(&a, 0, sizeof a);
+	CHECK(xtc_proc_spawn(l, ident_body, &a, NULL, &pc) == XTC_OK);
+	CHECK(!xtc_pid_eq(pc, pa) && !xtc_pid_eq(pc, pb));
+	CHECK(xtc_send(pa, "x", 1) == XTC_E_INVAL);
+	CHECK(xtc_send(pc, "x", 1) == XTC_OK);
+	CHECK(xtc_proc_mailbox_stats(pc, &st) == XTC_OK && st.depth == 1);
+	run_fini(l);
+}
+
+/* ---- classes ------------------------------------------------------------ */
+
+struct cls_ctx {
+	xtc_exec_class_t mine, other;
+	int rc_mine, rc_other, rc_null;
+};
+
+static void cls_body(void *arg)
+{
+	struct cls_ctx *c = arg;
+	c->rc_mine = xtc_proc_set_class(c->mine);
+	xtc_yield();
+	c->rc_other = xtc_proc_set_class(c->other);
+	c->rc_null = xtc_proc_set_class(NULL);
+	xtc_yield();
+}
+
+static void test_classes(void)
+{
+	xtc_loop_t *l = new_loop(), *l2 = new_loop();
+	struct cls_ctx c;
+	xtc_proc_opts_t o;
+
+	memset(&c, 0, sizeof c);
+	c.rc_mine = c.rc_other = c.rc_null = 99;
+	CHECK(xtc_exec_class_create(l, 10, 0, &c.mine) == XTC_OK);
+	CHECK(xtc_exec_class_create(l2, 10, 0, &c.other) == XTC_OK);
+	memset(&o, 0, sizeof o);
+	o.sched_class = c.other;
+	CHECK(xtc_proc_spawn(l, noop, NULL, &o, NULL) == XTC_E_INVAL);
+	o.sched_class = c.mine;
+	CHECK(xtc_proc_spawn(l, cls_body, &c, &o, NULL) == XTC_OK);
+	run_fini(l);
+	CHECK(c.rc_mine == XTC_OK);
+	CHECK(c.rc_other == XTC_E_INVAL);
+	CHECK(c.rc_null == XTC_OK);
+	CHECK(xtc_loop_fini(l2) == XTC_OK);
+}
+
+/* ---- sleep -------------------------------------------------------------- */
+
+struct sleep_ctx {
+	int rc_neg, rc_zero, rc;
+	int64_t elapsed;
+};
+
+static void sleep_body(void *arg)
+{
+	struct sleep_ctx *s = arg;
+	s->rc_neg = xtc_proc_sleep(-1);
+	s->rc_zero = xtc_proc_sleep(0);
+	int64_t t0 = xtc_clock_mono();
+	s->rc = xtc_proc_sleep(3 * MS);
+	s->elapsed = xtc_clock_mono() - t0;
+}
+
+static void test_sleep(void)
+{
+	xtc_loop_t *l = new_loop();
+	struct sleep_ctx s;
+
+	memset(&s, 0, sizeof s);
+	CHECK(xtc_proc_spawn(l, sleep_body, &s, NULL, NULL) == XTC_OK);
+	run_fini(l);
+	CHECK(s.rc_neg == XTC_E_INVAL);
+	CHECK(s.rc_zero == XTC_OK);
+	CHECK(s.rc == XTC_OK);
+	CHECK(s.elapsed >= 3 * MS);
+}
+
+/* ---- wait_fd ------------------------------------------------------------ */
+
+struct wfd {
+	int rfd, wfd;
+	xtc_pid_t waiter;
+	int rc_null, rc_neg, rc_noint, rc_bad;
+	int rc_to, rc_poll, rc_read, rc_mail, rc_poll_ready;
+	uint32_t rev_to, rev_poll, rev_read, rev_mail, rev_poll_ready;
+	int64_t elapsed_to;
+};
+
+static void wfd_waiter(void *arg)
+{
+	struct wfd *w = arg;
+	uint32_t rev = 0;
+	void *m;
+
+	w->rc_null = xtc_proc_wait_fd(w->rfd, XTC_IO_READABLE, 0, NULL);
+	w->rc_neg = xtc_proc_wait_fd(-1, XTC_IO_READABLE, 0, &rev);
+	w->rc_noint = xtc_proc_wait_fd(w->rfd, 0, 0, &rev);
+	w->rc_bad = xtc_proc_wait_fd(w->rfd, 0x100, 0, &rev);
+	w->rc_poll = xtc_proc_wait_fd(w->rfd, XTC_IO_READABLE, 0, &w->rev_poll);
+	int64_t t0 = xtc_clock_mono();
+	w->rc_to = xtc_proc_wait_fd(w->rfd, XTC_IO_READABLE, 2 * MS, &w->rev_to);
+	w->elapsed_to = xtc_clock_mono() - t0;
+	/* the writer proc writes after a short sleep */
+	w->rc_read = xtc_proc_wait_fd(w->rfd, XTC_IO_READABLE, 5000 * MS,
+	                              &w->rev_read);
+	w->rc_poll_ready = xtc_proc_wait_fd(w->rfd, XTC_IO_READABLE, 0,
+	                                    &w->rev_poll_ready);
+	char buf[8];
+	CHECK(read(w->rfd, buf, sizeof buf) == 1);
+	/* now a message instead of the fd */
+	w->rc_mail = xtc_proc_wait_fd(w->rfd, XTC_IO_READABLE, 5000 * MS,
+	                              &w->rev_mail);
+	m = get(NULL, 0);
+	CHECK(m != NULL);
+	xtc_free(m);
+}
+
+static void wfd_writer(void *arg)
+{
+	struct wfd *w = arg;
+	CHECK(xtc_proc_sleep(10 * MS) == XTC_OK);
+	CHECK(write(w->wfd, "x", 1) == 1);
+	CHECK(xtc_proc_sleep(10 * MS) == XTC_OK);
+	CHECK(xtc_send(w->waiter, "m", 1) == XTC_OK);
+}
+
+static void test_wait_fd(void)
+{
+	xtc_loop_t *l = new_loop();
+	struct wfd w;
+	int fds[2];
+
+	memset(&w, 0, sizeof w);
+	CHECK(pipe(fds) == 0);
+	w.rfd = fds[0];
+	w.wfd = fds[1];
+	CHECK(xtc_proc_spawn(l, wfd_waiter, &w, NULL, &w.waiter) == XTC_OK);
+	CHECK(xtc_proc_spawn(l, wfd_writer, &w, NULL, NULL) == XTC_OK);
+	run_fini(l);
+	CHECK(w.rc_null == XTC_E_INVAL);
+	CHECK(w.rc_neg == XTC_E_INVAL);
+	CHECK(w.rc_noint == XTC_E_INVAL);
+	CHECK(w.rc_bad == XTC_E_INVAL);
+	CHECK(w.rc_poll == XTC_E_AGAIN && w.rev_poll == XTC_WAIT_TIMEOUT);
+	CHECK(w.rc_to == XTC_E_AGAIN && w.rev_to == XTC_WAIT_TIMEOUT);
+	CHECK(w.elapsed_to >= 2 * MS);
+	CHECK(w.rc_read == XTC_OK && (w.rev_read & XTC_IO_READABLE));
+	CHECK(!(w.rev_read & XTC_WAIT_TIMEOUT));
+	CHECK(w.rc_poll_ready == XTC_OK &&
+	      (w.rev_poll_ready & XTC_IO_READABLE));
+	CHECK(w.rc_mail == XTC_OK && w.rev_mail == XTC_WAIT_MAILBOX);
+	close(fds[0]);
+	close(fds[1]);
+}
+
+/* ---- wake from a pthread ------------------------------------------------ */
+
+struct wake_ctx {
+	atomic_int parked;
+	atomic_int done;
+	xtc_pid_t pid;
+};
+
+static void wake_body(void *arg)
+{
+	struct wake_ctx *w = arg;
+	atomic_store(&w->parked, 1);
+	while (!atomic_load(&w->done)) {
+		/* a bare park: only xtc_proc_wake can end it */
+		CHECK(xtc__task_park() == XTC_OK);
+		atomic_store(&w->done, 1);
+	}
+}
+
+static void *waker_thread(void *arg)
+{
+	struct wake_ctx *w = arg;
+	while (!atomic_load(&w->parked))
+		usleep(100);
+	usleep(2000); /* let it really park */
+	CHECK(xtc_proc_wake(w->pid) == XTC_OK);
+	return NULL;
+}
+
+static void test_wake_pthread(void)
+{
+	xtc_loop_t *l = new_loop();
+	struct wake_ctx w;
+	pthread_t th;
+
+	memset(&w, 0, sizeof w);
+	CHECK(xtc_proc_spawn(l, wake_body, &w, NULL, &w.pid) == XTC_OK);
+	CHECK(pthread_create(&th, NULL, waker_thread, &w) == 0);
+	run_fini(l);
+	pthread_join(th, NULL);
+	CHECK(atomic_load(&w.done) == 1);
+}
+
+/* ---- monitors ----------------------------------------------------------- */
+
+struct mon {
+	int mode;
+	int ran;
+};
+
+static void child_body(void *arg)
+{
+	struct mon *m = arg;
+	m->ran = 1;
+	if (m->mode == 1)
+		xtc_exit_self(7);
+	if (m->mode == 2) {
+		void *b = get(NULL, -1); /* parked until killed */
+		xtc_free(b);
+		m->ran = 2;              /* never reached */
+	}
+	if (m->mode == 3)
+		for (;;)
+			xtc_yield();     /* killed at a yield */
+}
+
+static int expect_down(uint64_t ref, xtc_pid_t pid, int reason, int kind)
+{
+	size_t sz = 0;
+	void *b = get(&sz, 5000 * MS);
+	xtc_pid_t dp;
+	int dr = -1, ok;
+	xtc_down_info_t di;
+
+	if (!b)
+		return 0;
+	ok = xtc_down_decode(b, sz, &dp, &dr) == XTC_OK &&
+	     xtc_pid_eq(dp, pid) && dr == reason;
+	ok = ok && xtc_down_decode_ex(b, sz, &di) == XTC_OK && di.ref == ref &&
+	     di.kind == kind && di.reason == reason;
+	if (kind == XTC_DOWN_KIND_EXIT)
+		ok = ok && di.exit_code == reason;
+	ok = ok && xtc_exit_decode(b, sz, NULL, NULL) == XTC_E_INVAL;
+	xtc_free(b);
+	return ok;
+}
+
+struct mon_results {
+	int clean, exitcode, killed, yieldkill, noproc, early_kill;
+	int early_ran;
+	int demon, demon_late, demon_unknown, demon_zero;
+	int mon_none, mon_self, mon_null;
+	int kill_first;
+};
+
+static struct mon_results mr;
+
+static void monitor_driver(void *arg)
+{
+	struct mon c1 = { 0, 0 }, c2 = { 1, 0 }, c3 = { 2, 0 }, c4 = { 3, 0 },
+	           c5 = { 0, 0 }, c6 = { 2, 0 }, c7 = { 0, 0 };
+	xtc_loop_t *l = arg;
+	xtc_pid_t p;
+	uint64_t r, r2;
+	void *b;
+
+	/* clean return */
+	CHECK(xtc_proc_spawn_monitor(l, child_body, &c1, NULL, &p, &r) == 0);
+	CHECK(r != 0);
+	mr.clean = expect_down(r, p, 0, XTC_DOWN_KIND_CLEAN);
+	/* exit_self(7) */
+	CHECK(xtc_proc_spawn_monitor(l, child_body, &c2, NULL, &p, &r) == 0);
+	mr.exitcode = expect_down(r, p, 7, XTC_DOWN_KIND_EXIT) && c2.ran == 1;
+	/* killed while parked in recv; the first kill wins */
+	CHECK(xtc_proc_spawn_monitor(l, child_body, &c3, NULL, &p, &r) == 0);
+	xtc_yield();
+	CHECK(xtc_exit_pid(p, 9) == XTC_OK);
+	mr.kill_first = xtc_exit_pid(p, 10) == XTC_OK;
+	mr.killed = expect_down(r, p, 9, XTC_DOWN_KIND_EXIT) && c3.ran == 1;
+	CHECK(xtc_exit_pid(p, 9) == XTC_E_INVAL); /* dead now */
+	/* killed at a yield */
+	CHECK(xtc_proc_spawn_monitor(l, child_body, &c4, NULL, &p, &r) == 0);
+	xtc_yield();
+	CHECK(xtc_exit_pid(p, 11) == XTC_OK);
+	mr.yieldkill = expect_down(r, p, 11, XTC_DOWN_KIND_EXIT);
+	/* killed before it ever ran: the body never starts */
+	CHECK(xtc_proc_spawn_monitor(l, child_body, &c5, NULL, &p, &r) == 0);
+	CHECK(xtc_exit_pid(p, 5) == XTC_OK);
+	mr.early_kill = expect_down(r, p, 5, XTC_DOWN_KIND_EXIT);
+	mr.early_ran = c5.ran;
+	/* monitoring the dead: immediate NOPROC */
+	CHECK(xtc_monitor(p, &r2) == XTC_OK);
+	mr.noproc = expect_down(r2, p, XTC_DOWN_NOPROC, XTC_DOWN_KIND_NOPROC);
+	/* demonitor before the exit: no DOWN ever */
+	CHECK(xtc_proc_spawn(l, child_body, &c6, NULL, &p) == XTC_OK);
+	CHECK(xtc_monitor(p, &r) == XTC_OK);
+	mr.demon = xtc_demonitor(r) == XTC_OK;
+	CHECK(xtc_exit_pid(p, 3) == XTC_OK);
+	CHECK(xtc_proc_sleep(2 * MS) == XTC_OK);
+	b = get(NULL, 0);
+	mr.demon = mr.demon && b == NULL;
+	xtc_free(b);
+	/* demonitor after the DOWN was queued: removed from the mailbox */
+	CHECK(xtc_proc_spawn(l, child_body, &c7, NULL, &p) == XTC_OK);
+	CHECK(xtc_monitor(p, &r) == XTC_OK);
+	CHECK(xtc_proc_sleep(2 * MS) == XTC_OK); /* child exits cleanly */
+	mr.demon_late = xtc_demonitor(r) == XTC_OK && get(NULL, 0) == NULL;
+	mr.demon_unknown = xtc_demonitor(r) == XTC_E_NOTFOUND;
+	mr.demon_zero = xtc_demonitor(0) == XTC_E_INVAL;
+	mr.mon_none = xtc_monitor(XTC_PID_NONE, &r) == XTC_E_INVAL;
+	mr.mon_self = xtc_monitor(xtc_self(), &r) == XTC_E_INVAL;
+	mr.mon_null = xtc_monitor(p, NULL) == XTC_E_INVAL;
+}
+
+static void test_monitors(void)
+{
+	xtc_loop_t *l = new_loop();
+
+	memset(&mr, 0, sizeof mr);
+	CHECK(xtc_proc_spawn(l, monitor_driver, l, NULL, NULL) == XTC_OK);
+	run_fini(l);
+	CHECK(mr.clean);
+	CHECK(mr.exitcode);
+	CHECK(mr.killed);
+	CHECK(mr.kill_first);
+	CHECK(mr.yieldkill);
+	CHECK(mr.early_kill);
+	CHECK(mr.early_ran == 0);
+	CHECK(mr.noproc);
+	CHECK(mr.demon);
+	CHECK(mr.demon_late);
+	CHECK(mr.demon_unknown);
+	CHECK(mr.demon_zero);
+	CHECK(mr.mon_none && mr.mon_self && mr.mon_null);
+}
+
+/* ---- links -------------------------------------------------------------- */
+
+struct link_results {
+	int abnormal, clean_silent, unlinked_silent, parent_side, legacy;
+	int link_dead, link_self, link_none, link_twice;
+};
+
+static struct link_results lr;
+
+static int expect_exit(xtc_pid_t pid, int reason)
+{
+	size_t sz = 0;
+	void *b = get(&sz, 5000 * MS);
+	xtc_pid_t ep;
+	int er = 0, ok;
+
+	if (!b)
+		return 0;
+	ok = xtc_exit_decode(b, sz, &ep, &er) == XTC_OK &&
+	     xtc_pid_eq(ep, pid) && er == reason &&
+	     xtc_down_decode(b, sz, NULL, NULL) == XTC_E_INVAL;
+	xtc_free(b);
+	return ok;
+}
+
+static void link_child(void *arg)
+{
+	int how = (int)(intptr_t)arg;
+	if (how == 1)
+		xtc_exit_self(3);
+	if (how == 2) { /* waits for its parent's EXIT */
+		size_t sz;
+		void *b = get(&sz, 5000 * MS);
+		xtc_pid_t ep;
+		int er = 0;
+		lr.parent_side = b && xtc_exit_decode(b, sz, &ep, &er) == 0 &&
+		                 er == 4;
+		xtc_free(b);
+	}
+	if (how == 3) {
+		CHECK(xtc_proc_sleep(1 * MS) == XTC_OK);
+		xtc_exit_self(6);
+	}
+}
+
+static void link_parent(void *arg)
+{
+	xtc_loop_t *l = arg;
+	xtc_pid_t c = XTC_PID_NONE;
+	(void)l;
+	CHECK(xtc_proc_spawn_link(l, link_child, (void *)(intptr_t)2, NULL, &c) == 0);
+	xtc_yield();
+	xtc_exit_self(4);
+}
+
+static void link_driver(void *arg)
+{
+	xtc_loop_t *l = arg;
+	xtc_pid_t c, me = xtc_self();
+
+	CHECK(xtc_proc_spawn_link(l, link_child, (void *)(intptr_t)1, NULL, &c) == 0);
+	lr.abnormal = expect_exit(c, 3);
+	CHECK(xtc_proc_spawn_link(l, link_child, (void *)(intptr_t)0, NULL, &c) == 0);
+	CHECK(xtc_proc_sleep(2 * MS) == XTC_OK);
+	lr.clean_silent = get(NULL, 0) == NULL;
+	lr.link_dead = xtc_link(c) == XTC_E_INVAL;
+	lr.link_self = xtc_link(me) == XTC_E_INVAL;
+	lr.link_none = xtc_link(XTC_PID_NONE) == XTC_E_INVAL;
+	/* link later, then unlink: its abnormal exit stays silent */
+	CHECK(xtc_proc_spawn(l, link_child, (void *)(intptr_t)3, NULL, &c) == 0);
+	CHECK(xtc_link(c) == XTC_OK);
+	lr.link_twice = xtc_link(c) == XTC_OK;
+	CHECK(xtc_unlink(c) == XTC_OK);
+	CHECK(xtc_unlink(c) == XTC_OK);
+	CHECK(xtc_proc_sleep(5 * MS) == XTC_OK);
+	lr.unlinked_silent = get(NULL, 0) == NULL;
+	/* legacy link_to: the new proc links to us by local id */
+	xtc_proc_opts_t o;
+	memset(&o, 0, sizeof o);
+	o.link_to = me.local_id;
+	CHECK(xtc_proc_spawn(l, link_child, (void *)(intptr_t)1, &o, &c) == 0);
+	lr.legacy = expect_exit(c, 3);
+}
+
+static void test_links(void)
+{
+	xtc_loop_t *l = new_loop();
+
+	memset(&lr, 0, sizeof lr);
+	CHECK(xtc_proc_spawn(l, link_driver, l, NULL, NULL) == XTC_OK);
+	CHECK(xtc_proc_spawn(l, link_parent, l, NULL, NULL) == XTC_OK);
+	run_fini(l);
+	CHECK(lr.abnormal);
+	CHECK(lr.clean_silent);
+	CHECK(lr.unlinked_silent);
+	CHECK(lr.parent_side);
+	CHECK(lr.legacy);
+	CHECK(lr.link_dead && lr.link_self && lr.link_none && lr.link_twice);
+}
+
+/* ---- decoders ----------------------------------------------------------- */
+
+static void test_decode(void)
+{
+	unsigned char junk[32];
+	xtc_down_info_t di;
+	xtc_pid_t p;
+	int r;
+
+	memset(junk, 0, sizeof junk);
+	CHECK(xtc_down_decode(NULL, 21, &p, &r) == XTC_E_INVAL);
+	CHECK(xtc_down_decode(junk, 21, &p, &r) == XTC_E_INVAL); /* kind 0 */
+	junk[0] = 'D';
+	CHECK(xtc_down_decode(junk, 20, &p, &r) == XTC_E_INVAL); /* short */
+	CHECK(xtc_down_decode(junk, 21, NULL, NULL) == XTC_OK);
+	CHECK(xtc_down_decode_ex(junk, 21, NULL) == XTC_E_INVAL);
+	CHECK(xtc_down_decode_ex(junk, 21, &di) == XTC_OK &&
+	      di.kind == XTC_DOWN_KIND_CLEAN);
+	CHECK(xtc_exit_decode(junk, 13, &p, &r) == XTC_E_INVAL);
+	junk[0] = 'E';
+	CHECK(xtc_exit_decode(junk, 13, &p, &r) == XTC_OK);
+	CHECK(xtc_exit_decode(NULL, 13, &p, &r) == XTC_E_INVAL);
+	CHECK(xtc_exit_decode(junk, 12, &p, &r) == XTC_E_INVAL);
+}
+
+/* ---- loop fini with live procs ----------------------------------------- */
+
+static atomic_int fini_down;
+
+static int never(const void *d, size_t n, void *u)
+{
+	(void)d; (void)n; (void)u;
+	return 0;
+}
+
+static void fini_parked(void *arg)
+{
+	void *b = NULL;
+	(void)arg;
+	/* never returns: the loop is finalised; the queued message stays
+	 * in the save queue and must be freed by fini */
+	CHECK(xtc_recv_match(never, NULL, &b, NULL, -1) == XTC_OK);
+	xtc_free(b);
+}
+
+static void fini_stopper(void *arg)
+{
+	xtc_loop_t *l = arg;
+	xtc_yield();
+	CHECK(xtc_loop_stop(l) == XTC_OK);
+}
+
+struct xmon {
+	xtc_pid_t target;
+	atomic_int ready;
+};
+
+/* On another loop (thread): monitors a proc of the finalised loop. */
+static void fini_watcher(void *arg)
+{
+	struct xmon *x = arg;
+	uint64_t r;
+	size_t sz;
+	int reason = 0;
+	CHECK(xtc_monitor(x->target, &r) == XTC_OK);
+	atomic_store(&x->ready, 1);
+	void *b = get(&sz, 10000 * MS);
+	if (b && xtc_down_decode(b, sz, NULL, &reason) == XTC_OK &&
+	    reason == XTC_E_ABORTED)
+		atomic_store(&fini_down, 1);
+	xtc_free(b);
+}
+
+static void *loop_thread(void *arg)
+{
+	xtc_loop_t *l = arg;
+	CHECK(xtc_loop_run(l) == XTC_OK);
+	return NULL;
+}
+
+static void test_fini_live(void)
+{
+	xtc_loop_t *l = new_loop(), *l2 = new_loop();
+	struct xmon x;
+	pthread_t th;
+	xtc_pid_t p;
+
+	memset(&x, 0, sizeof x);
+	CHECK(xtc_proc_spawn(l, fini_parked, NULL, NULL, &p) == XTC_OK);
+	CHECK(xtc_send(p, "undelivered", 11) == XTC_OK);
+	x.target = p;
+	CHECK(xtc_proc_spawn(l2, fini_watcher, &x, NULL, NULL) == XTC_OK);
+	CHECK(pthread_create(&th, NULL, loop_thread, l2) == 0);
+	while (!atomic_load(&x.ready))
+		usleep(100);
+	CHECK(xtc_proc_spawn(l, fini_stopper, l, NULL, NULL) == XTC_OK);
+	CHECK(xtc_loop_run(l) == XTC_OK); /* returns by the stop */
+	CHECK(xtc_loop_fini(l) == XTC_OK);
+	pthread_join(th, NULL);
+	CHECK(atomic_load(&fini_down) == 1);
+	CHECK(xtc_loop_fini(l2) == XTC_OK);
+	/* the finalised loop's pids are dead, from any thread */
+	CHECK(xtc_send(p, "x", 1) == XTC_E_INVAL);
+}
+
+int main(void)
+{
+	test_off_proc();
+	test_identity();
+	test_classes();
+	test_sleep();
+	test_wait_fd();
+	test_wake_pthread();
+	test_monitors();
+	test_links();
+	test_decode();
+	test_fini_live();
+	if (failures) {
+		fprintf(stderr, "test_proc: %d failure(s)\n", failures);
+		return 1;
+	}
+	printf("test_proc: ok\n");
+	return 0;
+}
