@@ -3,7 +3,8 @@
 #
 #   make setup      install what is missing (apt packages, Go, Go modules)
 #   make build      C library, tests and benches (build/) + go build ./...
-#   make test       every C suite that fits CI + go vet + go test
+#   make test       every C suite that fits CI (asm, sim, ucontext builds)
+#                   + go vet + go test (both tag sets)
 #   make test-asan  whole C suite under ASan+UBSan (build-asan/)
 #   make test-tsan  executor/stress suites under TSan (build-tsan/)
 #   make bench      C benches and Go benchmarks, one comparison table
@@ -39,7 +40,7 @@ GO_ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 #   RUN_CMD = $(GO) run ./cmd/xtcbench --short
 RUN_CMD = $(GO) run ./examples/go/proc && $(MAKE) --no-print-directory bench BENCH_REPS=3
 
-.PHONY: all setup build c-build go-build test c-test sim-test go-test \
+.PHONY: all setup build c-build go-build test c-test sim-test ucontext-test go-test \
 	test-asan test-tsan bench run shims check-shims generate clean
 
 all: build
@@ -79,7 +80,14 @@ go-build: shims
 
 # ------------------------------------------------------------------ test
 # The whole suite that fits CI's 90 minutes (aim: under 15).
-test: c-test sim-test go-test
+# Each part runs even when an earlier one failed, so one CI run reports
+# every failure; the target fails if any part did.
+TEST_PARTS ?= c-test sim-test ucontext-test go-test
+test:
+	@failed=""; for t in $(TEST_PARTS); do \
+		$(MAKE) --no-print-directory $$t || failed="$$failed $$t"; done; \
+	if [ -n "$$failed" ]; then echo "make test: FAILED:$$failed"; exit 1; fi; \
+	echo "make test: all passed ($(TEST_PARTS))"
 
 c-test:
 	@$(SETUP) $(BUILD) $(WERROR) $(MESON_OPTS)
@@ -95,9 +103,20 @@ sim-test:
 		$(MESON) test -C $(BUILD)-sim --print-errorlogs --suite sim; \
 	fi
 
+# The portable substrate: the unit suite again with coro=ucontext.
+ucontext-test:
+	@$(SETUP) $(BUILD)-ucontext $(WERROR) -Dcoro=ucontext -Dbenches=false $(MESON_OPTS)
+	$(MESON) compile -C $(BUILD)-ucontext -j $(JOBS)
+	$(MESON) test -C $(BUILD)-ucontext --print-errorlogs --num-processes $(JOBS) \
+		--timeout-multiplier 3 --suite unit
+
 go-test:
 	$(GO) vet ./...
 	$(GO) test $(GOTESTFLAGS) ./...
+	@# the other tag set: epoll only + ucontext switch
+	$(GO) test $(GOTESTFLAGS) -tags xtc_nouring,xtc_ucontext .
+	@# the package must still build without cgo (nocgo.go stubs)
+	CGO_ENABLED=0 $(GO) build . ./internal/errtable ./internal/shimgen ./tools/...
 
 test-asan:
 	@$(SETUP) $(BUILD)-asan $(WERROR) -Db_sanitize=address,undefined \
@@ -116,9 +135,10 @@ test-tsan:
 
 # ------------------------------------------------------------------ bench
 BENCH_REPS ?= 5
+BENCH_EXES = $(patsubst bench/%.c,%,$(wildcard bench/bench_*.c))
 bench:
 	@$(SETUP) $(BUILD) $(MESON_OPTS)
-	$(MESON) compile -C $(BUILD) -j $(JOBS)
+	$(MESON) compile -C $(BUILD) -j $(JOBS) $(BENCH_EXES)
 	$(GO) run ./tools/benchtable -builddir $(BUILD) -reps $(BENCH_REPS)
 
 run:

@@ -34,3 +34,8 @@ func BenchmarkGoParkedMemory(b *testing.B) {
 	}
 	b.ReportMetric(v, "B/parked")
 }
+
+// ns per goroutine, started 32 at a time and waited for together.
+func BenchmarkGoSpawnBatch(b *testing.B) {
+	b.ReportMetric(gobench.SpawnBatch(b.N, 32), "ns/spawn")
+}

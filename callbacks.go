@@ -18,6 +18,7 @@ import "runtime/cgo"
 //export xtcGoTask
 func xtcGoTask(h C.uintptr_t, self *C.xtc_task_t) C.int {
 	t := cgo.Handle(h).Value().(*Task)
+	t.c = self // the same pointer spawn returned, also for remote spawns
 	return C.int(runTask(t))
 }
 

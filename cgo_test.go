@@ -3,6 +3,7 @@
 package xtc_test
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"sync"
@@ -186,12 +187,16 @@ func TestTaskWakerFromGoroutine(t *testing.T) {
 		return xtc.TaskDone
 	})
 	require.NoError(t, err)
+	var wg sync.WaitGroup
+	wg.Add(1)
 	go func() {
+		defer wg.Done()
 		w := <-wch
 		assert.NoError(t, w.Wake())
 		assert.NoError(t, w.Wake(), "wakers are idempotent")
 	}()
 	require.NoError(t, runWithin(t, l, 5*time.Second))
+	wg.Wait() // (the second wake may find the task done: a no-op)
 	assert.Equal(t, 2, runs)
 }
 
@@ -379,7 +384,7 @@ func TestProcSpawnBadArgs(t *testing.T) {
 func sendInt(t *testing.T, pid xtc.Pid, v int64) {
 	var b [8]byte
 	binary.NativeEndian.PutUint64(b[:], uint64(v))
-	require.NoError(t, xtc.Send(pid, b[:]))
+	assert.NoError(t, xtc.Send(pid, b[:]))
 }
 
 // Goroutines send to a proc while the loop runs (cross-thread sends).
@@ -500,4 +505,45 @@ func TestErrorsIsAndAs(t *testing.T) {
 	assert.Equal(t, "xtc_task_spawn", xe.Op)
 	assert.NotEmpty(t, xtc.LinkInfo)
 	_ = unsafe.Pointer(nil)
+}
+
+// Go callbacks run with the depth guard raised: the loop refuses fiber
+// switches on that thread while Go code runs (cgo-feasibility rule 4).
+func TestGoCallbacksRaiseDepthGuard(t *testing.T) {
+	l := newLoop(t)
+	var taskDepth, timerDepth, yieldRC int
+	_, err := xtc.TaskSpawn(l, func(*xtc.Task) xtc.TaskResult {
+		taskDepth = ctest.GocbDepth()
+		yieldRC = ctest.YieldEx()
+		return xtc.TaskDone
+	})
+	require.NoError(t, err)
+	_, err = xtc.TimerSet(l, 0, func() { timerDepth = ctest.GocbDepth() })
+	require.NoError(t, err)
+	require.NoError(t, runWithin(t, l, 5*time.Second))
+	assert.Equal(t, 1, taskDepth)
+	assert.Equal(t, 1, timerDepth)
+	assert.NotEqual(t, 0, yieldRC, "no yield from inside a Go callback")
+}
+
+func TestRunContextCancel(t *testing.T) {
+	l := newLoop(t)
+	_, err := xtc.TaskSpawn(l, func(tk *xtc.Task) xtc.TaskResult {
+		_ = tk.ParkOnTimer(time.Millisecond)
+		return xtc.TaskPending // forever
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	assert.ErrorIs(t, l.RunContext(ctx), context.DeadlineExceeded)
+
+	// A context that is never done runs to completion.
+	l2 := newLoop(t)
+	ran := false
+	_, err = xtc.TaskSpawn(l2, func(*xtc.Task) xtc.TaskResult { ran = true; return xtc.TaskDone })
+	require.NoError(t, err)
+	require.NoError(t, l2.RunContext(context.Background()))
+	assert.True(t, ran)
+	var nl *xtc.Loop
+	assert.ErrorIs(t, nl.RunContext(ctx), xtc.ErrInval)
 }

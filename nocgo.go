@@ -7,6 +7,7 @@ package xtc
 // returns ErrNoCgo (which matches ErrNosys with errors.Is).
 
 import (
+	"context"
 	"time"
 	"unsafe"
 )
@@ -32,6 +33,7 @@ func SetStackSize(int) error                                 { return ErrNoCgo }
 func ClockMono() time.Duration                               { return 0 }
 func LoopInit() (*Loop, error)                               { return nil, ErrNoCgo }
 func (*Loop) Run() error                                     { return ErrNoCgo }
+func (*Loop) RunContext(context.Context) error               { return ErrNoCgo }
 func (*Loop) Stop() error                                    { return ErrNoCgo }
 func (*Loop) Wake() error                                    { return ErrNoCgo }
 func (*Loop) Fini() error                                    { return ErrNoCgo }

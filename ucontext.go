@@ -3,7 +3,7 @@
 package xtc
 
 // -tags xtc_ucontext selects the portable ucontext context switch instead of
-// the assembly one (the zz_csrc_arch_switch_* shims are excluded).
+// the assembly one (the assembly is still compiled, as in meson).
 
 // #cgo CFLAGS: -DXTC_CORO_UCONTEXT
 import "C"

@@ -66,6 +66,7 @@ static int xtc_go_on_loop(xtc_loop_t *loop)
 import "C"
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"runtime/cgo"
@@ -285,6 +286,41 @@ func (l *Loop) Run() error {
 	return mkerr("xtc_loop_run", int(rc))
 }
 
+// RunContext is Run, stopping the loop when ctx is done; it then returns
+// ctx.Err() (unless the run failed on its own).
+func (l *Loop) RunContext(ctx context.Context) error {
+	if ctx.Done() == nil {
+		return l.Run()
+	}
+	returned := make(chan struct{})
+	var cancelled atomic.Bool
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-returned:
+			return
+		}
+		cancelled.Store(true)
+		// Repeat: a stop that lands before the run starts may be cleared.
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			_ = l.Stop()
+			select {
+			case <-returned:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	err := l.Run()
+	close(returned)
+	if err == nil && cancelled.Load() {
+		return ctx.Err()
+	}
+	return err
+}
+
 // Stop asks a running loop to return from Run after the current step
 // (xtc_loop_stop). Any goroutine.
 func (l *Loop) Stop() error {
@@ -388,7 +424,7 @@ func (l *Loop) recordPanic(v any) {
 // (no fiber switch or preemption happens on the thread while it runs).
 type Task struct {
 	loop *Loop
-	c    *C.xtc_task_t // valid for the loop's lifetime (handle retained)
+	c    *C.xtc_task_t // set on the loop thread before each run of the body
 	h    cgo.Handle
 	fn   func(*Task) TaskResult
 	done bool // owner thread only
@@ -409,8 +445,11 @@ func TaskSpawn(l *Loop, fn func(t *Task) TaskResult) (*Task, error) {
 		return nil, errClosed("xtc_task_spawn")
 	}
 	t.h = h
+	// The C handle is kept (retained until Fini, so wakers stay valid);
+	// the Go side learns it on the loop thread at each run (xtcGoTask).
+	var ct *C.xtc_task_t
 	err := l.withC("xtc_task_spawn", func(c *C.xtc_loop_t) C.int {
-		return C.xtc_go_task_spawn(c, C.uintptr_t(h), &t.c)
+		return C.xtc_go_task_spawn(c, C.uintptr_t(h), &ct)
 	})
 	if err != nil {
 		l.dropHandle(h)

@@ -56,8 +56,7 @@ int xtc_yield_ex(void)
 
 static int task_done(xtc_task_t *t)
 {
-	return atomic_load_explicit(&t->state, memory_order_acquire) ==
-	       XTC__T_DONE;
+	return atomic_load(&t->state) == XTC__T_DONE; /* seq_cst: see hook */
 }
 
 /* 1 if hooked, 0 if the target already completed. */
@@ -70,7 +69,8 @@ static int waiter_hook(xtc_task_t *t, xtc__await_node_t *n)
 	head = atomic_load_explicit(&t->waiters, memory_order_relaxed);
 	if (head != XTC__AWAIT_CLOSED) {
 		n->next = head;
-		atomic_store_explicit(&t->waiters, n, memory_order_relaxed);
+		/* seq_cst: pairs with the completer's DONE store (loop.c) */
+		atomic_store(&t->waiters, n);
 		hooked = 1;
 	}
 	xtc__task_wunlock(t);
@@ -108,11 +108,24 @@ static int node_done(xtc__await_node_t *n)
 	return atomic_load_explicit(&n->done, memory_order_acquire) != 0;
 }
 
+/* Hooked, but the target may have completed without seeing the node (it
+ * skips the lock when the list looked empty): take the node back, or, if
+ * the completer owns it already, wait for its done flag. 1 = settled. */
+static int hook_raced(xtc_task_t *t, xtc__await_node_t *n)
+{
+	if (!task_done(t))
+		return 0;
+	if (!waiter_unhook(t, n))
+		while (!node_done(n))
+			XTC__CPU_RELAX();
+	return 1;
+}
+
 static int await_fiber(xtc_task_t *cur, xtc_task_t *t)
 {
 	xtc__await_node_t node = { .task = cur };
 
-	if (!waiter_hook(t, &node))
+	if (!waiter_hook(t, &node) || hook_raced(t, &node))
 		return 0;
 	while (!node_done(&node)) {
 		(void)xtc__park_ex(-1, -1, 0, NULL, XTC__PARK_NOKILL);
@@ -136,7 +149,7 @@ static int await_thread(xtc_task_t *t)
 {
 	xtc__await_node_t node = { .task = NULL };
 
-	if (!waiter_hook(t, &node))
+	if (!waiter_hook(t, &node) || hook_raced(t, &node))
 		return 0;
 	while (!node_done(&node))
 		syscall(SYS_futex, (uint32_t *)&node.done, FUTEX_WAIT_PRIVATE, 0,

@@ -84,6 +84,7 @@ typedef struct xtc__carrier {
 	uint64_t enq_seq;      /* FIFO order across the private queue and deque */
 	_Atomic int steal_inflight; /* a stolen task is on its way here */
 	xtc__deque_t dq;
+	uint64_t *dq_seq;      /* enqueue sequence per deque slot (owner only) */
 	sub_slot_t *ring;
 	_Alignas(64) _Atomic uint64_t idle_gen; /* 0 = busy */
 	_Atomic int parked;
@@ -125,10 +126,12 @@ static int can_steal(const xtc__carrier_t *c)
 	return c != NULL && c->exec->n > 1;
 }
 
-/* Ready tasks carry their enqueue sequence (t->exec_data) so the owner can
- * serve its private FIFO and its deque in one global FIFO order: a pinned
- * task that yields forever cannot starve the migratable ones, nor the
- * reverse. */
+/* Ready tasks carry their enqueue sequence so the owner can serve its
+ * private FIFO and its deque in one global FIFO order: a pinned task that
+ * yields forever cannot starve the migratable ones, nor the reverse. The
+ * sequence of a private task sits in t->exec_data; that of a deque slot in
+ * dq_seq, which only the owner touches (a deque task may be stolen at any
+ * moment, so the owner must not read the task itself). */
 static inline uint64_t seq_of(const xtc_task_t *t)
 {
 	return (uint64_t)(uintptr_t)t->exec_data;
@@ -149,7 +152,7 @@ static xtc_task_t *deque_oldest(xtc__carrier_t *c)
 static xtc_task_t *hook_pick(xtc_loop_t *l)
 {
 	xtc__carrier_t *c = carrier_of(l);
-	xtc_task_t *t, *top;
+	xtc_task_t *t;
 	int64_t tp;
 
 	if (l->feat & XTC__LF_CLASSES) {
@@ -162,11 +165,10 @@ static xtc_task_t *hook_pick(xtc_loop_t *l)
 	if (!can_steal(c) || xtc__deque_size(&c->dq) == 0)
 		return NULL; /* the plain FIFO */
 	if (l->rq_head != NULL) {
-		/* peek (a hint: a thief may take it; then the FIFO goes) */
+		/* a hint: if a thief takes that slot meanwhile, the next
+		 * oldest deque task runs, which is as good */
 		tp = atomic_load_explicit(&c->dq.top, memory_order_acquire);
-		top = atomic_load_explicit(&c->dq.buf[tp & c->dq.mask],
-		    memory_order_relaxed);
-		if (top == NULL || seq_of(l->rq_head) < seq_of(top))
+		if (seq_of(l->rq_head) < c->dq_seq[tp & c->dq.mask])
 			return NULL;
 	}
 	return deque_oldest(c);
@@ -175,15 +177,25 @@ static xtc_task_t *hook_pick(xtc_loop_t *l)
 static int hook_enqueue(xtc_loop_t *l, xtc_task_t *t)
 {
 	xtc__carrier_t *c;
+	uint64_t seq;
 
 	if ((l->feat & XTC__LF_CLASSES) && xtc__class_enqueue(l, t))
 		return 1;
 	c = carrier_of(l);
 	if (!can_steal(c))
 		return 0;
-	t->exec_data = (void *)(uintptr_t)++c->enq_seq;
-	if (t->pinned || t->sched_class != NULL || !xtc__deque_push(&c->dq, t))
-		return 0; /* private FIFO (a full deque keeps memory bounded) */
+	seq = ++c->enq_seq;
+	if (!t->pinned && t->sched_class == NULL) {
+		int64_t b = atomic_load_explicit(&c->dq.bottom,
+		    memory_order_relaxed);
+		c->dq_seq[b & c->dq.mask] = seq;
+		if (xtc__deque_push(&c->dq, t))
+			goto pushed;
+	}
+	/* private FIFO (also when the deque is full: memory stays bounded) */
+	t->exec_data = (void *)(uintptr_t)seq;
+	return 0;
+pushed:
 	if (atomic_load_explicit(&c->exec->eager, memory_order_relaxed)) {
 		/* wake one parked peer so it can take the new work */
 		xtc_exec_t *e = c->exec;
@@ -576,6 +588,20 @@ static void carrier_idle(xtc__carrier_t *c)
 	c->idle_turns++;
 }
 
+/* Anything a step would act on: ready tasks, inbox posts, queued class or
+ * deque work, due timers, armed I/O. */
+static int loop_has_work(xtc_loop_t *l)
+{
+	int64_t next;
+
+	if (l->rq_head != NULL || atomic_load_explicit(&l->inbox,
+	    memory_order_relaxed) != NULL || hook_busy(l) ||
+	    l->io->armed > 0 || l->io->pending != NULL)
+		return 1;
+	next = xtc__timers_next(l);
+	return next >= 0 && next <= xtc__now();
+}
+
 static void *carrier_main(void *arg)
 {
 	xtc__carrier_t *c = arg;
@@ -597,8 +623,13 @@ static void *carrier_main(void *arg)
 	}
 	while (!atomic_load_explicit(&e->stop, memory_order_acquire)) {
 		int n = ring_drain(c);
-		int r = xtc__loop_step(l, 0);
+		int r;
 
+		/* A step on an empty loop polls the backend (a syscall): after a
+		 * batch of submissions, skip it unless the loop has work. */
+		if (n > 0 && !loop_has_work(l))
+			continue;
+		r = xtc__loop_step(l, 0);
 		if (r < 0) {
 			c->rc = r;
 			atomic_store(&e->stop, 1);
@@ -656,7 +687,8 @@ int xtc_exec_init(xtc_exec_t **out, int n_loops)
 		c->exec = e;
 		c->idx = i;
 		c->rng = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
-		if (xtc__deque_init(&c->dq, DEQUE_CAP) != 0 ||
+		c->dq_seq = calloc(DEQUE_CAP, sizeof(*c->dq_seq));
+		if (c->dq_seq == NULL || xtc__deque_init(&c->dq, DEQUE_CAP) != 0 ||
 		    ring_init(c) != XTC_OK) {
 			rc = XTC_E_NOMEM;
 			break;
@@ -677,6 +709,7 @@ int xtc_exec_init(xtc_exec_t **out, int n_loops)
 			if (e->c[i].loop)
 				xtc_loop_fini(e->c[i].loop);
 			xtc__deque_fini(&e->c[i].dq);
+			free(e->c[i].dq_seq);
 			free(e->c[i].ring);
 		}
 		free(e->c);
@@ -698,6 +731,7 @@ int xtc_exec_fini(xtc_exec_t *e)
 		/* unrun submissions are dropped: their fn never runs */
 		xtc_loop_fini(c->loop);
 		xtc__deque_fini(&c->dq);
+		free(c->dq_seq);
 		free(c->ring);
 	}
 	free(e->c);
@@ -999,7 +1033,7 @@ int xtc__exec_sim_runnable(xtc_exec_t *e, int idx, int64_t now)
 	return l->rq_head != NULL || xtc__deque_size(&c->dq) > 0 ||
 	    xtc__class_queued(l) > 0 || atomic_load(&l->inbox) != NULL ||
 	    ring_nonempty(c) || (next >= 0 && next <= now) ||
-	    others_have_stealable(e, idx);
+	    (!atomic_load(&c->steal_inflight) && others_have_stealable(e, idx));
 }
 
 /* Earliest timer deadline over every loop, -1 = none. */

@@ -278,6 +278,7 @@ struct xtc_fn_quantum {
 	int64_t last_update;
 	_Atomic int64_t next_update;  /* monitor: when to run it */
 	double alpha, load;
+	_Atomic int64_t load_override_ppm; /* < 0: measure */
 	_Atomic int64_t *ring;        /* window entries (power of two) */
 	unsigned mask;
 	int64_t *scratch;
@@ -332,6 +333,7 @@ int xtc_fn_quantum_create(const xtc_fn_quantum_opts_t *opts,
 	q->o = o;
 	q->mask = w - 1;
 	atomic_store(&q->quantum, o.initial_ns);
+	atomic_store(&q->load_override_ppm, -1);
 	q->last_update = now_ns();
 	atomic_store(&q->next_update, q->last_update + o.period_ns);
 	*out = q;
@@ -367,6 +369,15 @@ int xtc_fn_quantum_add_busy(xtc_fn_quantum_t *q, int64_t busy_ns)
 	if (q == NULL || busy_ns < 0)
 		return XTC_E_INVAL;
 	atomic_fetch_add_explicit(&q->busy, busy_ns, memory_order_relaxed);
+	return XTC_OK;
+}
+
+int xtc_fn_quantum_set_load(xtc_fn_quantum_t *q, double load)
+{
+	if (q == NULL || load != load)
+		return XTC_E_INVAL;
+	atomic_store(&q->load_override_ppm,
+	             load < 0 ? -1 : (int64_t)(load > 1000 ? 1e9 : load * 1e6));
 	return XTC_OK;
 }
 
@@ -410,11 +421,15 @@ int64_t xtc_fn_quantum_update(xtc_fn_quantum_t *q)
 	int64_t wall = now - q->last_update;
 	q->last_update = now;
 	int64_t busy = atomic_exchange(&q->busy, 0);
-	q->load = wall > 0 ? (double)busy / ((double)wall * q->o.workers) : 0;
+	int64_t ov = atomic_load(&q->load_override_ppm);
+	if (ov >= 0)
+		q->load = (double)ov / 1e6;
+	else
+		q->load = wall > 0 ? (double)busy / ((double)wall * q->o.workers) : 0;
 	q->alpha = hill_alpha(q->scratch, (size_t)n);
 	int heavy = q->alpha > 0 && q->alpha < q->o.alpha_heavy;
 	int64_t qu = atomic_load(&q->quantum);
-	if (n == 0 && busy == 0)
+	if (n == 0 && busy == 0 && ov < 0)
 		; /* nothing observed: keep it */
 	else if (q->load >= q->o.load_high)
 		qu = heavy ? qu / 2 : qu * 3 / 4;

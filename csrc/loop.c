@@ -80,6 +80,14 @@ __attribute__((weak)) void xtc__sched_loop_fini(xtc_loop_t *loop)
 	(void)loop;
 }
 
+__attribute__((weak)) void xtc__preempt_gocb_pause(void)
+{
+}
+
+__attribute__((weak)) void xtc__preempt_gocb_resume(void)
+{
+}
+
 uintptr_t xtc__thread_token(void)
 {
 	return (uintptr_t)&tls_anchor;
@@ -169,13 +177,18 @@ xtc_task_t *xtc__rq_pop(xtc_loop_t *loop)
 	return t;
 }
 
-void xtc__loop_make_ready(xtc_loop_t *loop, xtc_task_t *t)
+static inline void make_ready(xtc_loop_t *loop, xtc_task_t *t)
 {
 	atomic_store_explicit(&t->state, XTC__T_READY, memory_order_relaxed);
 	if (XTC__UNLIKELY(loop->feat != 0) && loop->hooks.enqueue != NULL &&
 	    loop->hooks.enqueue(loop, t))
 		return;
 	rq_push(loop, t);
+}
+
+void xtc__loop_make_ready(xtc_loop_t *loop, xtc_task_t *t)
+{
+	make_ready(loop, t);
 }
 
 /* ------------------------------------------------------------------ */
@@ -227,6 +240,46 @@ static int inbox_drain(xtc_loop_t *loop)
 /* task structs                                                         */
 /* ------------------------------------------------------------------ */
 
+/* Field by field on purpose: a memset of the struct compiles to two
+ * `rep stos`, which dominated the spawn path. Every field of struct
+ * xtc_task except the fiber (xtc__fiber_init rewrites it) is reset here;
+ * a new field must be added. */
+static void task_reset(xtc_task_t *t)
+{
+	t->node.next = NULL;
+	t->node.fn = NULL;
+	t->loop = NULL;
+	atomic_store_explicit(&t->state, XTC__T_NEW, memory_order_relaxed);
+	atomic_store_explicit(&t->wake_pending, 0, memory_order_relaxed);
+	t->is_fiber = 0;
+	t->pinned = 0;
+	t->retain = 0;
+	atomic_store_explicit(&t->kill_pending, 0, memory_order_relaxed);
+	t->park_why = 0;
+	t->park_armed = 0;
+	t->exec_flags = 0;
+	atomic_store_explicit(&t->wlock, 0, memory_order_relaxed);
+	t->fn = NULL;
+	t->user = NULL;
+	t->body = NULL;
+	t->coro = NULL;
+	t->arg = NULL;
+	t->result = 0;
+	t->revents = 0;
+	t->park_timer.state = XTC__TM_IDLE;
+	t->park_timer.kind = XTC__TMK_INTERNAL;
+	t->park_timer.loop = NULL;
+	t->park_io = NULL;
+	t->proc = NULL;
+	t->sched_class = NULL;
+	t->cleanup = NULL;
+	atomic_store_explicit(&t->waiters, NULL, memory_order_relaxed);
+	t->all_prev = t->all_next = NULL;
+	t->run_start = 0;
+	t->runs = 0;
+	t->exec_data = NULL;
+}
+
 static xtc_task_t *task_alloc(xtc_loop_t *loop, int on_owner)
 {
 	xtc_task_t *t = NULL;
@@ -235,8 +288,7 @@ static xtc_task_t *task_alloc(xtc_loop_t *loop, int on_owner)
 		t = loop->task_free;
 		loop->task_free = (xtc_task_t *)t->node.next;
 		loop->task_free_len--;
-		memset(t, 0, offsetof(xtc_task_t, fiber));
-		memset(&t->revents, 0, sizeof(*t) - offsetof(xtc_task_t, revents));
+		task_reset(t);
 		return t;
 	}
 	return calloc(1, sizeof(*t));
@@ -245,7 +297,7 @@ static xtc_task_t *task_alloc(xtc_loop_t *loop, int on_owner)
 static void task_free(xtc_loop_t *loop, xtc_task_t *t)
 {
 	if (loop->task_free_len < TASK_FREE_MAX && loop->magic == XTC__LOOP_LIVE) {
-		t->node.next = &loop->task_free->node;
+		t->node.next = (xtc__post_t *)loop->task_free;
 		loop->task_free = t;
 		loop->task_free_len++;
 		return;
@@ -323,7 +375,12 @@ static void task_complete(xtc_task_t *t)
 {
 	xtc__await_node_t *n, *next;
 
-	atomic_store_explicit(&t->state, XTC__T_DONE, memory_order_release);
+	/* seq_cst store, then the waiter list: a waiter hooks its node, then
+	 * re-reads the state (async.c), so either we see its node here or it
+	 * sees DONE there. The common no-waiter case takes no lock. */
+	atomic_store(&t->state, XTC__T_DONE);
+	if (atomic_load(&t->waiters) == NULL)
+		return;
 	xtc__task_wlock(t);
 	n = atomic_exchange(&t->waiters, XTC__AWAIT_CLOSED);
 	xtc__task_wunlock(t);
@@ -386,7 +443,18 @@ static void wake_post_fn(xtc_loop_t *loop, xtc__post_t *p)
 
 static void fiber_main(void *arg);
 
-static int task_spawn(xtc_loop_t *loop, xtc_task_t *proto,
+/* What a spawn sets besides the options (a small struct: a zeroed
+ * xtc_task_t prototype on the stack cost a `rep stos` per spawn). */
+struct spawn_body {
+	int is_fiber;
+	xtc_task_fn fn;
+	void *user;
+	xtc__fiber_entry body;
+	xtc_coro_fn coro;
+	void *arg;
+};
+
+static int task_spawn(xtc_loop_t *loop, const struct spawn_body *proto,
                       const xtc__spawn_opts_t *opts, xtc_task_t **out)
 {
 	int on_owner;
@@ -443,7 +511,7 @@ static int task_spawn(xtc_loop_t *loop, xtc_task_t *proto,
 int xtc__task_spawn_fiber(xtc_loop_t *loop, xtc__fiber_entry body, void *arg,
                           const xtc__spawn_opts_t *opts, xtc_task_t **out)
 {
-	xtc_task_t proto = { .is_fiber = 1, .body = body, .arg = arg };
+	struct spawn_body proto = { .is_fiber = 1, .body = body, .arg = arg };
 
 	if (body == NULL)
 		return XTC_E_INVAL;
@@ -456,7 +524,7 @@ int xtc__task_spawn_coro(xtc_loop_t *loop, xtc_coro_fn fn, void *arg,
 int xtc__task_spawn_coro(xtc_loop_t *loop, xtc_coro_fn fn, void *arg,
                          const xtc__spawn_opts_t *opts, xtc_task_t **out)
 {
-	xtc_task_t proto = { .is_fiber = 1, .coro = fn, .arg = arg };
+	struct spawn_body proto = { .is_fiber = 1, .coro = fn, .arg = arg };
 
 	if (fn == NULL)
 		return XTC_E_INVAL;
@@ -466,7 +534,7 @@ int xtc__task_spawn_coro(xtc_loop_t *loop, xtc_coro_fn fn, void *arg,
 int xtc__task_spawn_fn(xtc_loop_t *loop, xtc_task_fn fn, void *user,
                        const xtc__spawn_opts_t *opts, xtc_task_t **out)
 {
-	xtc_task_t proto = { .is_fiber = 0, .fn = fn, .user = user };
+	struct spawn_body proto = { .is_fiber = 0, .fn = fn, .user = user };
 
 	if (fn == NULL)
 		return XTC_E_INVAL;
@@ -637,9 +705,9 @@ static void run_fiber(xtc_loop_t *loop, xtc_task_t *t)
 
 		loop->ccall_fn = NULL;
 		xtc__tls_task = NULL;
-		xtc__gocb_depth++;
+		xtc__gocb_enter();
 		fn(arg);
-		xtc__gocb_depth--;
+		xtc__gocb_leave();
 		xtc__tls_task = back;
 		xtc__fiber_switch(&back->fiber);
 	}
@@ -748,7 +816,11 @@ int xtc__loop_step(xtc_loop_t *loop, int may_block)
 		return 1;
 	}
 
-	/* Nothing ready: timers, then the idle hook, then the poller. */
+	/* Nothing ready. Posts just drained may have changed what the caller
+	 * waits for (quiescence, a finished task): report before blocking. */
+	if (progress > 0)
+		return 1;
+	/* Timers, then the idle hook, then the poller. */
 	loop->fair_left = XTC__FAIR_RUNS;
 	now = xtc__now();
 	if (loop->heap_len > 0 && xtc__timers_fire(loop, now) > 0)
@@ -829,10 +901,12 @@ int xtc__park_ex(int64_t timeout_ns, int fd, uint32_t interest,
 
 	if (out_revents != NULL)
 		*out_revents = 0;
-	if (t == NULL || !t->is_fiber)
-		return XTC_E_INVAL;
+	/* Inside a Go callback first: it runs on the carrier stack, where no
+	 * task is current. */
 	if (xtc__gocb_depth > 0)
 		return XTC_E_DEADLK;
+	if (t == NULL || !t->is_fiber)
+		return XTC_E_INVAL;
 	if (t->park_armed || (fd >= 0 &&
 	    (interest & (XTC_IO_READABLE | XTC_IO_WRITABLE)) == 0))
 		return XTC_E_INVAL;
@@ -896,12 +970,13 @@ int xtc__fiber_yield(void)
 	xtc_task_t *t = xtc__tls_task;
 	xtc_loop_t *loop;
 
-	if (XTC__UNLIKELY(t == NULL || !t->is_fiber))
-		return XTC_E_INVAL;
+	/* a Go callback first: its carrier stack has no current task (H6) */
 	if (XTC__UNLIKELY(xtc__gocb_depth > 0))
 		return XTC_E_DEADLK;
+	if (XTC__UNLIKELY(t == NULL || !t->is_fiber))
+		return XTC_E_INVAL;
 	loop = t->loop;
-	xtc__loop_make_ready(loop, t);
+	make_ready(loop, t);
 	fiber_switch_out(loop, t);
 	if (XTC__UNLIKELY(atomic_load_explicit(&t->kill_pending,
 	                                       memory_order_relaxed)))
@@ -965,15 +1040,44 @@ int xtc__carrier_call(void (*fn)(void *), void *arg)
 		xtc__fiber_switch(loop->root);
 		return 0;
 	}
-	xtc__gocb_depth++;
+	xtc__gocb_enter();
 	fn(arg);
-	xtc__gocb_depth--;
+	xtc__gocb_leave();
 	return 0;
 }
 
 /* ------------------------------------------------------------------ */
 /* lifecycle                                                            */
 /* ------------------------------------------------------------------ */
+
+/* Finalised loops are kept as shells (magic == XTC__LOOP_FINI) and reused
+ * by the next init, so a call on a finalised loop reads valid memory and
+ * returns XTC_E_INVAL instead of touching freed memory. The shell list only
+ * holds as many loops as were ever alive at once. */
+static xtc_loop_t *shells;
+static pthread_mutex_t shells_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static xtc_loop_t *shell_get(void)
+{
+	xtc_loop_t *loop;
+
+	pthread_mutex_lock(&shells_mu);
+	loop = shells;
+	if (loop != NULL)
+		shells = loop->exec_data;
+	pthread_mutex_unlock(&shells_mu);
+	if (loop == NULL)
+		loop = aligned_alloc(64, (sizeof(*loop) + 63) & ~(size_t)63);
+	return loop;
+}
+
+static void shell_put(xtc_loop_t *loop)
+{
+	pthread_mutex_lock(&shells_mu);
+	loop->exec_data = shells;
+	shells = loop;
+	pthread_mutex_unlock(&shells_mu);
+}
 
 int xtc_loop_init(xtc_loop_t **out)
 {
@@ -983,7 +1087,7 @@ int xtc_loop_init(xtc_loop_t **out)
 	if (out == NULL)
 		return XTC_E_INVAL;
 	*out = NULL;
-	loop = aligned_alloc(64, (sizeof(*loop) + 63) & ~(size_t)63);
+	loop = shell_get();
 	if (loop == NULL)
 		return XTC_E_NOMEM;
 	memset(loop, 0, sizeof(*loop));
@@ -992,13 +1096,15 @@ int xtc_loop_init(xtc_loop_t **out)
 	xtc__timers_init(loop);
 	rc = xtc__io_init(loop);
 	if (rc != 0) {
-		free(loop);
+		loop->magic = XTC__LOOP_FINI;
+		shell_put(loop);
 		return rc;
 	}
 	rc = loop_id_alloc(loop);
 	if (rc != 0) {
 		xtc__io_fini(loop);
-		free(loop);
+		loop->magic = XTC__LOOP_FINI;
+		shell_put(loop);
 		return rc;
 	}
 	loop->magic = XTC__LOOP_LIVE;
@@ -1144,7 +1250,11 @@ int xtc_loop_fini(xtc_loop_t *loop)
 	loop_id_free(loop);
 	xtc__tls_loop = saved_loop;
 	xtc__tls_task = saved_task;
-	free(loop);
+	memset(&loop->hooks, 0, sizeof(loop->hooks));
+	loop->feat = 0;
+	loop->procs = loop->exec = loop->classes = loop->stall = NULL;
+	atomic_store(&loop->owner, 0);
+	shell_put(loop);
 	return 0;
 }
 

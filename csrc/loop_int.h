@@ -286,8 +286,20 @@ extern XTC__TLS __thread int xtc__gocb_depth;
 
 /* Bracket a C->Go call made on the carrier stack (Go wrappers of stackless
  * task bodies, stall and policy callbacks). */
-static inline void xtc__gocb_enter(void) { xtc__gocb_depth++; }
-static inline void xtc__gocb_leave(void) { xtc__gocb_depth--; }
+/* The outer level also withdraws the preemption deadline of the current
+ * run (preempt.c), so no preemption signal lands while Go code runs. */
+void xtc__preempt_gocb_pause(void);
+void xtc__preempt_gocb_resume(void);
+static inline void xtc__gocb_enter(void)
+{
+	if (xtc__gocb_depth++ == 0)
+		xtc__preempt_gocb_pause();
+}
+static inline void xtc__gocb_leave(void)
+{
+	if (--xtc__gocb_depth == 0)
+		xtc__preempt_gocb_resume();
+}
 
 static inline xtc_loop_t *xtc__loop_current(void) { return xtc__tls_loop; }
 static inline xtc_task_t *xtc__task_current(void) { return xtc__tls_task; }

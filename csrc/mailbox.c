@@ -22,10 +22,17 @@
  * Wake protocol. A receiver that finds nothing sets slot->waiting under the
  * lock and parks, with preemption deferred from the flag to the park (a
  * preempted task is READY and a wake would be a no-op). A sender that
- * enqueues and sees `waiting` clears it and wakes the task under the lock,
- * which is safe from any thread because an ALIVE slot's task is never
- * reaped (proc_int.h). A wake on the owner thread is a run-queue push, no
- * syscall; from another thread it goes through the loop inbox + eventfd.
+ * enqueues and sees `waiting` clears it and wakes the task: on the task's
+ * loop thread under the lock (a run-queue push, no syscall; an ALIVE slot's
+ * task is never reaped), from any other thread by queueing the slot's own
+ * post node on the loop inbox after the lock is dropped (so the eventfd
+ * write never extends the critical section the receiver spins on).
+ *
+ * Handoff: when the receiver is parked in xtc_recv on an empty mailbox, the
+ * sender stores the message in slot->handoff (release) instead of the
+ * queue; the woken receiver takes it with an acquire load and no second
+ * lock round trip. Only the sender that clears `waiting` may hand off, and
+ * only the receiver re-arms it, so the slot never holds two.
  *
  * Rejected: a lock-free MPSC queue for `in` (the cap needs a consistent
  * count anyway, and the lock is uncontended on the ping-pong path); copying
@@ -140,6 +147,7 @@ static int mbox_put(xtc_pid_t to, xtc__msg_t *m, int kind, uint64_t down_ref)
 {
 	void (*wm_fn)(xtc_pid_t, size_t, size_t, void *) = NULL;
 	void *wm_user = NULL;
+	xtc_loop_t *wl = NULL;
 	uint32_t depth = 0, cap = 0;
 	xtc__ptab_t *ref;
 	xtc__proc_t *o;
@@ -157,19 +165,30 @@ static int mbox_put(xtc_pid_t to, xtc__msg_t *m, int kind, uint64_t down_ref)
 		o->drop_total++;
 		rc = XTC_E_AGAIN;
 	} else {
-		q_push(&o->in, m);
-		depth = o->in.n + o->save.n;
+		if (o->waiting == XTC__WAIT_RECV) {
+			/* receiver parked on an empty mailbox: hand it over */
+			atomic_store_explicit(&o->handoff, m,
+			                      memory_order_release);
+			o->recv_total++;
+			depth = 1;
+		} else {
+			q_push(&o->in, m);
+			depth = o->in.n + o->save.n;
+		}
 		if (depth > o->peak)
 			o->peak = depth;
 		if (o->wm_level && !o->wm_fired && depth >= o->wm_level) {
-			o->wm_fired = 1;
+			/* a handoff leaves the depth at 0 at once: stay armed */
+			o->wm_fired = o->waiting != XTC__WAIT_RECV;
 			wm_fn = o->wm_fn;
 			wm_user = o->wm_user;
 			cap = o->cap;
 		}
-		xtc__proc_wake_waiter_locked(o);
+		wl = xtc__proc_wake_waiter_locked(o);
 	}
 	xtc__spin_unlock(&o->lock);
+	if (wl)
+		xtc__proc_wake_post(o, wl);
 	xtc__proc_unref(ref);
 	if (wm_fn)
 		wm_fn(to, depth, cap, wm_user);
@@ -245,12 +264,13 @@ static inline int deliver(xtc__msg_t *m, void **out, size_t *out_size)
 
 /* Park until a sender wakes us (or a timeout/kill). `left` < 0 = forever.
  * Called with p->lock held; returns with it released. */
-static int wait_mail_unlock(xtc_task_t *t, xtc__proc_t *p, int64_t left)
+static int wait_mail_unlock(xtc_task_t *t, xtc__proc_t *p, int64_t left,
+                            int how)
 {
 	int rc;
 
 	t->fiber.nopreempt++; /* see "Wake protocol" above */
-	p->waiting = 1;
+	p->waiting = (uint8_t)how;
 	xtc__spin_unlock(&p->lock);
 	rc = xtc__park(left, -1, 0, NULL);
 	t->fiber.nopreempt--;
@@ -284,6 +304,14 @@ int xtc_recv(void **out, size_t *out_size, int64_t timeout_ns)
 			left = time_left(deadline);
 		xtc__spin_lock(&p->lock);
 		p->waiting = 0;
+		m = atomic_load_explicit(&p->handoff, memory_order_relaxed);
+		if (m) {
+			/* handed off between our wake-up and this lock */
+			atomic_store_explicit(&p->handoff, NULL,
+			                      memory_order_relaxed);
+			xtc__spin_unlock(&p->lock);
+			return deliver(m, out, out_size);
+		}
 		m = q_pop(&p->save);
 		if (!m)
 			m = q_pop(&p->in);
@@ -296,7 +324,14 @@ int xtc_recv(void **out, size_t *out_size, int64_t timeout_ns)
 			xtc__spin_unlock(&p->lock);
 			return XTC_E_AGAIN;
 		}
-		rc = wait_mail_unlock(t, p, left);
+		rc = wait_mail_unlock(t, p, left, XTC__WAIT_RECV);
+		m = atomic_load_explicit(&p->handoff, memory_order_acquire);
+		if (m) {
+			/* no other writer: the sender cleared `waiting` */
+			atomic_store_explicit(&p->handoff, NULL,
+			                      memory_order_relaxed);
+			return deliver(m, out, out_size);
+		}
 		if (rc < 0 && rc != XTC_E_AGAIN)
 			return rc; /* XTC_E_DEADLK inside a Go callback, ... */
 		/* woken, timed out or spurious: re-check the queue first */
@@ -359,7 +394,7 @@ int xtc_recv_match(xtc_match_fn match_fn, void *user_data, void **out,
 			xtc__spin_unlock(&p->lock);
 			return XTC_E_AGAIN;
 		}
-		rc = wait_mail_unlock(t, p, left);
+		rc = wait_mail_unlock(t, p, left, XTC__WAIT_WAKE);
 		if (rc < 0 && rc != XTC_E_AGAIN)
 			return rc;
 		m = prev ? prev->next : p->save.head;
@@ -410,7 +445,9 @@ int xtc_proc_mailbox_stats(xtc_pid_t pid, xtc_mailbox_stats_t *out)
 		return XTC_E_INVAL;
 	xtc__spin_lock(&o->lock);
 	if (xtc__proc_is(o, pid)) {
-		out->depth = o->in.n + o->save.n;
+		out->depth = o->in.n + o->save.n +
+		             (atomic_load_explicit(&o->handoff,
+		                                   memory_order_relaxed) != NULL);
 		out->saved = o->save.n;
 		out->peak = o->peak;
 		out->cap = o->cap;

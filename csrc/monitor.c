@@ -11,9 +11,12 @@
  * generation in si_value, to each carrier whose deadline has passed. It
  * sends at most one signal per (generation, deadline) pair: the handler
  * re-arms the deadline when it defers, which is what asks for the next one.
- * When no slot holds a deadline for two consecutive scans it sleeps on a
- * futex; the first run that starts afterwards wakes it (one relaxed load
- * per run otherwise).
+ * The monitor sleeps on a futex with an absolute CLOCK_MONOTONIC timeout
+ * and publishes when it will wake (wake_at; INT64_MAX when no slot held a
+ * deadline for two scans). A carrier that publishes a deadline earlier than
+ * wake_at wakes it (xtc__monitor_kick: a fence and one load per run
+ * otherwise; the monitor re-scans after publishing wake_at, so a deadline
+ * racing with its decision to sleep is never missed).
  *
  * Invariants: only the carrier writes deadline/gen of its slot; only the
  * monitor writes its private last-signalled record; slots are never freed
@@ -53,7 +56,7 @@ static struct {
 static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int slot_hwm;           /* slots in use: [0, hwm) */
 static _Atomic int monitor_started;
-_Atomic int xtc__monitor_sleeping;
+static _Atomic int64_t wake_at;         /* 0 while awake */
 static _Atomic uint32_t monitor_futex;
 static _Atomic uint64_t signals_sent;
 static pid_t self_pid;
@@ -65,9 +68,16 @@ static int64_t mono_now(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void futex_wait(_Atomic uint32_t *w, uint32_t val)
+/* Sleep while *w == val, until the absolute monotonic time t at most. */
+static void futex_wait_until(_Atomic uint32_t *w, uint32_t val, int64_t t)
 {
-	syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+	if (t == INT64_MAX) {
+		syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+		return;
+	}
+	struct timespec ts = { .tv_sec = t / 1000000000, .tv_nsec = t % 1000000000 };
+	syscall(SYS_futex, w, FUTEX_WAIT_BITSET_PRIVATE, val, &ts, NULL,
+	        FUTEX_BITSET_MATCH_ANY);
 }
 
 static void futex_wake(_Atomic uint32_t *w)
@@ -75,10 +85,12 @@ static void futex_wake(_Atomic uint32_t *w)
 	syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
-void xtc__monitor_kick(void)
+void xtc__monitor_kick(int64_t deadline)
 {
-	if (atomic_load_explicit(&xtc__monitor_sleeping, memory_order_seq_cst)) {
-		atomic_store(&xtc__monitor_sleeping, 0);
+	/* pairs with the monitor's store of wake_at then re-scan */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (deadline < atomic_load_explicit(&wake_at, memory_order_relaxed)) {
+		atomic_store_explicit(&wake_at, 0, memory_order_relaxed);
 		atomic_fetch_add(&monitor_futex, 1);
 		futex_wake(&monitor_futex);
 	}
@@ -136,11 +148,49 @@ static int64_t scan(int64_t now, int64_t *min_slice, int *any)
 	return earliest;
 }
 
-static void sleep_until(int64_t t)
+/* Tests and benchmarks: signal every carrier that has a run in progress
+ * now, whatever its deadline (drives the preemption path faster than the
+ * monitor's sleep granularity allows). Returns the number signalled. */
+int xtc__monitor_poke_all(void)
 {
-	struct timespec ts = { .tv_sec = t / 1000000000, .tv_nsec = t % 1000000000 };
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-		;
+	/* like the monitor: one signal per (generation, deadline), so queued
+	 * real-time signals never pile up on a carrier */
+	static struct { uint32_t gen; int64_t deadline; } poked[XTC__PREEMPT_MAX_SLOTS];
+	int n = atomic_load_explicit(&slot_hwm, memory_order_acquire), k = 0;
+	if (self_pid == 0)
+		self_pid = getpid();
+	for (int i = 0; i < n; i++) {
+		xtc__pslot_t *s = &slots[i];
+		int tid = atomic_load_explicit(&s->tid, memory_order_acquire);
+		int64_t d = atomic_load_explicit(&s->deadline, memory_order_acquire);
+		if (tid == 0 || d == INT64_MAX)
+			continue;
+		uint32_t g = atomic_load_explicit(&s->gen, memory_order_acquire);
+		if (poked[i].gen == g && poked[i].deadline == d)
+			continue;
+		poked[i].gen = g;
+		poked[i].deadline = d;
+		send_tick(tid, g);
+		k++;
+	}
+	return k;
+}
+
+/* Earliest published deadline (no signalling). */
+static int64_t earliest_deadline(void)
+{
+	int n = atomic_load_explicit(&slot_hwm, memory_order_acquire);
+	int64_t e = INT64_MAX;
+	for (int i = 0; i < n; i++) {
+		if (atomic_load_explicit(&slots[i].tid, memory_order_relaxed) == 0)
+			continue;
+		int64_t d = atomic_load_explicit(&slots[i].deadline,
+		                                 memory_order_relaxed);
+		if (d < e && !(sent[i].deadline == d &&
+		               sent[i].gen == atomic_load(&slots[i].gen)))
+			e = d;
+	}
+	return e;
 }
 
 static void *monitor_main(void *arg)
@@ -151,36 +201,35 @@ static void *monitor_main(void *arg)
 	pthread_sigmask(SIG_BLOCK, &all, NULL); /* never a carrier */
 	int empty_scans = 0;
 	for (;;) {
+		uint32_t v = atomic_load(&monitor_futex);
 		int64_t now = mono_now();
 		int64_t min_slice = INT64_MAX;
 		int any;
 		int64_t next = scan(now, &min_slice, &any);
 		xtc__fn_quantum_tick(now);
-		if (!any && ++empty_scans >= 2) {
-			uint32_t v = atomic_load(&monitor_futex);
-			atomic_store(&xtc__monitor_sleeping, 1);
-			/* a run that started before the flag was visible is seen here */
-			int64_t m = INT64_MAX;
-			int any2;
-			(void)scan(mono_now(), &m, &any2);
-			if (!any2)
-				futex_wait(&monitor_futex, v);
-			atomic_store(&xtc__monitor_sleeping, 0);
-			empty_scans = 0;
-			continue;
-		}
-		if (any)
-			empty_scans = 0;
+		empty_scans = any ? 0 : empty_scans + 1;
 		if (min_slice == INT64_MAX)
 			min_slice = 1000000;
-		/* A deadline that already passed but was signalled waits for the
-		 * handler's re-arm; poll again after a fraction of a slice. */
-		int64_t cap = now + (any ? min_slice : 2 * min_slice);
-		if (next > cap)
-			next = cap;
-		if (next <= now)
-			next = now + XTC__PREEMPT_MIN_SLICE_NS;
-		sleep_until(next);
+		int64_t target;
+		if (!any && empty_scans >= 2) {
+			target = INT64_MAX; /* nothing to time: sleep until kicked */
+		} else {
+			/* A run that starts while we sleep ends no earlier than the
+			 * shortest slice from now; a signalled deadline waits for the
+			 * handler's re-arm, which kicks us if it is earlier. */
+			target = now + (any ? min_slice : 2 * min_slice);
+			if (next < target)
+				target = next;
+			if (target <= now)
+				target = now + XTC__PREEMPT_MIN_SLICE_NS;
+		}
+		atomic_store(&wake_at, target);
+		if (earliest_deadline() < target) {
+			atomic_store(&wake_at, 0);
+			continue;
+		}
+		futex_wait_until(&monitor_futex, v, target);
+		atomic_store(&wake_at, 0);
 	}
 	return NULL;
 }

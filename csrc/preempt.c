@@ -51,6 +51,7 @@
 #include <link.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -100,13 +101,17 @@ typedef struct prange {
 	int allow;
 } prange_t;
 
-typedef struct pmap {
+typedef struct pmap pmap_t;
+struct pmap {
 	prange_t *objs;    /* sorted executable segments, allow flag */
 	size_t n_objs;
 	prange_t *rt;      /* sorted runtime functions (deny) */
 	size_t n_rt;
 	int rt_known;      /* runtime functions located */
-} pmap_t;
+	int n_local;       /* of which file-local (static) functions */
+	unsigned long long adds; /* dl_iterate_phdr's load count at build */
+	struct pmap *prev; /* retired maps stay reachable (never freed) */
+};
 
 /* Published with release; readers (the handler) load with acquire. Old
  * maps are never freed: a handler may still be reading one. */
@@ -187,14 +192,16 @@ struct phdr_ctx {
 	uintptr_t rt_bias;   /* load bias of the object holding it */
 	int rt_is_main;
 	int idx;
+	unsigned long long adds;
 };
 
 static int phdr_cb(struct dl_phdr_info *info, size_t sz, void *arg)
 {
-	(void)sz;
 	struct phdr_ctx *c = arg;
 	const char *name = info->dlpi_name ? info->dlpi_name : "";
 	int is_main = c->idx++ == 0;
+	if (sz >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof info->dlpi_adds)
+		c->adds = info->dlpi_adds;
 	int holds_rt = 0;
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -224,7 +231,7 @@ static int phdr_cb(struct dl_phdr_info *info, size_t sz, void *arg)
 
 /* Read the static symbol table of the main program and collect every
  * runtime function. 0 on success, -1 when there is no symbol table. */
-static int load_runtime_syms(uintptr_t bias, vec_t *rt)
+static int load_runtime_syms(uintptr_t bias, vec_t *rt, int *n_local)
 {
 	int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -269,9 +276,10 @@ static int load_runtime_syms(uintptr_t bias, vec_t *rt)
 			if (type != STT_FUNC || sym[k].st_size == 0 ||
 			    sym[k].st_shndx == SHN_UNDEF)
 				continue;
-			if (strncmp(nm, "xtc_", 4) == 0 ||
-			    (bind == STB_LOCAL && file_rt)) {
+			int named = strncmp(nm, "xtc_", 4) == 0;
+			if (named || (bind == STB_LOCAL && file_rt)) {
 				uintptr_t lo = bias + sym[k].st_value;
+				*n_local += !named;
 				if (vec_push(rt, lo, lo + sym[k].st_size, 0) != 0)
 					goto out;
 			}
@@ -284,8 +292,14 @@ out:
 	return rc;
 }
 
+static unsigned long long current_adds(void);
+
+/* Caller holds init_mu. Rebuilds only when objects were loaded since. */
 static int build_map(void)
 {
+	pmap_t *old = atomic_load(&cur_map);
+	if (old != NULL && old->adds == current_adds())
+		return XTC_OK;
 	pmap_t *pm = calloc(1, sizeof *pm);
 	if (!pm)
 		return XTC_E_NOMEM;
@@ -294,7 +308,7 @@ static int build_map(void)
 	                      .rt_addr = (uintptr_t)&xtc_preempt_arm };
 	dl_iterate_phdr(phdr_cb, &c);
 	if (c.rt_is_main)
-		pm->rt_known = load_runtime_syms(c.rt_bias, &rt) == 0;
+		pm->rt_known = load_runtime_syms(c.rt_bias, &rt, &pm->n_local) == 0;
 	else
 		pm->rt_known = 1; /* a shared library: denied as a whole */
 	qsort(objs.v, objs.n, sizeof *objs.v, cmp_range);
@@ -304,8 +318,24 @@ static int build_map(void)
 	pm->n_objs = objs.n;
 	pm->rt = rt.v;
 	pm->n_rt = rt.n;
+	pm->adds = c.adds;
+	pm->prev = old;
 	atomic_store_explicit(&cur_map, pm, memory_order_release);
 	return XTC_OK;
+}
+
+static int adds_cb(struct dl_phdr_info *info, size_t sz, void *arg)
+{
+	if (sz >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof info->dlpi_adds)
+		*(unsigned long long *)arg = info->dlpi_adds;
+	return 1; /* the first object is enough: adds is global */
+}
+
+static unsigned long long current_adds(void)
+{
+	unsigned long long a = 0;
+	dl_iterate_phdr(adds_cb, &a);
+	return a;
 }
 
 static const prange_t *find_range(const prange_t *v, size_t n, uintptr_t pc)
@@ -342,6 +372,24 @@ static int pc_preemptible(uintptr_t pc)
 	}
 	const prange_t *r = find_range(pm->objs, pm->n_objs, pc);
 	return r != NULL && r->allow;
+}
+
+/* Tests (Go): size of the runtime part of the map; n_local counts the
+ * functions found only through their source file (static helpers). */
+int xtc__preempt_map_info(int *n_rt, int *n_local);
+int xtc__preempt_map_info(int *n_rt, int *n_local)
+{
+	pthread_mutex_lock(&init_mu);
+	int rc = build_map();
+	pthread_mutex_unlock(&init_mu);
+	pmap_t *pm = atomic_load(&cur_map);
+	if (rc != XTC_OK || pm == NULL)
+		return rc != XTC_OK ? rc : XTC_E_INTERNAL;
+	if (n_rt)
+		*n_rt = (int)pm->n_rt;
+	if (n_local)
+		*n_local = pm->n_local;
+	return pm->rt_known ? XTC_OK : XTC_E_NOTFOUND;
 }
 
 /* Test hook (test_preempt.c): is this PC preemptible? */
@@ -437,11 +485,12 @@ static void rearm_later(int64_t now, int64_t slice)
 	if (d < 20000)
 		d = 20000;
 	xtc__preempt_set_deadline(now + d);
+	xtc__monitor_kick(now + d); /* futex wake is async-signal-safe */
 }
 
 static void defer(xtc__ptls_t *p, int64_t now)
 {
-	p->want = 1;
+	p->pend |= XTC__PF_WANT;
 	p->st.deferrals++;
 	rearm_later(now, p->slice);
 }
@@ -450,15 +499,15 @@ static void defer(xtc__ptls_t *p, int64_t now)
 static int safe_point(xtc__ptls_t *p, const ucontext_t *uc)
 {
 #if defined(__x86_64__) && defined(__linux__)
+	if (xtc__gocb_depth > 0) {
+		p->st.refused_gocb++;
+		return 0;
+	}
 	xtc__fiber_t *f = xtc__fiber_cur;
 	if (f == NULL || f != p->fiber || f->is_root || f->stack.lo == NULL)
 		return 0;
 	if (f->nopreempt > 0)
 		return 0;
-	if (xtc__gocb_depth > 0) {
-		p->st.refused_gocb++;
-		return 0;
-	}
 	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
 	uintptr_t lo = (uintptr_t)f->stack.lo, hi = (uintptr_t)f->stack.hi;
 	uintptr_t need = XTC__PREEMPT_HEADROOM + xtc__xsave_size + 256 + 136;
@@ -499,7 +548,7 @@ static void handler(int sig, siginfo_t *si, void *ucv)
 	}
 	p->st.signals++;
 	p->st.ticks++;
-	p->pending = 1;
+	p->pend |= XTC__PF_TICK;
 	int64_t now = now_ns();
 	int invol = atomic_load_explicit(&involuntary_on, memory_order_relaxed) ||
 	            p->force_invol;
@@ -508,6 +557,7 @@ static void handler(int sig, siginfo_t *si, void *ucv)
 		int64_t sl = p->fiber ? p->slice :
 		             atomic_load_explicit(&s->slice_ns, memory_order_relaxed);
 		xtc__preempt_set_deadline(now + sl);
+		xtc__monitor_kick(now + sl);
 		goto out;
 	}
 	if (!safe_point(p, ucv)) {
@@ -516,7 +566,7 @@ static void handler(int sig, siginfo_t *si, void *ucv)
 	}
 	/* The run ends at the trampoline's yield; the next run re-arms. */
 	xtc__preempt_set_deadline(INT64_MAX);
-	p->want = 0;
+	p->pend = 0;
 	redirect(ucv);
 out:
 	errno = saved;
@@ -526,8 +576,7 @@ out:
 static void preempt_yield_now(void)
 {
 	xtc__ptls_t *p = &xtc__ptls;
-	p->pending = 0;
-	p->want = 0;
+	p->pend = 0;
 	if (p->yield_hook)
 		p->yield_hook(p->yield_arg);
 	else
@@ -713,9 +762,9 @@ int xtc_preempt_arm(int64_t interval_ns)
 		interval_ns = XTC__PREEMPT_MIN_SLICE_NS;
 	if (p->fiber == NULL) {
 		atomic_fetch_add_explicit(&p->slot->gen, 1, memory_order_relaxed);
-		atomic_store_explicit(&p->slot->deadline, now_ns() + interval_ns,
-		                      memory_order_release);
-		xtc__monitor_kick();
+		int64_t d = now_ns() + interval_ns;
+		atomic_store_explicit(&p->slot->deadline, d, memory_order_release);
+		xtc__monitor_kick(d);
 	}
 	return XTC_OK;
 }
@@ -729,8 +778,7 @@ int xtc_preempt_disarm(void)
 	p->slot = NULL; /* the handler ignores signals from here on */
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	xtc__monitor_slot_put(s);
-	p->pending = 0;
-	p->want = 0;
+	p->pend = 0;
 	return XTC_OK;
 }
 
@@ -742,8 +790,8 @@ uint64_t xtc_preempt_ticks(void)
 int xtc_preempt_tick_pending(void)
 {
 	xtc__ptls_t *p = &xtc__ptls;
-	if (p->pending) {
-		p->pending = 0;
+	if (p->pend & XTC__PF_TICK) {
+		p->pend = 0;
 		return 1;
 	}
 	if (xtc__tickring_due())
@@ -817,7 +865,8 @@ int xtc_preempt_enable(void)
 	xtc__fiber_t *f = running_fiber();
 	if (f == NULL || f->nopreempt <= 0)
 		return XTC_E_INVAL;
-	if (--f->nopreempt == 0 && xtc__ptls.want && xtc__gocb_depth == 0 &&
+	if (--f->nopreempt == 0 && (xtc__ptls.pend & XTC__PF_WANT) &&
+	    xtc__gocb_depth == 0 &&
 	    f == xtc__ptls.fiber) {
 		xtc__ptls.st.honoured++;
 		f->nopreempt++;
@@ -835,8 +884,7 @@ void xtc__preempt_run_begin(xtc__fiber_t *f, int64_t slice_ns)
 {
 	xtc__ptls_t *p = &xtc__ptls;
 	p->fiber = f;
-	p->pending = 0;
-	p->want = 0;
+	p->pend = 0;
 	if (p->ring)
 		xtc__tickring_resume();
 	xtc__pslot_t *s = p->slot;
@@ -855,7 +903,7 @@ void xtc__preempt_run_begin(xtc__fiber_t *f, int64_t slice_ns)
 	uint32_t g = atomic_load_explicit(&s->gen, memory_order_relaxed);
 	atomic_store_explicit(&s->gen, g + 1, memory_order_relaxed);
 	atomic_store_explicit(&s->deadline, now + slice_ns, memory_order_release);
-	xtc__monitor_kick();
+	xtc__monitor_kick(now + slice_ns);
 }
 
 void xtc__preempt_run_end(void)
@@ -899,7 +947,39 @@ void xtc__preempt_run_restore(const xtc__prun_t *in)
 	atomic_store_explicit(&s->gen, g + 1, memory_order_relaxed);
 	atomic_store_explicit(&s->deadline, in->start + in->slice,
 	                      memory_order_release);
-	xtc__monitor_kick();
+	xtc__monitor_kick(in->start + in->slice);
+}
+
+void xtc__preempt_gocb_pause(void)
+{
+	xtc__ptls_t *p = &xtc__ptls;
+	xtc__pslot_t *s = p->slot;
+	if (s == NULL)
+		return;
+	uint32_t g = atomic_load_explicit(&s->gen, memory_order_relaxed);
+	atomic_store_explicit(&s->deadline, INT64_MAX, memory_order_relaxed);
+	atomic_store_explicit(&s->gen, g + 1, memory_order_release);
+}
+
+void xtc__preempt_gocb_resume(void)
+{
+	xtc__ptls_t *p = &xtc__ptls;
+	xtc__pslot_t *s = p->slot;
+	if (s == NULL || p->fiber == NULL)
+		return;
+	/* the run continues: its deadline (maybe past: then the monitor asks
+	 * at once) under a fresh generation */
+	uint32_t g = atomic_load_explicit(&s->gen, memory_order_relaxed);
+	atomic_store_explicit(&s->gen, g + 1, memory_order_relaxed);
+	atomic_store_explicit(&s->deadline, p->run_start + p->slice,
+	                      memory_order_release);
+	xtc__monitor_kick(p->run_start + p->slice);
+}
+
+int xtc__preempt_check_due(struct xtc_loop *loop)
+{
+	(void)loop;
+	return xtc__preempt_due();
 }
 
 void xtc__preempt_idle(void)

@@ -60,14 +60,20 @@ typedef struct xtc__pslot {
 	char pad[64 - 8 - 4 - 4 - 8];
 } xtc__pslot_t;
 
+#define XTC__PF_TICK 1
+#define XTC__PF_WANT 2
+
 /* Per-thread state. Initial-exec TLS only: the signal handler reads it. */
 typedef struct xtc__ptls {
 	xtc__pslot_t *slot;        /* NULL: not armed */
 	xtc__fiber_t *fiber;       /* fiber of the current timed run, or NULL */
 	int64_t run_start;
 	int64_t slice;             /* slice of the current run */
-	volatile sig_atomic_t pending;   /* tick not yet consumed (cooperative) */
-	volatile sig_atomic_t want;      /* involuntary preemption deferred */
+	/* XTC__PF_TICK: a tick not yet consumed (cooperative path);
+	 * XTC__PF_WANT: an involuntary preemption was deferred. One word so the
+	 * due check is one load. The handler sets bits; the carrier only ever
+	 * stores 0 (a tick lost to that race is re-sent by the monitor). */
+	volatile sig_atomic_t pend;
 	volatile sig_atomic_t in_yield;  /* inside the trampoline's yield */
 	int force_invol;           /* fn.c: redirect even if the global is off */
 	/* trampoline target: fn.c switches back to its caller; default yields
@@ -111,12 +117,11 @@ static inline int xtc__tickring_due(void)
  * tick or a ring tick, and reports a deferred involuntary preemption. */
 static inline int xtc__preempt_due(void)
 {
-	if (xtc__ptls.pending | xtc__ptls.want) {
-		xtc__ptls.pending = 0;
-		if (xtc__ptls.want) {
-			xtc__ptls.want = 0;
+	int f = xtc__ptls.pend;
+	if (f) {
+		xtc__ptls.pend = 0;
+		if (f & XTC__PF_WANT)
 			xtc__ptls.st.honoured++;
-		}
 		return 1;
 	}
 	if (xtc__tickring_due())
@@ -144,6 +149,16 @@ void xtc__preempt_run_restore(const xtc__prun_t *in);
 /* Make sure the calling thread has a monitor slot (no periodic tick). */
 int xtc__preempt_register(int64_t slice_ns);
 
+/* A Go callback starts/ends on this carrier (xtc__gocb_enter/leave, outer
+ * level): the current run's deadline is withdrawn meanwhile (and the
+ * generation bumped so a signal already in flight is ignored), so no
+ * preemption signal lands while Go code runs. */
+void xtc__preempt_gocb_pause(void);
+void xtc__preempt_gocb_resume(void);
+/* loop hooks.check_due: the cooperative due test for xtc_yield_check. */
+struct xtc_loop;
+int xtc__preempt_check_due(struct xtc_loop *loop);
+
 /* Executor knob (exec.c calls it from xtc_exec_set_preempt): validates and
  * reports what a carrier arming interval_ns would get. 0 or XTC_E_NOSYS. */
 struct xtc_exec;
@@ -164,12 +179,12 @@ void xtc__fn_quantum_tick(int64_t now);
 /* Slot table (monitor.c). */
 xtc__pslot_t *xtc__monitor_slot_get(int tid, int64_t slice_ns);
 void          xtc__monitor_slot_put(xtc__pslot_t *s);
-/* A run started while the monitor may be in its long sleep: wake it.
- * One relaxed load when it is awake. */
-void xtc__monitor_kick(void);
-extern _Atomic int xtc__monitor_sleeping;
+/* A deadline was published: wake the monitor if it plans to sleep past it.
+ * A fence and one load when it does not. */
+void xtc__monitor_kick(int64_t deadline);
 uint64_t xtc__monitor_signals_sent(void);
 int  xtc__monitor_start(void);
+int  xtc__monitor_poke_all(void); /* tests/benches: signal every busy carrier */
 int  xtc__preempt_signo(void);
 
 /* Arch (arch/preempt_*.S and preempt.c). */

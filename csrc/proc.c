@@ -183,6 +183,8 @@ xtc__proc_t *xtc__proc_ref(xtc_pid_t pid, xtc__ptab_t **ref)
 	return &c[pid.local_id & (XTC__PROC_CHUNK - 1)];
 }
 
+static void proc_post_fn(xtc_loop_t *loop, xtc__post_t *n);
+
 static xtc__proc_t *slot_alloc(xtc__ptab_t *t, int *err)
 {
 	xtc__proc_t *p = NULL, *c;
@@ -213,6 +215,7 @@ static xtc__proc_t *slot_alloc(xtc__ptab_t *t, int *err)
 				c[i].gen = t->gen_floor + 1;
 				c[i].local_id = (uint16_t)((id & ~(XTC__PROC_CHUNK - 1)) + i);
 				c[i].tab = t;
+				c[i].post.fn = proc_post_fn;
 			}
 			atomic_store_explicit(&t->chunks[id >> XTC__PROC_CHUNK_SHIFT],
 			                      c, memory_order_release);
@@ -227,22 +230,72 @@ out:
 	return p;
 }
 
-/* The slot is DEAD and emptied; make every pid naming it stale. */
+/* Under p->lock: the proc is dead; every pid naming it is stale from now. */
+static void slot_die_locked(xtc__proc_t *p)
+{
+	atomic_store_explicit(&p->state, XTC__PROC_DEAD, memory_order_relaxed);
+	p->gen = p->gen + 1 ? p->gen + 1 : 1;
+}
+
+/* The slot is DEAD (gen already bumped) and emptied. Lookups only look
+ * further than state/gen for an ALIVE slot, so no slot lock is needed. */
 static void slot_release(xtc__proc_t *p)
 {
 	xtc__ptab_t *t = p->tab;
 
-	xtc__spin_lock(&p->lock);
-	p->gen = p->gen + 1 ? p->gen + 1 : 1;
-	p->state = XTC__PROC_FREE;
 	p->task = NULL;
-	xtc__spin_unlock(&p->lock);
-
+	atomic_store_explicit(&p->state, XTC__PROC_FREE, memory_order_release);
 	xtc__spin_lock(&t->lock);
 	p->next_free = t->free_head;
 	t->free_head = p->local_id;
 	t->nlive--;
 	xtc__spin_unlock(&t->lock);
+}
+
+/* Loop thread: the slot's cross-thread wake arrives. The proc may have
+ * exited, or the slot been reused, meanwhile: an extra wake is harmless. */
+static void proc_post_fn(xtc_loop_t *loop, xtc__post_t *n)
+{
+	xtc__proc_t *p = (xtc__proc_t *)((char *)n - offsetof(xtc__proc_t, post));
+
+	atomic_store_explicit(&p->post_queued, 0, memory_order_release);
+	if (loop->magic != XTC__LOOP_LIVE)
+		return; /* fini: the tasks are being released */
+	xtc__spin_lock(&p->lock);
+	if (xtc__proc_state(p) == XTC__PROC_ALIVE && p->task)
+		xtc__task_wake(p->task); /* also right if it migrated */
+	xtc__spin_unlock(&p->lock);
+}
+
+void xtc__proc_wake_post(xtc__proc_t *p, xtc_loop_t *loop)
+{
+	if (xtc__loop_post(loop, &p->post) != XTC_OK)
+		atomic_store(&p->post_queued, 0); /* loop finalised */
+}
+
+/* Lock, wake if alive (gen checked), unlock, post if needed. */
+static void wake_pid_slot(xtc__proc_t *o, xtc_pid_t pid, int kill, int reason,
+                          int *alive)
+{
+	xtc_loop_t *wl = NULL;
+
+	xtc__spin_lock(&o->lock);
+	*alive = xtc__proc_is(o, pid);
+	if (*alive) {
+		if (!kill) {
+			wl = xtc__proc_wake_locked(o);
+		} else if (!o->kill_pending) { /* the first kill wins */
+			o->kill_pending = 1;
+			o->kill_reason = reason;
+			if (o->task) {
+				atomic_store(&o->task->kill_pending, 1);
+				wl = xtc__proc_wake_locked(o);
+			}
+		}
+	}
+	xtc__spin_unlock(&o->lock);
+	if (wl)
+		xtc__proc_wake_post(o, wl);
 }
 
 /* Stop cross-thread lookups and wait out the ones in flight. Idempotent. */
@@ -310,13 +363,15 @@ static void proc_teardown(xtc__proc_t *p, int reason)
 {
 	xtc__relv_t links, watchers, held;
 	xtc__msgq_t in, save;
+	xtc__msg_t *handoff;
 	xtc_pid_t me;
 	xtc_task_t *t;
 
 	xtc__spin_lock(&p->lock);
 	me = xtc__proc_pid(p);
-	p->state = XTC__PROC_DEAD;
+	slot_die_locked(p);
 	p->waiting = 0;
+	handoff = atomic_exchange(&p->handoff, NULL); /* killed in xtc_recv */
 	links = p->links;
 	watchers = p->watchers;
 	held = p->held;
@@ -332,6 +387,8 @@ static void proc_teardown(xtc__proc_t *p, int reason)
 
 	xtc__msgq_free(&in);
 	xtc__msgq_free(&save);
+	if (handoff)
+		free(xtc__msg_data(handoff));
 	notify_exit(me, reason, &links, &watchers, &held);
 	relv_free(&links);
 	relv_free(&watchers);
@@ -463,7 +520,7 @@ static xtc_pid_t local_pid(xtc__ptab_t *t, uint32_t id)
 		return pid;
 	xtc__proc_t *o = &c[id & (XTC__PROC_CHUNK - 1)];
 	xtc__spin_lock(&o->lock);
-	if (o->state == XTC__PROC_ALIVE)
+	if (xtc__proc_state(o) == XTC__PROC_ALIVE)
 		pid = xtc__proc_pid(o);
 	xtc__spin_unlock(&o->lock);
 	return pid;
@@ -472,15 +529,20 @@ static xtc_pid_t local_pid(xtc__ptab_t *t, uint32_t id)
 /* Undo a failed spawn: the child never ran. */
 static void spawn_abort(xtc__proc_t *p)
 {
+	xtc__relv_t links, watchers, held;
+	xtc_pid_t me;
+
+	/* no EXIT messages; the monitor was never reported */
 	xtc__spin_lock(&p->lock);
-	p->state = XTC__PROC_DEAD;
-	xtc__spin_unlock(&p->lock);
-	/* reason 0: no EXIT messages; monitors were not reported yet */
-	xtc__relv_t links = p->links, watchers = p->watchers, held = p->held;
+	me = xtc__proc_pid(p);
+	slot_die_locked(p);
+	links = p->links;
+	watchers = p->watchers;
+	held = p->held;
 	memset(&p->links, 0, sizeof p->links);
 	memset(&p->watchers, 0, sizeof p->watchers);
 	memset(&p->held, 0, sizeof p->held);
-	xtc_pid_t me = xtc__proc_pid(p);
+	xtc__spin_unlock(&p->lock);
 	for (uint32_t i = 0; i < links.n; i++)
 		(void)unlink_peer(links.v[i].pid, me);
 	for (uint32_t i = 0; i < watchers.n; i++) {
@@ -543,10 +605,8 @@ static int proc_spawn(xtc_loop_t *loop, xtc_proc_fn fn, void *arg,
 	p->waiting = 0;
 	p->in_match = 0;
 	xtc__mbox_init(p, opts);
-	xtc__spin_lock(&p->lock);
-	p->state = XTC__PROC_ALIVE;
 	pid = xtc__proc_pid(p);
-	xtc__spin_unlock(&p->lock);
+	atomic_store_explicit(&p->state, XTC__PROC_ALIVE, memory_order_release);
 
 	/* relationships before the child can run: no window to miss an exit */
 	if (how == SPAWN_LINK) {
@@ -721,7 +781,7 @@ int xtc_proc_wait_fd(int fd, uint32_t interest, int64_t timeout_ns,
 		/* no preemption between publishing `waiting` and parking:
 		 * a preempted (READY) task would swallow the wake */
 		t->fiber.nopreempt++;
-		p->waiting = 1;
+		p->waiting = XTC__WAIT_WAKE;
 		xtc__spin_unlock(&p->lock);
 		rc = xtc__park(left, fd, interest, &rev);
 		t->fiber.nopreempt--;
@@ -779,13 +839,12 @@ int xtc_proc_wake(xtc_pid_t target)
 
 	if (xtc_pid_is_none(target))
 		return XTC_E_INVAL;
+	int alive;
+
 	o = xtc__proc_ref(target, &ref);
 	if (!o)
 		return XTC_OK; /* gone: a wake carries nothing */
-	xtc__spin_lock(&o->lock);
-	if (xtc__proc_is(o, target) && o->task)
-		xtc__task_wake(o->task);
-	xtc__spin_unlock(&o->lock);
+	wake_pid_slot(o, target, 0, 0, &alive);
 	xtc__proc_unref(ref);
 	return XTC_OK;
 }
@@ -804,28 +863,16 @@ int xtc_exit_pid(xtc_pid_t target, int reason)
 {
 	xtc__ptab_t *ref;
 	xtc__proc_t *o;
-	int rc = XTC_E_INVAL;
+	int alive;
 
 	if (xtc_pid_is_none(target))
 		return XTC_E_INVAL;
 	o = xtc__proc_ref(target, &ref);
 	if (!o)
 		return XTC_E_INVAL;
-	xtc__spin_lock(&o->lock);
-	if (xtc__proc_is(o, target)) {
-		rc = XTC_OK;
-		if (!o->kill_pending) {
-			o->kill_pending = 1;
-			o->kill_reason = reason;
-			if (o->task) {
-				atomic_store(&o->task->kill_pending, 1);
-				xtc__task_wake(o->task);
-			}
-		}
-	}
-	xtc__spin_unlock(&o->lock);
+	wake_pid_slot(o, target, 1, reason, &alive);
 	xtc__proc_unref(ref);
-	return rc;
+	return alive ? XTC_OK : XTC_E_INVAL;
 }
 
 /* ---- links and monitors ------------------------------------------------- */
@@ -1036,7 +1083,10 @@ void xtc__proc_loop_fini(xtc_loop_t *loop)
 			xtc__proc_t *p = &c[i];
 			/* cleanup hooks ran for every task; a slot still in
 			 * use here lost its task some other way */
-			if (p->state != XTC__PROC_FREE) {
+			if (xtc__proc_state(p) != XTC__PROC_FREE) {
+				xtc__msg_t *h = atomic_exchange(&p->handoff, NULL);
+				if (h)
+					free(xtc__msg_data(h));
 				xtc__msgq_free(&p->in);
 				xtc__msgq_free(&p->save);
 				relv_free(&p->links);

@@ -13,8 +13,8 @@
  *    freed only at loop fini, so a slot pointer from xtc__proc_ref stays
  *    valid while the table reference is held (or on the owner thread);
  *  - a pid names a live proc iff slot->gen == pid.gen and the state is
- *    ALIVE, both read under the slot lock; gen bumps when the slot is freed,
- *    so a stale pid never reaches the next occupant;
+ *    ALIVE, both read under the slot lock; gen bumps when the proc dies, so
+ *    a stale pid never reaches the next occupant;
  *  - only the proc itself (or loop fini) moves ALIVE -> DEAD, in
  *    proc_teardown; every exit path (return, xtc_exit_self, kill) ends there;
  *  - while a slot is ALIVE its task has not been reaped, so waking
@@ -111,17 +111,23 @@ typedef struct xtc__relv {
 /* ---- the proc slot ------------------------------------------------------ */
 
 enum { XTC__PROC_FREE = 0, XTC__PROC_ALIVE = 1, XTC__PROC_DEAD = 2 };
+enum { XTC__WAIT_NONE = 0, XTC__WAIT_WAKE = 1, XTC__WAIT_RECV = 2 };
 
 typedef struct xtc__ptab xtc__ptab_t;
 
 typedef struct xtc__proc {
 	xtc__spin_t lock;
-	uint32_t gen;            /* under lock */
-	uint8_t state;           /* XTC__PROC_*, under lock */
-	uint8_t waiting;         /* parked on the mailbox: a send must wake */
+	uint32_t gen;            /* written under lock (bumped at death) */
+	/* XTC__PROC_*: ALIVE is published by a release store after the
+	 * unlocked init of a FREE slot; DEAD is set under the lock; FREE by a
+	 * release store once the slot is emptied (then it joins the free list) */
+	atomic_uchar state;
+	uint8_t waiting;         /* parked on the mailbox: a send must wake;
+	                          * XTC__WAIT_RECV also accepts a handoff */
 	uint8_t wm_fired;        /* watermark reported, re-armed below level */
 	uint8_t kill_pending;    /* under lock; first xtc_exit_pid wins */
 	uint8_t in_match;        /* owner: inside a recv_match predicate */
+	atomic_uchar post_queued;/* `post` sits in a loop inbox */
 	uint16_t local_id;
 	int kill_reason;
 	xtc__ptab_t *tab;        /* home table */
@@ -136,6 +142,10 @@ typedef struct xtc__proc {
 	 * so senders can enforce cap >= in.n + save.n. */
 	xtc__msgq_t in;
 	xtc__msgq_t save;
+	/* a message given straight to a receiver parked in xtc_recv on an empty
+	 * mailbox (set under the lock with release, with waiting cleared, so
+	 * the woken receiver takes it without relocking) */
+	xtc__msg_t *_Atomic handoff;
 	uint32_t cap, wm_level, peak;
 	uint64_t recv_total, drop_total;
 	void (*wm_fn)(xtc_pid_t self, size_t depth, size_t cap, void *user);
@@ -145,6 +155,10 @@ typedef struct xtc__proc {
 	xtc__relv_t watchers;    /* monitors on me: {ref, watcher} */
 	xtc__relv_t held;        /* monitors I hold: {ref, target} */
 	uint32_t next_free;      /* free-list link (local id), under tab lock */
+	/* cross-thread wake: queued on the task's loop after the slot lock is
+	 * dropped (never a syscall under the lock); its callback re-checks the
+	 * slot on the loop thread. Slot memory is stable, so it cannot dangle. */
+	xtc__post_t post;
 } xtc__proc_t;
 
 /* Per-loop table: 256 chunks of 256 slots; local ids 1..65535. */
@@ -178,9 +192,15 @@ static inline void xtc__proc_unref(xtc__ptab_t *ref)
 		atomic_fetch_sub_explicit(&ref->users, 1, memory_order_release);
 }
 
-static inline int xtc__proc_is(const xtc__proc_t *p, xtc_pid_t pid)
+static inline int xtc__proc_state(xtc__proc_t *p)
 {
-	return p->state == XTC__PROC_ALIVE && p->gen == pid.gen;
+	return atomic_load_explicit(&p->state, memory_order_acquire);
+}
+
+/* Under p->lock. */
+static inline int xtc__proc_is(xtc__proc_t *p, xtc_pid_t pid)
+{
+	return xtc__proc_state(p) == XTC__PROC_ALIVE && p->gen == pid.gen;
 }
 
 static inline xtc_pid_t xtc__proc_pid(const xtc__proc_t *p)
@@ -196,14 +216,35 @@ static inline xtc__proc_t *xtc__proc_current(void)
 	return t ? (xtc__proc_t *)t->proc : NULL;
 }
 
-/* Under p->lock: wake the proc if it waits on its mailbox. */
-static inline void xtc__proc_wake_waiter_locked(xtc__proc_t *p)
+/* Under p->lock (slot ALIVE): wake p's task. On the task's own loop
+ * thread this is a run-queue push. Otherwise it returns the loop to hand to
+ * xtc__proc_wake_post() once the lock is dropped (NULL: nothing to do). */
+static inline xtc_loop_t *xtc__proc_wake_locked(xtc__proc_t *p)
 {
-	if (p->waiting) {
-		p->waiting = 0;
-		if (p->task)
-			xtc__task_wake(p->task);
+	xtc_task_t *t = p->task;
+
+	if (!t)
+		return NULL; /* not started: it will look at its mailbox anyway */
+	if (t->loop == xtc__tls_loop) {
+		xtc__task_wake(t);
+		return NULL;
 	}
+	if (atomic_exchange_explicit(&p->post_queued, 1, memory_order_acq_rel))
+		return NULL; /* a queued post will wake it */
+	return t->loop;
+}
+
+/* After dropping p->lock: queue p's wake on loop (from
+ * xtc__proc_wake_locked). The caller still holds its table reference. */
+void xtc__proc_wake_post(xtc__proc_t *p, xtc_loop_t *loop);
+
+/* Under p->lock: wake the proc if it waits on its mailbox. */
+static inline xtc_loop_t *xtc__proc_wake_waiter_locked(xtc__proc_t *p)
+{
+	if (!p->waiting)
+		return NULL;
+	p->waiting = 0;
+	return xtc__proc_wake_locked(p);
 }
 
 /* Mailbox side of the slot (mailbox.c). */

@@ -7,9 +7,15 @@
 #  2. every public function (XTC_API or static inline in a header) is named
 #     with .Nm on some man3 page, and every .Nm of a man3 page is a function
 #     or macro that a header still declares (no documentation of removed API);
-#  3. the overview page man/man7/xtc.7 lists every man3 page with .Xr.
+#  3. the overview page man/man7/xtc.7 lists every man3 page with .Xr;
+#  4. when a C compiler command is given after SRCROOT, every complete program
+#     (a literal block with a main function) in an EXAMPLES section compiles
+#     against the public headers, warnings as errors.
 # mandoc -Tlint itself runs in test/man_lint.sh (test "man-lint").
+#
+# Usage: test_docs.sh SRCROOT [CC ARGS...]
 root=${1:-.}
+[ $# -gt 0 ] && shift
 inc="$root/csrc/include"
 man3="$root/man/man3"
 ov="$root/man/man7/xtc.7"
@@ -58,6 +64,29 @@ if [ -f "$ov" ]; then
 	done
 else
 	err "man/man7/xtc.7 is missing"
+fi
+
+# 4. man page example programs compile
+if [ $# -gt 0 ]; then
+	tmp=$(mktemp -d) || exit 1
+	trap 'rm -rf "$tmp"' EXIT
+	for p in "$man3"/*.3 "$root"/man/man7/*.7; do
+		[ -f "$p" ] || continue
+		b=$(basename "$p")
+		# literal blocks -> files; \e is a backslash, \& a zero-width escape
+		awk -v out="$tmp/$b" '
+			/^\.Bd -literal/ { inb = 1; n++; f = out "." n ".c"; next }
+			/^\.Ed/ { inb = 0; next }
+			inb { gsub(/\\e/, "\\"); gsub(/\\&/, ""); print > f }
+		' "$p"
+	done
+	for f in "$tmp"/*.c; do
+		[ -f "$f" ] || continue
+		grep -q '^main(void)\|^int main(' "$f" || continue
+		"$@" -std=gnu11 -fsyntax-only -Wall -Wextra -Werror \
+			-Wno-unused-parameter -I"$inc" "$f" 2>"$f.log" ||
+			{ err "example in $(basename "$f" | sed 's/\.[0-9]*\.c$//') does not compile:"; cat "$f.log"; }
+	done
 fi
 
 [ $fail -eq 0 ] && echo "docs coverage: ok"

@@ -52,9 +52,12 @@ func microDefs() []microDef {
 		{microYield, "yield", "xtc_yield between two procs on one loop",
 			"runtime.Gosched between two goroutines (GOMAXPROCS=1)",
 			400_000, 1, goYield, 3.5, "≥ 3.5×"},
-		{microSpawn, "spawn", "spawn + run + exit of a proc (batches of 256)",
-			"go f() + WaitGroup (batches of 256, GOMAXPROCS=1)",
-			100_000, 1, goSpawn, 2, "≥ 2×"},
+		{microSpawn, "spawn", "a proc spawns a proc and yields until it ran and exited",
+			"a goroutine runs go f() and waits for it (WaitGroup, GOMAXPROCS=1)",
+			100_000, 1, goSpawnBatch(1), 2, "≥ 2×"},
+		{microFanout, "spawn fan-out", "a proc spawns 256 procs, yields until all exited",
+			"a goroutine starts 256 goroutines, WaitGroup (GOMAXPROCS=1)",
+			100_000, 1, goSpawnBatch(256), 0, "info"},
 		{microPingPong, "ping-pong", "mailbox round trip, two procs, one loop",
 			"unbuffered channel round trip (GOMAXPROCS=1)",
 			100_000, 1, goPingPong, 2.5, "≥ 2.5×"},
@@ -129,8 +132,11 @@ func goYield(n int64) float64 {
 	return perOp(time.Since(t0), 2*n)
 }
 
-func goSpawn(n int64) float64 {
-	const batch = 256
+func goSpawnBatch(batch int64) func(int64) float64 {
+	return func(n int64) float64 { return goSpawn(n, batch) }
+}
+
+func goSpawn(n, batch int64) float64 {
 	var count atomic.Int64
 	var wg sync.WaitGroup
 	t0 := time.Now()

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"os"
 	"runtime"
 	"sync"
 	"time"
@@ -24,8 +25,9 @@ func contenders(cfg *Config) []Contender {
 			Label: "xtc, slice " + fmtDur(s.Nanoseconds()), Kind: "xtc", Slice: s})
 	}
 	cs = append(cs,
+		// The controller starts from its own default quantum (100 µs).
 		Contender{Key: "xtc-adaptive", Label: "xtc, adaptive slice", Kind: "xtc",
-			Slice: cfg.Slices[0], Adaptive: true},
+			Slice: 100 * time.Microsecond, Adaptive: true},
 		Contender{Key: "go", Label: "Go, goroutine per request", Kind: "go"},
 		Contender{Key: "gocgo", Label: "Go+cgo, goroutine per request, work in C", Kind: "gocgo"},
 	)
@@ -47,6 +49,11 @@ type TailPoint struct {
 	SLO       int64   `json:"slo_ns"`
 	MeetsSLO  bool    `json:"meets_slo"`
 	Wall      float64 `json:"wall_s"`
+	// xtc only: involuntary preemptions during the run, and for the
+	// adaptive contender the controller's last quantum and tail index.
+	Preemptions uint64  `json:"preemptions,omitempty"`
+	Quantum     int64   `json:"final_quantum_ns,omitempty"`
+	TailIndex   float64 `json:"tail_index,omitempty"`
 }
 
 func (p *TailPoint) ok() bool { return p.Status == StatusOK.String() }
@@ -100,8 +107,10 @@ func goTail(s *Schedule, iters []uint64, cgo bool, carriers int) (done, lag []in
 	wg.Add(n)
 	genDone := make(chan struct{})
 	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
+		if os.Getenv("XB_LOCK") != "" {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+		}
 		base := time.Now().Add(2 * time.Millisecond)
 		for i := 0; i < n; i++ {
 			target := time.Duration(s.Arrival[i])
@@ -132,6 +141,13 @@ func goTail(s *Schedule, iters []uint64, cgo bool, carriers int) (done, lag []in
 	<-genDone
 	wg.Wait()
 	return done, lag
+}
+
+// adaptPeriod scales the controller's update period to the run: the paper
+// updates every 10 s of 2-minute runs; a load point here lasts --point, so
+// the controller runs about ten times per point (at least every 10 ms).
+func adaptPeriod(cfg *Config) time.Duration {
+	return max(cfg.Point/10, 10*time.Millisecond)
 }
 
 // TailResults holds every point plus the per-distribution SLO verdicts.
@@ -172,13 +188,14 @@ func runTail(cfg *Config, cal Calibration, pb *Progress) *TailResults {
 				switch c.Kind {
 				case "xtc":
 					r, st, why := xtcTail(s.Arrival, cIters, cfg.Carriers, c.Slice,
-						c.Adaptive, 2*cfg.Point+2*time.Second)
+						c.Adaptive, adaptPeriod(cfg), 2*cfg.Point+2*time.Second)
 					p.Status, p.Why = st.String(), why
 					if st == StatusUnavail {
 						unavailable[c.Key] = why
 					}
 					if st == StatusOK {
 						summarizeRun(s, r.Done, r.Lag, &p)
+						p.Preemptions, p.Quantum, p.TailIndex = r.Preempts, int64(r.Quantum), r.TailIndex
 						if r.TimedOut {
 							p.Why = fmt.Sprintf("timed out: %d of %d requests completed", r.Completed, s.N())
 						}

@@ -49,6 +49,7 @@ enum {
 	XB_MICRO_PINGPONG = 3,
 	XB_MICRO_CROSSLOOP = 4,
 	XB_MICRO_CCALL = 5,
+	XB_MICRO_FANOUT = 6,
 };
 int xb_micro(int which, int64_t n, double *ns_per_op, char *why);
 
@@ -61,6 +62,7 @@ typedef struct xb_tail {
 	int             carriers;
 	int64_t         slice_ns;   /* executor preemption slice */
 	int             adaptive;   /* use the adaptive quantum controller */
+	int64_t         adapt_period_ns; /* its update period */
 	int64_t         timeout_ns; /* give up this long after the last arrival */
 	/* out */
 	int64_t *done; /* completion offset (ns) per request, -1 = never */
@@ -68,6 +70,9 @@ typedef struct xb_tail {
 	int64_t  completed;
 	int      timed_out;
 	int64_t  spawn_retries; /* spawns refused with AGAIN/RESOURCE and retried */
+	int64_t  final_quantum_ns; /* adaptive: the controller's last quantum */
+	double   tail_index;       /* adaptive: its last tail-index estimate */
+	uint64_t preemptions;      /* involuntary yields during the run */
 } xb_tail_t;
 int xb_tail_run(xb_tail_t *t, char *why);
 

@@ -25,9 +25,14 @@
 #define XB_HAVE_PREEMPT 0
 #endif
 
-/* The adaptive quantum controller (issue 4, SPEC 3.6): its public name is
- * not settled yet; XB_ADAPTIVE_FN names it once it is. */
+/* The adaptive quantum controller (LibPreemptible's Algorithm 1) lives in
+ * xtc_fn.h: xtc_fn_quantum_* plus xtc_exec_set_preempt_adaptive. */
+#if XB_HAVE_EXEC && __has_include("xtc_fn.h")
+#include "xtc_fn.h"
+#define XB_HAVE_ADAPTIVE 1
+#else
 #define XB_HAVE_ADAPTIVE 0
+#endif
 
 #define XB_LINKED(fn) ((void *)(fn) != (void *)0)
 
@@ -51,14 +56,26 @@
 #pragma weak xtc_exec_stop
 #pragma weak xtc_exec_fini
 #pragma weak xtc_exec_loop
+#pragma weak xtc_exec_loop_id
+#pragma weak xtc_exec_submit
 #pragma weak xtc_exec_set_service_mode
 #pragma weak xtc_exec_set_preempt
 #pragma weak xtc_exec_class_create
 #endif
 
+#if XB_HAVE_ADAPTIVE
+#pragma weak xtc_fn_quantum_create
+#pragma weak xtc_fn_quantum_destroy
+#pragma weak xtc_fn_quantum_get
+#pragma weak xtc_fn_quantum_tail_index
+#pragma weak xtc_exec_set_preempt_adaptive
+#endif
+
 #if XB_HAVE_PREEMPT
 #pragma weak xtc_preempt_set_involuntary
 #pragma weak xtc_preempt_supported
+#pragma weak xtc_preempt_involuntary_supported
+#pragma weak xtc_preempt_stats_global
 #endif
 
 /* Error text of an xtc return code, also when xtc_strerror is missing. */

@@ -67,7 +67,8 @@ static int exec_linked(void)
 #if XB_HAVE_EXEC
 	return XB_LINKED(xtc_exec_init) && XB_LINKED(xtc_exec_run) &&
 	       XB_LINKED(xtc_exec_stop) && XB_LINKED(xtc_exec_fini) &&
-	       XB_LINKED(xtc_exec_loop) && XB_LINKED(xtc_exec_set_service_mode);
+	       XB_LINKED(xtc_exec_loop) && XB_LINKED(xtc_exec_set_service_mode) &&
+	       XB_LINKED(xtc_exec_loop_id) && XB_LINKED(xtc_exec_submit);
 #else
 	return 0;
 #endif
@@ -115,6 +116,10 @@ int xb_features(void)
 	else if (XB_LINKED(xtc_preempt_supported) && !xtc_preempt_supported())
 		snprintf(xb_why_buf[3], XB_WHY,
 		         "xtc_preempt_supported() == 0 on this platform");
+	else if (XB_LINKED(xtc_preempt_involuntary_supported) &&
+	         !xtc_preempt_involuntary_supported())
+		snprintf(xb_why_buf[3], XB_WHY,
+		         "xtc_preempt_involuntary_supported() == 0 here");
 	else if (f & XB_F_EXEC)
 		f |= XB_F_PREEMPT;
 	else
@@ -126,7 +131,10 @@ int xb_features(void)
 #if XB_HAVE_ADAPTIVE
 	if (!(f & XB_F_PREEMPT))
 		snprintf(xb_why_buf[4], XB_WHY, "needs involuntary preemption");
-	else if (!XB_LINKED(XB_ADAPTIVE_FN))
+	else if (!XB_LINKED(xtc_fn_quantum_create) ||
+	         !XB_LINKED(xtc_fn_quantum_destroy) ||
+	         !XB_LINKED(xtc_fn_quantum_get) ||
+	         !XB_LINKED(xtc_exec_set_preempt_adaptive))
 		snprintf(xb_why_buf[4], XB_WHY,
 		         "adaptive controller is not linked yet");
 	else

@@ -6,8 +6,9 @@
  *  switch     one proc alone calls xtc_yield: fiber -> loop -> fiber, two
  *             switches per call; reported per switch
  *  yield      two procs on one loop alternate with xtc_yield; per yield
- *  spawn      spawn + run + exit of a proc that does nothing, batches of
- *             256 on one loop (pooled stacks after the first batch)
+ *  spawn      spawn + run + exit of a proc that does nothing: a proc on the
+ *             loop spawns one and yields until it exited
+ *  fanout     the same with batches of 256 (more than the stack cache)
  *  pingpong   mailbox round trip between two procs on one loop
  *  crossloop  mailbox round trip between procs on two executor loops
  *  ccall      a proc calling an external C function (what a goroutine
@@ -60,6 +61,35 @@ static void p_yield_pair(void *arg)
 static void p_nop(void *arg)
 {
 	(*(int64_t *)arg)++;
+}
+
+/* The spawner runs on the loop, like `go f()` from a goroutine: it spawns
+ * a batch of procs (1, or 256 for the fan-out row), yields until all have
+ * run and exited, and repeats. */
+static xtc_loop_t *spawn_loop;
+static int64_t     spawn_batch;
+
+static void p_spawner(void *arg)
+{
+	micro_ctx_t *c = arg;
+	int64_t      count = 0;
+	const int64_t batch = spawn_batch;
+	mark_start(c);
+	for (int64_t done = 0; done < c->n;) {
+		int64_t b = c->n - done < batch ? c->n - done : batch;
+		for (int64_t k = 0; k < b; k++) {
+			int rc = xtc_proc_spawn(spawn_loop, p_nop, &count, NULL,
+			                        NULL);
+			if (rc) {
+				c->err = rc;
+				return;
+			}
+		}
+		done += b;
+		while (count < done)
+			xtc_yield();
+	}
+	mark_end(c, 1);
 }
 
 static void p_ccall(void *arg)
@@ -167,30 +197,13 @@ static int micro_loop(int which, int64_t n, double *ns_per_op, char *why)
 		if ((rc = xtc_proc_spawn(loop, p_pp_client, &c, NULL, NULL)))
 			FAIL("xtc_proc_spawn", rc);
 		break;
-	case XB_MICRO_SPAWN: {
-		const int64_t batch = 256;
-		int64_t       count = 0, done = 0;
-		int64_t       t0 = xb_now();
-		while (done < n) {
-			int64_t b = n - done < batch ? n - done : batch;
-			for (int64_t k = 0; k < b; k++)
-				if ((rc = xtc_proc_spawn(loop, p_nop, &count,
-				                         NULL, NULL)))
-					FAIL("xtc_proc_spawn", rc);
-			if ((rc = xtc_loop_run(loop)))
-				FAIL("xtc_loop_run", rc);
-			done += b;
-		}
-		int64_t t1 = xb_now();
-		if (count != n) {
-			snprintf(why, XB_WHY, "spawn: %lld of %lld procs ran",
-			         (long long)count, (long long)n);
-			ret = XB_FAIL;
-			goto out;
-		}
-		*ns_per_op = (double)(t1 - t0) / (double)n;
-		goto out;
-	}
+	case XB_MICRO_SPAWN:
+	case XB_MICRO_FANOUT:
+		spawn_loop = loop;
+		spawn_batch = which == XB_MICRO_FANOUT ? 256 : 1;
+		if ((rc = xtc_proc_spawn(loop, p_spawner, &c, NULL, NULL)))
+			FAIL("xtc_proc_spawn", rc);
+		break;
 	default:
 		snprintf(why, XB_WHY, "unknown micro %d", which);
 		ret = XB_FAIL;

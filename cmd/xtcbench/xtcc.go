@@ -111,6 +111,7 @@ const (
 	microPingPong  = C.XB_MICRO_PINGPONG
 	microCrossLoop = C.XB_MICRO_CROSSLOOP
 	microCCall     = C.XB_MICRO_CCALL
+	microFanout    = C.XB_MICRO_FANOUT
 )
 
 func xtcMicro(which int, n int64) (float64, Status, string) {
@@ -127,10 +128,13 @@ type tailResult struct {
 	Completed int64
 	TimedOut  bool
 	Retries   int64
+	Quantum   time.Duration // adaptive: the controller's last quantum
+	TailIndex float64       // adaptive: its last tail-index estimate
+	Preempts  uint64        // involuntary yields during the run
 }
 
 func xtcTail(arrival []int64, iters []uint64, carriers int, slice time.Duration,
-	adaptive bool, timeout time.Duration) (*tailResult, Status, string) {
+	adaptive bool, adaptPeriod, timeout time.Duration) (*tailResult, Status, string) {
 	n := len(arrival)
 	if n == 0 || len(iters) != n {
 		return nil, StatusFail, "empty or mismatched schedule"
@@ -156,6 +160,7 @@ func xtcTail(arrival []int64, iters []uint64, carriers int, slice time.Duration,
 	t.slice_ns = C.int64_t(slice.Nanoseconds())
 	if adaptive {
 		t.adaptive = 1
+		t.adapt_period_ns = C.int64_t(adaptPeriod.Nanoseconds())
 	}
 	t.timeout_ns = C.int64_t(timeout.Nanoseconds())
 	t.done = (*C.int64_t)(cDone)
@@ -172,6 +177,9 @@ func xtcTail(arrival []int64, iters []uint64, carriers int, slice time.Duration,
 		Completed: int64(t.completed),
 		TimedOut:  t.timed_out != 0,
 		Retries:   int64(t.spawn_retries),
+		Quantum:   time.Duration(t.final_quantum_ns),
+		TailIndex: float64(t.tail_index),
+		Preempts:  uint64(t.preemptions),
 	}
 	return r, st, w
 }

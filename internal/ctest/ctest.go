@@ -11,11 +11,15 @@
 package ctest
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../csrc/include -D_GNU_SOURCE -std=gnu11
+#cgo CFLAGS: -I${SRCDIR}/../../csrc/include -I${SRCDIR}/../../csrc -D_GNU_SOURCE -std=gnu11
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "xtc.h"
+#include "loop_int.h"
+
+// The Go-callback depth of the calling thread (xtc__gocb_depth).
+static int ctest_gocb_depth(void) { return xtc__gocb_depth; }
 
 typedef struct ctest_cell {
 	int64_t n;      // input: iterations, or result count
@@ -112,6 +116,13 @@ var (
 	Sleep   = unsafe.Pointer(C.ctest_fn(3)) // xtc_proc_sleep(N ns); RC = result
 	Wait    = unsafe.Pointer(C.ctest_fn(4)) // blocks in xtc_recv; Done=1 after a message
 )
+
+// GocbDepth returns the calling thread's Go-callback depth: > 0 inside a
+// Go task body or timer callback (no fiber switch allowed there).
+func GocbDepth() int { return int(C.ctest_gocb_depth()) }
+
+// YieldEx calls xtc_yield_ex from the caller's thread and returns its code.
+func YieldEx() int { return int(C.xtc_yield_ex()) }
 
 // Cell is C memory shared with a proc.
 type Cell struct{ c *C.ctest_cell }

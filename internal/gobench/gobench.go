@@ -113,3 +113,24 @@ func rss() int64 {
 	}
 	return pages * int64(os.Getpagesize())
 }
+
+// SpawnBatch returns ns per goroutine when batches of `batch` goroutines
+// are started with `go f()` and then waited for together (the analogue of
+// a driver coroutine spawning a batch and waiting for all of them).
+func SpawnBatch(n, batch int) float64 {
+	var wg sync.WaitGroup
+	f := func() { wg.Done() }
+	rounds := n / batch
+	if rounds < 1 {
+		rounds = 1
+	}
+	t0 := time.Now()
+	for r := 0; r < rounds; r++ {
+		wg.Add(batch)
+		for i := 0; i < batch; i++ {
+			go f()
+		}
+		wg.Wait()
+	}
+	return float64(time.Since(t0).Nanoseconds()) / float64(rounds*batch)
+}

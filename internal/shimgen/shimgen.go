@@ -10,8 +10,9 @@
 // The _amd64/_arm64 file-name suffixes restrict the assembly to its CPU
 // (upper-case .S: a lower-case .s would go to the Go assembler). Every shim
 // carries the same build constraint as the Go files that import "C", so
-// CGO_ENABLED=0 builds skip them. The context-switch assembly is also
-// dropped by the xtc_ucontext tag (the ucontext substrate replaces it).
+// CGO_ENABLED=0 builds skip them. The context-switch assembly is built even
+// with the xtc_ucontext tag, as meson does (the fiber layer keeps it for
+// sanitizer builds and the switch benchmark reports both substrates).
 // tools/genshims writes them; TestShimsMatchCsrc fails on drift.
 package shimgen
 
@@ -54,11 +55,7 @@ func Expected(root string) (map[string]string, error) {
 		default:
 			return nil, fmt.Errorf("csrc/arch/%s: no CPU in the name", base)
 		}
-		tag := "cgo"
-		if strings.HasPrefix(stem, "switch_") {
-			tag = "cgo && !xtc_ucontext"
-		}
-		out[Prefix+"arch_"+stem+"_"+goarch+".S"] = content(tag, "csrc/arch/"+base)
+		out[Prefix+"arch_"+stem+"_"+goarch+".S"] = content("cgo", "csrc/arch/"+base)
 	}
 	return out, nil
 }

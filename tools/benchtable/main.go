@@ -4,8 +4,8 @@
 //
 //	operation | xtc | Go | ratio
 //
-// ratio is Go/xtc for times (how many times faster xtc is) and for memory
-// (how many times less memory xtc uses... when > 1). Each C bench is an
+// ratio is Go/xtc: for times, how many times faster xtc is; for memory,
+// how many times less xtc uses. Above 1 means xtc wins. Each C bench is an
 // executable build/bench/bench_<x> printing lines `name value unit`; rows
 // are matched to Go workloads by name (see rows). C lines with no Go
 // counterpart are listed with "-" in the Go column.
@@ -38,16 +38,18 @@ type row struct {
 }
 
 var rows = []row{
-	{"one-way switch (asm)", []string{"switch_asm", "switch"}, nil, "ns"},
-	{"one-way switch (ucontext)", []string{"switch_ucontext"}, nil, "ns"},
+	{"one-way switch (asm)", []string{"switch_asm_oneway", "switch_asm", "switch"}, nil, "ns"},
+	{"one-way switch (ucontext)", []string{"switch_ucontext_oneway", "switch_ucontext"}, nil, "ns"},
 	{"yield between two procs vs runtime.Gosched (GOMAXPROCS=1)",
-		[]string{"yield", "yield_proc"}, func() float64 { return gobench.Gosched(1_000_000) }, "ns"},
-	{"spawn + run + exit vs go f() + wait",
-		[]string{"spawn", "spawn_proc"}, func() float64 { return gobench.Spawn(200_000) }, "ns"},
+		[]string{"yield_proc", "proc_yield", "yield"}, func() float64 { return gobench.Gosched(1_000_000) }, "ns"},
+	{"proc spawn + run + exit, one at a time, vs go f() + wait",
+		[]string{"spawn_proc"}, func() float64 { return gobench.Spawn(200_000) }, "ns"},
+	{"coroutine spawn + run + exit, batches of 32, vs go f() x32 + wait",
+		[]string{"spawn"}, func() float64 { return gobench.SpawnBatch(320_000, 32) }, "ns"},
 	{"mailbox ping-pong round trip vs unbuffered chan",
-		[]string{"pingpong", "proc_pingpong", "mailbox_pingpong"}, func() float64 { return gobench.PingPong(200_000) }, "ns"},
+		[]string{"proc_pingpong", "mailbox_pingpong", "pingpong"}, func() float64 { return gobench.PingPong(200_000) }, "ns"},
 	{"resident memory per parked proc vs goroutine (100k)",
-		[]string{"parked_bytes", "parked_mem", "proc_parked_bytes"}, parkedGo, "B"},
+		[]string{"proc_parked_bytes", "parked_bytes"}, parkedGo, "B"},
 }
 
 func main() {
@@ -55,24 +57,29 @@ func main() {
 	reps := flag.Int("reps", 5, "repetitions (medians are reported)")
 	flag.Parse()
 
-	cres, units, err := runC(*builddir, *reps)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "benchtable:", err)
+	// Interleave: each repetition runs every C bench once, then every Go
+	// workload once, so slow drifts of a shared machine hit both sides.
+	cres, units := map[string][]float64{}, map[string]string{}
+	gres := make([][]float64, len(rows))
+	exes := cBenches(*builddir)
+	if len(exes) == 0 {
+		fmt.Fprintf(os.Stderr, "benchtable: no C benches in %s/bench (not written yet, or not built)\n", *builddir)
+	}
+	for i := 0; i < *reps; i++ {
+		runC(exes, cres, units)
+		for j, r := range rows {
+			if r.goRun != nil {
+				gres[j] = append(gres[j], r.goRun())
+			}
+		}
 	}
 	fmt.Printf("\nxtc vs Go runtime, medians of %d runs (%s)\n\n", *reps, time.Now().UTC().Format(time.RFC3339))
 	fmt.Println("| operation | xtc | Go | ratio (Go/xtc) |")
 	fmt.Println("|---|---|---|---|")
 	used := map[string]bool{}
-	for _, r := range rows {
+	for i, r := range rows {
 		xv, xu, ok := pick(cres, units, r.names, used)
-		gv := -1.0
-		if r.goRun != nil {
-			var gs []float64
-			for i := 0; i < *reps; i++ {
-				gs = append(gs, r.goRun())
-			}
-			gv = median(gs)
-		}
+		gv := median(gres[i])
 		if !ok && r.goRun == nil {
 			continue
 		}
@@ -111,10 +118,8 @@ func pick(cres map[string][]float64, units map[string]string, names []string, us
 	return 0, "", false
 }
 
-// runC runs every bench executable reps times and collects name -> values.
-func runC(builddir string, reps int) (map[string][]float64, map[string]string, error) {
-	res := map[string][]float64{}
-	units := map[string]string{}
+// cBenches lists the bench executables of builddir.
+func cBenches(builddir string) []string {
 	exes, _ := filepath.Glob(filepath.Join(builddir, "bench", "bench_*"))
 	var runnable []string
 	for _, e := range exes {
@@ -122,35 +127,34 @@ func runC(builddir string, reps int) (map[string][]float64, map[string]string, e
 			runnable = append(runnable, e)
 		}
 	}
-	if len(runnable) == 0 {
-		return res, units, fmt.Errorf("no C benches in %s/bench (not written yet, or not built)", builddir)
-	}
-	for i := 0; i < reps; i++ {
-		for _, e := range runnable {
-			var out bytes.Buffer
-			cmd := exec.Command(e)
-			cmd.Stdout = &out
-			cmd.Stderr = os.Stderr
-			if err := cmd.Run(); err != nil {
-				fmt.Fprintf(os.Stderr, "benchtable: %s: %v\n", e, err)
+	return runnable
+}
+
+// runC runs each bench once and appends its `name value unit` results.
+func runC(exes []string, res map[string][]float64, units map[string]string) {
+	for _, e := range exes {
+		var out bytes.Buffer
+		cmd := exec.Command(e)
+		cmd.Stdout = &out
+		cmd.Stderr = os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "benchtable: %s: %v\n", e, err)
+			continue
+		}
+		sc := bufio.NewScanner(&out)
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) != 3 {
 				continue
 			}
-			sc := bufio.NewScanner(&out)
-			for sc.Scan() {
-				f := strings.Fields(sc.Text())
-				if len(f) != 3 {
-					continue
-				}
-				v, err := strconv.ParseFloat(f[1], 64)
-				if err != nil {
-					continue
-				}
-				res[f[0]] = append(res[f[0]], v)
-				units[f[0]] = f[2]
+			v, err := strconv.ParseFloat(f[1], 64)
+			if err != nil {
+				continue
 			}
+			res[f[0]] = append(res[f[0]], v)
+			units[f[0]] = f[2]
 		}
 	}
-	return res, units, nil
 }
 
 // parkedGo measures in a fresh child process (a clean heap and RSS).

@@ -1,0 +1,300 @@
+/*
+ * bench_preempt.c - cost of preemption.
+ *
+ * Prints `name value unit` lines (medians):
+ *   preempt_loss_1ms_pct / _200us_pct / _100us_pct
+ *        throughput loss of a call-free C loop (two never-yielding fibers
+ *        on one executor loop, involuntary path on) against the same work
+ *        with preemption off
+ *   preempt_rate_<slice>         preemptions per second at that slice
+ *   due_check_flag_ns            xtc__preempt_due() on the signal-flag path
+ *   due_check_ring_ns            the same with an io_uring tick ring armed
+ *   due_check_none_ns            the loop without any check (baseline)
+ *   slice_expiry_to_next_p50_us / _p99_us
+ *        from a run's deadline to the next fiber of the loop running
+ *        (200 us slice, two spinners)
+ *
+ * XTC_BENCH_QUICK=1 shrinks the counts.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "loop_int.h"
+#include "preempt_int.h"
+#include "xtc.h"
+#include "xtc_exec.h"
+#include "xtc_preempt.h"
+
+static int quick;
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return (x > y) - (x < y);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof *v, cmp_double);
+	return v[n / 2];
+}
+
+/* ---- throughput loss ---------------------------------------------------- */
+
+static uint64_t work_iters;
+static _Atomic int64_t first_start, last_end;
+
+/* call-free dependent loop: no yield point, no library call */
+__attribute__((noinline)) static uint64_t kernel(uint64_t n, uint64_t x)
+{
+	for (uint64_t i = 0; i < n; i++)
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+	return x;
+}
+
+static volatile uint64_t sink;
+
+static intptr_t worker(void *arg)
+{
+	int64_t t0 = now_ns();
+	int64_t expect = 0;
+	atomic_compare_exchange_strong(&first_start, &expect, t0);
+	sink += kernel(work_iters, (uint64_t)(uintptr_t)arg);
+	int64_t t1 = now_ns(), cur = atomic_load(&last_end);
+	while (t1 > cur && !atomic_compare_exchange_weak(&last_end, &cur, t1))
+		;
+	return 0;
+}
+
+/* Wall time of two workers on one loop, ns; *rate = preemptions/s. */
+static double run_pair(int64_t slice, double *rate)
+{
+	xtc_exec_t *e = NULL;
+	if (xtc_exec_init(&e, 1) != XTC_OK)
+		return -1;
+	if (slice > 0)
+		xtc_exec_set_preempt(e, slice);
+	xtc_preempt_set_involuntary(slice > 0);
+	atomic_store(&first_start, 0);
+	atomic_store(&last_end, 0);
+	xtc_exec_async_on(e, 0, worker, (void *)1, NULL);
+	xtc_exec_async_on(e, 0, worker, (void *)2, NULL);
+	xtc_preempt_stats_t a, b;
+	xtc_preempt_stats_global(&a, NULL);
+	xtc_exec_run(e);
+	xtc_preempt_stats_global(&b, NULL);
+	xtc_exec_fini(e);
+	xtc_preempt_set_involuntary(0);
+	double wall = (double)(atomic_load(&last_end) - atomic_load(&first_start));
+	if (rate)
+		*rate = (double)(b.preemptions - a.preemptions) / (wall / 1e9);
+	return wall;
+}
+
+static void bench_loss(void)
+{
+	const int runs = quick ? 3 : 7;
+	const int64_t slices[] = { 1000000, 200000, 100000 };
+	const char *names[] = { "1ms", "200us", "100us" };
+	work_iters = quick ? 50000000 : 200000000;
+	double base[16], with[3][16], rate[3][16];
+	/* interleave configurations so machine noise hits them alike */
+	for (int r = 0; r < runs; r++) {
+		base[r] = run_pair(0, NULL);
+		for (int s = 0; s < 3; s++)
+			with[s][r] = run_pair(slices[s], &rate[s][r]);
+	}
+	double b = median(base, runs);
+	printf("preempt_base_wall %.1f ms\n", b / 1e6);
+	for (int s = 0; s < 3; s++) {
+		double w = median(with[s], runs);
+		printf("preempt_loss_%s_pct %.2f %%\n", names[s], (w - b) / b * 100);
+		printf("preempt_rate_%s %.0f /s\n", names[s], median(rate[s], runs));
+	}
+}
+
+/* ---- due-check cost ----------------------------------------------------- */
+
+__attribute__((noinline)) static uint64_t loop_none(uint64_t n)
+{
+	uint64_t x = 1, due = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		__asm__ volatile("" ::: "memory");
+	}
+	return x + due;
+}
+
+__attribute__((noinline)) static uint64_t loop_check(uint64_t n)
+{
+	uint64_t x = 1, due = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		due += (uint64_t)xtc__preempt_due();
+	}
+	return x + due;
+}
+
+static double per_iter(uint64_t (*fn)(uint64_t), uint64_t n)
+{
+	double v[9];
+	int runs = quick ? 3 : 9;
+	for (int r = 0; r < runs; r++) {
+		int64_t t0 = now_ns();
+		sink += fn(n);
+		v[r] = (double)(now_ns() - t0) / (double)n;
+	}
+	return median(v, runs);
+}
+
+static void bench_due(void)
+{
+	uint64_t n = quick ? 20000000 : 200000000;
+	double none = per_iter(loop_none, n);
+	printf("due_check_none_ns %.3f ns\n", none);
+	/* flag path: a slot armed, no tick pending most of the time */
+	xtc_preempt_arm(1000000000); /* 1 s: effectively no tick */
+	double flag = per_iter(loop_check, n);
+	xtc_preempt_disarm();
+	printf("due_check_flag_ns %.3f ns\n", flag - none);
+	if (xtc_preempt_arm_ring(1000000) == XTC_OK) {
+		double ring = per_iter(loop_check, n);
+		xtc_preempt_disarm_ring();
+		printf("due_check_ring_ns %.3f ns\n", ring - none);
+	} else {
+		fprintf(stderr, "bench_preempt: no io_uring tick ring\n");
+	}
+}
+
+/* ---- slice expiry -> next fiber running ---------------------------------- */
+
+#define MAX_SAMPLES 200000
+static int64_t lat[MAX_SAMPLES];
+static _Atomic int n_lat;
+static volatile int cur_owner = -1;
+static volatile int64_t run_start_of[2];
+static volatile int lat_stop;
+static int64_t lat_slice;
+
+/* TSC -> ns, calibrated once: the spinner must not call the vDSO clock
+ * (the handler never preempts inside the vDSO, so a loop that lives there
+ * is preempted late, which is not what this measures). */
+static double tsc_ns_per_tick;
+static int64_t tsc_ns(void)
+{
+#if defined(__x86_64__)
+	unsigned lo, hi;
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	return (int64_t)((double)(((uint64_t)hi << 32) | lo) * tsc_ns_per_tick);
+#else
+	return now_ns();
+#endif
+}
+
+static void tsc_calibrate(void)
+{
+#if defined(__x86_64__)
+	unsigned lo, hi;
+	int64_t t0 = now_ns();
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	uint64_t c0 = ((uint64_t)hi << 32) | lo;
+	struct timespec ts = { 0, 50000000 };
+	nanosleep(&ts, NULL);
+	int64_t t1 = now_ns();
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	uint64_t c1 = ((uint64_t)hi << 32) | lo;
+	tsc_ns_per_tick = (double)(t1 - t0) / (double)(c1 - c0);
+#endif
+}
+
+static intptr_t lat_spinner(void *arg)
+{
+	int me = (int)(intptr_t)arg;
+	while (!lat_stop) {
+		int64_t t = tsc_ns();
+		int prev = cur_owner;
+		if (prev != me) {
+			if (prev >= 0) {
+				int64_t dl = run_start_of[prev] + lat_slice;
+				int k = atomic_fetch_add(&n_lat, 1);
+				if (k < MAX_SAMPLES)
+					lat[k] = t - dl;
+			}
+			run_start_of[me] = t; /* within ~ns of the dispatch */
+			cur_owner = me;
+		}
+	}
+	return 0;
+}
+
+static void *lat_timer(void *arg)
+{
+	xtc_exec_t *e = arg;
+	struct timespec ts = { quick ? 0 : 2, quick ? 500000000 : 0 };
+	nanosleep(&ts, NULL);
+	lat_stop = 1;
+	(void)e;
+	return NULL;
+}
+
+static void bench_latency(void)
+{
+	lat_slice = 200000;
+	tsc_calibrate();
+	xtc_exec_t *e = NULL;
+	if (xtc_exec_init(&e, 1) != XTC_OK)
+		return;
+	xtc_exec_set_preempt(e, lat_slice);
+	xtc_preempt_set_involuntary(1);
+	xtc_exec_async_on(e, 0, lat_spinner, (void *)0, NULL);
+	xtc_exec_async_on(e, 0, lat_spinner, (void *)1, NULL);
+	pthread_t th;
+	pthread_create(&th, NULL, lat_timer, e);
+	xtc_exec_run(e);
+	pthread_join(th, NULL);
+	xtc_exec_fini(e);
+	xtc_preempt_set_involuntary(0);
+	int n = atomic_load(&n_lat);
+	if (n > MAX_SAMPLES)
+		n = MAX_SAMPLES;
+	if (n < 10) {
+		fprintf(stderr, "bench_preempt: too few slice samples (%d)\n", n);
+		return;
+	}
+	qsort(lat, (size_t)n, sizeof *lat, cmp_i64);
+	printf("slice_expiry_to_next_p50_us %.1f us\n", (double)lat[n / 2] / 1e3);
+	printf("slice_expiry_to_next_p99_us %.1f us\n",
+	       (double)lat[(size_t)n * 99 / 100] / 1e3);
+	printf("slice_expiry_samples %d count\n", n);
+}
+
+int main(void)
+{
+	quick = getenv("XTC_BENCH_QUICK") != NULL;
+	if (!xtc_preempt_involuntary_supported()) {
+		fprintf(stderr, "bench_preempt: no involuntary path here\n");
+		bench_due();
+		return 0;
+	}
+	bench_due();
+	bench_latency();
+	bench_loss();
+	return 0;
+}

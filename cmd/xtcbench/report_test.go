@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// tinyConfig runs every workload for a few milliseconds.
+func tinyConfig(t *testing.T, out string) *Config {
+	t.Helper()
+	c, err := parseConfig([]string{"--out", out, "--dists", "A1,C", "--loads", "30,70",
+		"--point", "15ms", "--fair-dur", "150ms", "--fair-window", "50ms",
+		"--hog-probes", "5", "--reps", "1", "--micro-scale", "0.01",
+		"--slices", "100us", "--carriers", "1", "--progress", "off"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	return c
+}
+
+func TestTinyRunWritesReportAndPlots(t *testing.T) {
+	dir := t.TempDir()
+	cfg := tinyConfig(t, dir)
+	res, err := Execute(cfg, nil, "xtcbench --tiny")
+	require.NoError(t, err)
+
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	require.NoError(t, err)
+	text := string(md)
+	for _, want := range []string{"# xtcbench", "## Summary", "## 1. Micro operations",
+		"## 2. Tail latency", "### A1:", "### C:", "Highest load whose p99",
+		"## 3. Fairness", "## 4. Hog", "| check | xtc | Go | Go+cgo | target | result |",
+		"A1 @ 70%", "ping-pong"} {
+		assert.Contains(t, text, want)
+	}
+	// Every xtc row either ran or says why not; Go rows always ran.
+	if !res.Features.Has(FeatPreempt) {
+		assert.Contains(t, text, "not available")
+	}
+
+	js, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	require.NoError(t, err)
+	var back map[string]any
+	require.NoError(t, json.Unmarshal(js, &back))
+	assert.Contains(t, back, "summary")
+	assert.Contains(t, back, "tail")
+
+	for _, name := range []string{"tail_A1.png", "tail_C.png", "fair.png", "hog.png"} {
+		f, err := os.Open(filepath.Join(dir, name))
+		require.NoError(t, err, name)
+		img, err := png.Decode(f)
+		f.Close()
+		require.NoError(t, err, name)
+		assert.Greater(t, img.Bounds().Dx(), 300, name)
+		assert.Contains(t, text, "("+name+")", "report embeds "+name)
+	}
+	assert.Empty(t, res.PlotErrors)
+
+	// Go contenders produced real numbers at every point.
+	for _, p := range res.Tail.Points {
+		if p.Contender == "go" || p.Contender == "gocgo" {
+			assert.Equal(t, "ok", p.Status)
+			assert.Equal(t, p.N, p.Completed)
+			assert.Greater(t, p.All.P50, int64(0))
+		}
+	}
+	g := res.Fair.series("go")
+	require.NotNil(t, g)
+	assert.InDelta(t, 1.0, g.Overall[0]+g.Overall[1]+g.Overall[2], 1e-9)
+
+	var sum bytes.Buffer
+	WriteSummary(&sum, res)
+	assert.Contains(t, sum.String(), "check")
+	assert.Contains(t, sum.String(), "hog")
+}
+
+func TestRunPrintsSummary(t *testing.T) {
+	dir := t.TempDir()
+	var so, se bytes.Buffer
+	rc := run([]string{"--only", "hog", "--hog-probes", "3", "--out", dir, "--no-plots"}, &so, &se)
+	require.Equal(t, 0, rc, se.String())
+	assert.Contains(t, so.String(), "result")
+	assert.Contains(t, so.String(), "report: ")
+	_, err := os.Stat(filepath.Join(dir, "hog.png"))
+	assert.True(t, os.IsNotExist(err), "--no-plots writes no plot")
+}
+
+func TestVerdicts(t *testing.T) {
+	pt := func(key string, short int64) TailPoint {
+		return TailPoint{Dist: "A1", Load: 0.7, Contender: key, Status: "ok",
+			Short: Summary{P99: short}, N: 1, Completed: 1}
+	}
+	r := &Results{
+		Micro: []MicroRow{
+			{Name: "yield", XtcNs: 20, GoNs: 100, Status: StatusOK, Target: 3.5},
+			{Name: "spawn", XtcNs: 80, GoNs: 100, Status: StatusOK, Target: 2},
+			{Name: "switch", Status: StatusUnavail, GoNs: 50},
+		},
+		Tail: &TailResults{
+			Contenders: []Contender{{Key: "xtc-a", Label: "xtc a", Kind: "xtc"},
+				{Key: "xtc-b", Label: "xtc b", Kind: "xtc"},
+				{Key: "go", Kind: "go"}, {Key: "gocgo", Kind: "gocgo"}},
+			Points: []TailPoint{pt("xtc-a", 10_000), pt("xtc-b", 50_000),
+				pt("go", 200_000), pt("gocgo", 150_000)},
+			MaxLoad: map[string]map[string]float64{"A1": {"xtc-a": 0.7, "go": 0}},
+		},
+		Fair: &FairResults{Series: []FairSeries{{Key: "xtc", Status: "ok", Deviation: 0.04}}},
+		Hog: &HogResults{Series: []HogSeries{{Key: "xtc", Status: "ok",
+			Late: Summary{P99: 3_000_000}}}},
+	}
+	computeVerdicts(r)
+	got := map[string]string{}
+	for _, v := range r.Verdicts {
+		got[v.Check] = v.Result
+	}
+	assert.Equal(t, resMet, got["micro: yield (Go/xtc)"])
+	assert.Equal(t, resMissed, got["micro: spawn (Go/xtc)"])
+	assert.Equal(t, resUnavail, got["micro: switch (Go/xtc)"])
+	assert.Equal(t, resMet, got["A1 @ 70%: short-request p99, xtc a"])    // 20× and 15×
+	assert.Equal(t, resMissed, got["A1 @ 70%: short-request p99, xtc b"]) // 4× and 3×
+	assert.Equal(t, resMet, got["fairness 600:300:100: largest relative error of a class share"])
+	for k, v := range got {
+		if strings.HasPrefix(k, "hog") {
+			assert.Equal(t, resMissed, v)
+		}
+		if strings.HasPrefix(k, "highest load") {
+			assert.Equal(t, resInfo, v)
+		}
+	}
+}
+
+func TestProgressNilAndLines(t *testing.T) {
+	var p *Progress
+	p.Step("x") // nil is a no-op
+	p.Note("x")
+	p.Done()
+	f, err := os.CreateTemp(t.TempDir(), "pb")
+	require.NoError(t, err)
+	defer f.Close()
+	assert.Nil(t, NewProgress("auto", f, 3), "auto stays quiet on a file")
+	pb := NewProgress("on", f, 2)
+	require.NotNil(t, pb)
+	pb.Step("one")
+	pb.Step("two")
+	pb.Step("three") // past the total: total grows
+	pb.Done()
+	b, _ := os.ReadFile(f.Name())
+	assert.Contains(t, string(b), "2/2")
+	assert.Contains(t, string(b), "3/3")
+	_ = time.Second
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestQuantileNearestRank(t *testing.T) {
+	v := make([]int64, 100)
+	for i := range v {
+		v[i] = int64(i + 1) // 1..100
+	}
+	assert.Equal(t, int64(50), Quantile(v, 0.50))
+	assert.Equal(t, int64(99), Quantile(v, 0.99))
+	assert.Equal(t, int64(100), Quantile(v, 0.999))
+	assert.Equal(t, int64(1), Quantile(v, 0))
+	assert.Equal(t, int64(100), Quantile(v, 1))
+	assert.Equal(t, int64(1), Quantile(v, 0.001))
+	assert.Equal(t, int64(0), Quantile(nil, 0.5))
+
+	w := make([]int64, 1000)
+	for i := range w {
+		w[i] = int64(i + 1)
+	}
+	assert.Equal(t, int64(990), Quantile(w, 0.99))
+	assert.Equal(t, int64(999), Quantile(w, 0.999))
+	assert.Equal(t, int64(7), Quantile([]int64{7}, 0.99))
+}
+
+func TestSummarizeSortsAndSummarizes(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	v := make([]int64, 10000)
+	for i := range v {
+		v[i] = int64(i)
+	}
+	r.Shuffle(len(v), func(i, j int) { v[i], v[j] = v[j], v[i] })
+	s := Summarize(v)
+	assert.Equal(t, 10000, s.N)
+	assert.Equal(t, int64(4999), s.P50)
+	assert.Equal(t, int64(9899), s.P99)
+	assert.Equal(t, int64(9989), s.P999)
+	assert.Equal(t, int64(9999), s.Max)
+	assert.InDelta(t, 4999.5, s.Mean, 1e-9)
+	assert.Equal(t, Summary{}, Summarize(nil))
+}
+
+func TestMedianAndFormat(t *testing.T) {
+	assert.Equal(t, 2.0, median([]float64{3, 1, 2}))
+	assert.Equal(t, 2.5, median([]float64{4, 1, 2, 3}))
+	assert.Equal(t, 0.0, median(nil))
+	assert.Equal(t, "5.25 ns", fmtDurF(5.25))
+	assert.Equal(t, "120.0 ns", fmtDur(120))
+	assert.Equal(t, "12.5 µs", fmtDur(12_500))
+	assert.Equal(t, "1.50 ms", fmtDur(1_500_000))
+	assert.Equal(t, "2.00 s", fmtDur(2_000_000_000))
+}
+
+func TestSummarizeRunMarksIncomplete(t *testing.T) {
+	s := &Schedule{Arrival: []int64{0, 10, 20, 30}, Service: []int64{1, 1, 1, 1},
+		Short: []bool{true, true, false, true}, Mean: 1}
+	var p TailPoint
+	summarizeRun(s, []int64{5, 20, 40, -1}, []int64{0, 0, 0, 0}, &p)
+	assert.Equal(t, 4, p.N)
+	assert.Equal(t, 3, p.Completed)
+	assert.Equal(t, int64(incomplete), p.All.Max)
+	assert.Equal(t, 3, p.Short.N)
+	assert.False(t, p.MeetsSLO)
+	assert.Equal(t, -1.0, p.All.Mean)
+
+	var q TailPoint
+	summarizeRun(s, []int64{5, 20, 40, 31}, []int64{0, 1, 2, 3}, &q)
+	assert.Equal(t, int64(20), q.All.Max)
+	assert.Equal(t, int64(5), q.Short.P50)
+	assert.True(t, q.MeetsSLO) // p99 20 <= SLO 200
+}

@@ -1,0 +1,8 @@
+package main
+
+import ("os"; "testing")
+
+func TestDebugExecSpawn(t *testing.T) {
+	if os.Getenv("XB_DEBUG") == "" { t.Skip() }
+	for _, m := range []int{0, 1, 2} { xbDbg(m, 20000) }
+}

@@ -1,0 +1,305 @@
+//go:build cgo
+
+package xtc
+
+// Completions from C back to goroutines.
+//
+// A goroutine hands C work to a loop with Submit: the function runs as a
+// fresh fiber on that loop (xtc_dispatch, posted through the loop's MPSC
+// inbox when called from another thread) and its result completes a C
+// future. The future is registered with one process-wide completion queue
+// (xtc_cq_t): a bounded MPSC ring that the completing carrier pushes into
+// without locks or allocation, plus an eventfd doorbell. One goroutine
+// serves the queue; when the ring is empty it arms the doorbell and reads
+// the eventfd through os.NewFile, so it parks in Go's netpoller and no OS
+// thread is ever blocked in a cgo call waiting for C. Each delivered entry
+// closes the Future's channel, which is what Wait selects on together with
+// the caller's context.
+//
+// The ring has a fixed number of slots (cqCapacity); a slot is reserved
+// per in-flight Submit, so the C side can never find it full, and Submit
+// returns ErrAgain when every slot is taken.
+
+/*
+#include <stdint.h>
+#include "xtc.h"
+#include "future_int.h"
+
+// Dispatch fn (an intptr_t (*)(void *)) on loop and route its result into
+// cq under tag. The slot was reserved by the Go side, so notify only fails
+// on a bug; the dispatch is then cancelled and the future dropped.
+static int xtc_go_fut_submit(xtc_loop_t *loop, void *fn, void *arg, xtc_cq_t *cq,
+                         uint64_t tag, xtc_dispatch_handle_t **out_h)
+{
+	xtc_future_t *f = NULL;
+	int rc = xtc__dispatch_coro(loop, (xtc_coro_fn)fn, arg, &f, out_h);
+	if (rc != 0)
+		return rc;
+	rc = xtc_future_notify(f, cq, tag);
+	if (rc != 0) {
+		xtc_dispatch_cancel(*out_h);
+		*out_h = NULL;
+		xtc_future_drop(f);
+	}
+	return rc;
+}
+*/
+import "C"
+
+import (
+	"context"
+	"os"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// cqCapacity bounds the Submits in flight at once (C ring slots).
+const cqCapacity = 1 << 16
+
+type completionQueue struct {
+	cq   *C.xtc_cq_t
+	bell *os.File
+
+	mu      sync.Mutex
+	pending map[uint64]*Future
+	next    uint64
+
+	inflight atomic.Int64
+	// Delivered entries, for tests and the benchmark.
+	delivered atomic.Uint64
+}
+
+var (
+	cqOnce sync.Once
+	theCQ  *completionQueue
+	cqErr  error
+)
+
+func getCQ() (*completionQueue, error) {
+	cqOnce.Do(func() {
+		var c *C.xtc_cq_t
+		if rc := C.xtc_cq_create(cqCapacity, &c); rc != 0 {
+			cqErr = mkerr("xtc_cq_create", int(rc))
+			return
+		}
+		fd := C.xtc_cq_fd(c)
+		C.xtc_cq_release_fd(c)
+		// EFD_NONBLOCK: os.NewFile registers it with the netpoller.
+		q := &completionQueue{
+			cq:      c,
+			bell:    os.NewFile(uintptr(fd), "xtc-completions"),
+			pending: map[uint64]*Future{},
+		}
+		theCQ = q
+		go q.serve()
+	})
+	return theCQ, cqErr
+}
+
+// serve is the one consumer of the ring. It never returns: the queue lives
+// as long as the process, parked in the netpoller when idle.
+func (q *completionQueue) serve() {
+	var bell [8]byte
+	buf := make([]C.xtc_cq_entry_t, 256)
+	for {
+		n := int(C.xtc_cq_pop(q.cq, &buf[0], C.int(len(buf))))
+		if n > 0 {
+			q.deliver(buf[:n])
+			continue
+		}
+		if C.xtc_cq_arm(q.cq) != 0 {
+			continue // pushed between pop and arm
+		}
+		// Parks this goroutine (not its thread) until a carrier rings.
+		if _, err := q.bell.Read(bell[:]); err != nil {
+			panic("xtc: completion doorbell: " + err.Error())
+		}
+	}
+}
+
+func (q *completionQueue) deliver(es []C.xtc_cq_entry_t) {
+	q.mu.Lock()
+	fs := make([]*Future, len(es))
+	for i, e := range es {
+		tag := uint64(e.tag)
+		fs[i] = q.pending[tag]
+		delete(q.pending, tag)
+	}
+	q.mu.Unlock()
+	q.inflight.Add(-int64(len(es)))
+	q.delivered.Add(uint64(len(es)))
+	for i, e := range es {
+		if f := fs[i]; f != nil {
+			f.complete(int64(e.value), int(e.status))
+		}
+	}
+}
+
+// Future is the result of C work submitted from Go (Submit). It completes
+// exactly once with the C function's intptr_t result, or with ErrAborted
+// when the work was cancelled before it ran, cancelled while running, or
+// dropped unrun because its loop was finalised.
+type Future struct {
+	done  chan struct{}
+	value int64
+	err   error
+
+	mu sync.Mutex
+	h  *C.xtc_dispatch_handle_t // until completion or Cancel
+}
+
+// Submit runs the C function fn(arg) as a new fiber on loop l and returns
+// a Future for its result; fn is an `intptr_t (*)(void *)` supplied by the
+// caller's cgo code, e.g. unsafe.Pointer(C.my_kernel). It may yield, park
+// and offload blocking calls (xtc_blocking_run) like any fiber. arg must
+// not point to Go memory (cgo pointer rules). From any goroutine; nothing
+// blocks: the spawn goes through the loop's inbox and the result comes back
+// through the completion queue. The loop must be running (or run later)
+// for fn to execute: an executor loop (Exec.Loop) or a Loop whose Run is
+// active. Errors: ErrInval (nil fn, nil or finalised loop), ErrAgain (too
+// many Submits in flight), ErrNomem, ErrResource (the loop's task cap).
+func Submit(l *Loop, fn unsafe.Pointer, arg unsafe.Pointer) (*Future, error) {
+	if fn == nil || l == nil {
+		return nil, &Error{Op: "xtc_dispatch", Code: ErrInval}
+	}
+	q, err := getCQ()
+	if err != nil {
+		return nil, err
+	}
+	if q.inflight.Add(1) > cqCapacity {
+		q.inflight.Add(-1)
+		return nil, &Error{Op: "xtc_dispatch", Code: ErrAgain}
+	}
+	f := &Future{done: make(chan struct{})}
+	q.mu.Lock()
+	q.next++
+	tag := q.next
+	q.pending[tag] = f
+	q.mu.Unlock()
+	// The fiber may finish (and its entry be delivered) before this call
+	// returns: f.mu makes complete wait until h is recorded.
+	f.mu.Lock()
+	err = l.withC("xtc_dispatch", func(c *C.xtc_loop_t) C.int {
+		return C.xtc_go_fut_submit(c, fn, arg, q.cq, C.uint64_t(tag), &f.h)
+	})
+	f.mu.Unlock()
+	if err != nil {
+		q.mu.Lock()
+		delete(q.pending, tag)
+		q.mu.Unlock()
+		q.inflight.Add(-1)
+		return nil, err
+	}
+	return f, nil
+}
+
+func (f *Future) complete(v int64, status int) {
+	f.mu.Lock()
+	if f.h != nil {
+		C.xtc_dispatch_handle_free(f.h)
+		f.h = nil
+	}
+	f.mu.Unlock()
+	f.value = v
+	if status != 0 {
+		f.err = mkerr("xtc_dispatch", status)
+	}
+	close(f.done)
+}
+
+// Wait returns the result once the work completed, or ctx's error as soon
+// as ctx is done (the work goes on; Wait can be called again, and Cancel
+// stops work that has not finished). A nil ctx means context.Background().
+// The value comes with a nil error, or with ErrAborted (value = what a
+// cancelled-while-running fn returned, else 0).
+func (f *Future) Wait(ctx context.Context) (int64, error) {
+	if f == nil {
+		return 0, &Error{Op: "xtc_future_wait", Code: ErrInval}
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	select {
+	case <-f.done:
+		return f.value, f.err
+	default:
+	}
+	select {
+	case <-f.done:
+		return f.value, f.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// Done is closed when the future has completed.
+func (f *Future) Done() <-chan struct{} { return f.done }
+
+// Ready reports whether the future has completed.
+func (f *Future) Ready() bool {
+	select {
+	case <-f.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Cancel asks the work to stop (xtc_dispatch_cancel): not yet started, it
+// never runs; running, xtc_dispatch_cancelled() turns 1 inside fn, and the
+// future completes with ErrAborted when fn returns. After completion, or a
+// second time, it does nothing. ErrInval for a nil Future.
+func (f *Future) Cancel() error {
+	if f == nil {
+		return &Error{Op: "xtc_dispatch_cancel", Code: ErrInval}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.h != nil {
+		C.xtc_dispatch_cancel(f.h)
+		f.h = nil
+	}
+	return nil
+}
+
+// SubmitWait submits fn(arg) to l and waits for the result; when ctx ends
+// first the work is cancelled and ctx's error returned.
+func SubmitWait(ctx context.Context, l *Loop, fn unsafe.Pointer, arg unsafe.Pointer) (int64, error) {
+	f, err := Submit(l, fn, arg)
+	if err != nil {
+		return 0, err
+	}
+	v, err := f.Wait(ctx)
+	if err != nil && !f.Ready() {
+		f.Cancel()
+	}
+	return v, err
+}
+
+// CompletionsDelivered returns how many completions the queue has handed
+// to Futures since the process started (a counter for tests and tools).
+func CompletionsDelivered() uint64 {
+	if theCQ == nil {
+		return 0
+	}
+	return theCQ.delivered.Load()
+}
+
+// BlockingPoolSize fixes the blocking offload pool at n threads
+// (xtc_blocking_pool_size): 1..64, only while the pool is not started.
+// ErrRange, ErrInval.
+func BlockingPoolSize(n int) error {
+	if n < 1 || n > 64 {
+		return &Error{Op: "xtc_blocking_pool_size", Code: ErrRange}
+	}
+	return mkerr("xtc_blocking_pool_size", int(C.xtc_blocking_pool_size(C.int(n))))
+}
+
+// BlockingThreads returns the number of blocking pool threads
+// (0 when not started).
+func BlockingThreads() int { return int(C.xtc_blocking_threads()) }
+
+// BlockingShutdown runs the queued blocking jobs and joins the pool threads
+// (xtc_blocking_shutdown); a later offload restarts the pool.
+func BlockingShutdown() { C.xtc_blocking_shutdown() }

@@ -1,0 +1,59 @@
+/*
+ * future_int.h - internal contract shared by future.c and blocking.c: the
+ * one-shot wait node both use to park a waiter until a completer on any
+ * thread fires it, and the hooks the Go completion queue needs.
+ *
+ * The handshake (why three states). A waiter's node lives on its own stack
+ * and the waiter returns as soon as it sees the node completed, after which
+ * the node and even the waiting task may be gone. The completer must wake
+ * the waiter *after* publishing completion (else the wake could be consumed
+ * by a spurious return before the result is visible, and the waiter would
+ * park again forever) yet must not touch the node or the task *after* the
+ * waiter may have left. So the completer publishes FIRING, wakes, then
+ * publishes DONE as its last access; a waiter that sees FIRING waits for
+ * DONE (the completer is between two stores, with involuntary preemption
+ * deferred so it cannot be switched out on the waiter's own thread).
+ */
+#ifndef XTC_FUTURE_INT_H
+#define XTC_FUTURE_INT_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "loop_int.h"
+#include "xtc_future.h"
+
+enum {
+	XTC__WN_PENDING = 0,
+	XTC__WN_FIRING = 1,
+	XTC__WN_DONE = 2
+};
+
+typedef struct xtc__wnode xtc__wnode_t;
+struct xtc__wnode {
+	xtc__wnode_t *next;
+	xtc_task_t *task;        /* fiber waiter; NULL = thread waiter (futex) */
+	_Atomic uint32_t state;  /* XTC__WN_*; also the futex word */
+};
+
+/* Initialise a node for the calling context: a fiber task waiter when the
+ * caller is a fiber outside a Go callback, else a thread waiter. */
+void xtc__wnode_init(xtc__wnode_t *w);
+/* Completer side, any thread: FIRING, wake, DONE. The last access to w. */
+void xtc__wnode_fire(xtc__wnode_t *w);
+/* Waiter side. 0 once DONE; XTC_E_AGAIN when timeout_ns (< 0 forever, 0
+ * poll) expired with the node still PENDING; other codes from the park
+ * (XTC_E_DEADLK). On non-zero the caller must unlink the node under its
+ * lock and, if the completer already took it, call xtc__wnode_settle. */
+int  xtc__wnode_wait(xtc__wnode_t *w, int64_t timeout_ns);
+/* Wait until a node the completer has taken reaches DONE (bounded). */
+void xtc__wnode_settle(xtc__wnode_t *w);
+
+/* Dispatch a coroutine-shaped function (the result is an intptr_t, as in
+ * xtc_async): what the Go wrapper xtc.Submit runs. Same contract as
+ * xtc_dispatch otherwise. */
+int xtc__dispatch_coro(xtc_loop_t *loop, xtc_coro_fn fn, void *arg,
+                       xtc_future_t **out_future,
+                       xtc_dispatch_handle_t **out_handle);
+
+#endif

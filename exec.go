@@ -1,0 +1,549 @@
+//go:build cgo
+
+package xtc
+
+/*
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+#include "xtc.h"
+#include "xtc_exec.h"
+#include "loop_int.h"
+
+// Exported from exec_cb.go (declarations only there).
+extern void xtcGoStall(uintptr_t h, xtc_task_t *task, int64_t ran, int64_t budget);
+extern void xtcGoSubmit(uintptr_t h);
+
+// Both trampolines run on a carrier's own stack (the run-end hook and the
+// submission ring are served there, never on a fiber), with the Go-callback
+// guard raised: no fiber switch or preemption while Go runs.
+static void xtc_go_stall_tramp(xtc_loop_t *loop, xtc_task_t *task,
+                               int64_t ran, int64_t budget, void *user)
+{
+	(void)loop;
+	xtc__gocb_enter();
+	xtcGoStall((uintptr_t)user, task, ran, budget);
+	xtc__gocb_leave();
+}
+
+static void xtc_go_submit_tramp(void *user)
+{
+	xtc__gocb_enter();
+	xtcGoSubmit((uintptr_t)user);
+	xtc__gocb_leave();
+}
+
+static void xtc_go_set_stall_cb(xtc_loop_t *loop, uintptr_t h)
+{
+	xtc_loop_set_stall_cb(loop, h ? xtc_go_stall_tramp : NULL, (void *)h);
+}
+
+static int xtc_go_submit(xtc_exec_t *e, int idx, uintptr_t h, int64_t wait)
+{
+	if (wait == 0)
+		return xtc_exec_submit(e, idx, xtc_go_submit_tramp, (void *)h);
+	return xtc_exec_submit_wait(e, idx, xtc_go_submit_tramp, (void *)h, wait);
+}
+
+static int xtc_go_loop_is_exec(xtc_loop_t *loop)
+{
+	return loop != NULL && loop->exec != NULL;
+}
+
+// A run on a C-created thread that rings an eventfd when it returns, so Go
+// waits in its netpoller instead of in a blocking cgo call.
+typedef struct xtc_go_runner {
+	xtc_exec_t *e;
+	int efd;
+	int rc;
+	pthread_t th;
+} xtc_go_runner_t;
+
+static void *xtc_go_run_thread(void *a)
+{
+	xtc_go_runner_t *r = a;
+	uint64_t one = 1;
+	ssize_t n;
+
+	r->rc = xtc_exec_run(r->e);
+	do
+		n = write(r->efd, &one, sizeof(one));
+	while (n < 0 && errno == EINTR);
+	return NULL;
+}
+
+static int xtc_go_exec_start(xtc_exec_t *e, xtc_go_runner_t **out)
+{
+	xtc_go_runner_t *r = calloc(1, sizeof(*r));
+
+	if (r == NULL)
+		return XTC_E_NOMEM;
+	r->e = e;
+	r->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (r->efd < 0) {
+		free(r);
+		return XTC_E_RESOURCE;
+	}
+	if (pthread_create(&r->th, NULL, xtc_go_run_thread, r) != 0) {
+		close(r->efd);
+		free(r);
+		return XTC_E_RESOURCE;
+	}
+	*out = r;
+	return 0;
+}
+
+// The thread has rung the eventfd: join it (returns at once) and free.
+static int xtc_go_exec_reap(xtc_go_runner_t *r)
+{
+	int rc;
+
+	pthread_join(r->th, NULL);
+	rc = r->rc;
+	free(r);
+	return rc;
+}
+*/
+import "C"
+
+import (
+	"context"
+	"os"
+	"runtime/cgo"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// Exec is a multi-loop executor (xtc_exec_t): n loops, each driven by its
+// own C-created carrier thread while the executor runs. Go code never runs
+// on a carrier's fibers; Go callbacks (Submit functions, stall callbacks,
+// TaskSpawn bodies) run on a carrier's own stack.
+type Exec struct {
+	c     *C.xtc_exec_t
+	loops []*Loop
+
+	mu      sync.RWMutex // guards c against Fini
+	closed  atomic.Bool
+	running atomic.Bool
+}
+
+// LoopStats are the counters of one executor loop (xtc_loop_stats_t).
+type LoopStats struct {
+	TasksRun uint64 // dispatches
+	Steals   uint64 // tasks taken from a peer's deque
+}
+
+// ExecInit creates an executor with n loops (xtc_exec_init); n <= 0 means
+// one per CPU.
+func ExecInit(n int) (*Exec, error) {
+	var c *C.xtc_exec_t
+	if rc := C.xtc_exec_init(&c, C.int(n)); rc != 0 {
+		return nil, mkerr("xtc_exec_init", int(rc))
+	}
+	e := &Exec{c: c}
+	cnt := int(C.xtc_exec_n_loops(c))
+	for i := 0; i < cnt; i++ {
+		e.loops = append(e.loops, execLoop(C.xtc_exec_loop(c, C.int(i))))
+	}
+	return e, nil
+}
+
+// execLoop wraps a loop owned by an executor: thread-safe calls (ProcSpawn,
+// TaskSpawn, Wake, Stop, class creation before the run) work; owner-only
+// calls (Run, Fini, timers, SetYieldBudget) return ErrInval, because the
+// loop belongs to its carrier.
+func execLoop(c *C.xtc_loop_t) *Loop {
+	l := &Loop{
+		c:       c,
+		reqs:    make(chan func()),
+		quit:    make(chan struct{}),
+		handles: map[cgo.Handle]struct{}{},
+	}
+	close(l.quit)
+	return l
+}
+
+func (e *Exec) withC(op string, call func(c *C.xtc_exec_t) C.int) error {
+	if e == nil {
+		return errClosed(op)
+	}
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed.Load() {
+		return errClosed(op)
+	}
+	return mkerr(op, int(call(e.c)))
+}
+
+// NLoops returns the number of loops (0 for a nil or finalised Exec).
+func (e *Exec) NLoops() int {
+	if e == nil || e.closed.Load() {
+		return 0
+	}
+	return len(e.loops)
+}
+
+// Loop returns loop i (xtc_exec_loop), or nil when i is out of range.
+func (e *Exec) Loop(i int) *Loop {
+	if e == nil || e.closed.Load() || i < 0 || i >= len(e.loops) {
+		return nil
+	}
+	return e.loops[i]
+}
+
+// LoopStats returns relaxed snapshots of loop i's counters
+// (xtc_exec_loop_stats); exact once Run has returned.
+func (e *Exec) LoopStats(i int) (LoopStats, error) {
+	var st C.xtc_loop_stats_t
+	err := e.withC("xtc_exec_loop_stats", func(c *C.xtc_exec_t) C.int {
+		return C.xtc_exec_loop_stats(c, C.int(i), &st)
+	})
+	return LoopStats{TasksRun: uint64(st.tasks_run), Steals: uint64(st.steals)}, err
+}
+
+// ExecRun is a running executor started by Start.
+type ExecRun struct {
+	e    *Exec
+	done chan struct{}
+	err  error
+}
+
+// Start runs the executor (xtc_exec_run) on a C-created thread and returns
+// at once. No goroutine sits in a blocking cgo call meanwhile: the run
+// signals its end through an eventfd that Go's netpoller watches.
+func (e *Exec) Start() (*ExecRun, error) {
+	var r *C.xtc_go_runner_t
+	if e == nil || e.closed.Load() {
+		return nil, errClosed("xtc_exec_run")
+	}
+	if !e.running.CompareAndSwap(false, true) {
+		return nil, &Error{Op: "xtc_exec_run", Code: ErrInval}
+	}
+	e.mu.RLock()
+	rc := C.xtc_go_exec_start(e.c, &r)
+	e.mu.RUnlock()
+	if rc != 0 {
+		e.running.Store(false)
+		return nil, mkerr("xtc_exec_run", int(rc))
+	}
+	run := &ExecRun{e: e, done: make(chan struct{})}
+	f := os.NewFile(uintptr(r.efd), "xtc-exec-run")
+	go func() {
+		var b [8]byte
+		for {
+			// Non-blocking eventfd: the read parks this goroutine in
+			// the netpoller until the run thread writes.
+			if _, err := f.Read(b[:]); err == nil {
+				break
+			}
+		}
+		f.Close()
+		run.err = mkerr("xtc_exec_run", int(C.xtc_go_exec_reap(r)))
+		e.running.Store(false)
+		close(run.done)
+	}()
+	return run, nil
+}
+
+// Wait waits for the run to end (quiescence or Stop) and returns its
+// result, or ctx's error when ctx ends first (the run goes on; call Stop
+// and Wait again to end it).
+func (r *ExecRun) Wait(ctx context.Context) error {
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Done is closed when the run has ended.
+func (r *ExecRun) Done() <-chan struct{} { return r.done }
+
+// Run runs the executor until quiescence or Stop (xtc_exec_run). It is
+// Start followed by Wait(context.Background()).
+func (e *Exec) Run() error {
+	r, err := e.Start()
+	if err != nil {
+		return err
+	}
+	return r.Wait(context.Background())
+}
+
+// Stop ends a run from any goroutine (xtc_exec_stop).
+func (e *Exec) Stop() error {
+	return e.withC("xtc_exec_stop", func(c *C.xtc_exec_t) C.int { return C.xtc_exec_stop(c) })
+}
+
+// Fini frees the executor and its loops (xtc_exec_fini). ErrInval while
+// it runs or twice.
+func (e *Exec) Fini() error {
+	if e == nil || e.closed.Load() {
+		return errClosed("xtc_exec_fini")
+	}
+	if e.running.Load() {
+		return &Error{Op: "xtc_exec_fini", Code: ErrInval}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed.Load() {
+		return errClosed("xtc_exec_fini")
+	}
+	for _, l := range e.loops {
+		l.cmu.Lock()
+	}
+	rc := C.xtc_exec_fini(e.c)
+	if rc == 0 {
+		e.closed.Store(true)
+		e.c = nil
+	}
+	for _, l := range e.loops {
+		if rc == 0 {
+			l.closed.Store(true)
+			l.c = nil
+		}
+		l.cmu.Unlock()
+	}
+	if rc != 0 {
+		return mkerr("xtc_exec_fini", int(rc))
+	}
+	for _, l := range e.loops {
+		l.hmu.Lock()
+		for h := range l.handles {
+			h.Delete()
+		}
+		l.handles = nil
+		for _, p := range l.cstrs {
+			C.free(p)
+		}
+		l.cstrs = nil
+		l.hmu.Unlock()
+	}
+	return nil
+}
+
+// Submit runs fn once on carrier loopIdx's own stack (xtc_exec_submit);
+// loopIdx < 0 picks one round-robin. The submission ring is bounded: when
+// it is full, Submit returns ErrAgain at once. fn must not block for long.
+func (e *Exec) Submit(loopIdx int, fn func()) error {
+	return e.submit(loopIdx, fn, 0)
+}
+
+// SubmitWait is Submit that waits for room in a full ring, up to timeout
+// (< 0 forever), then returns ErrAgain (xtc_exec_submit_wait).
+func (e *Exec) SubmitWait(loopIdx int, fn func(), timeout time.Duration) error {
+	if timeout == 0 {
+		timeout = 1 // 0 would mean "no wait" in the C call
+	}
+	return e.submit(loopIdx, fn, timeout)
+}
+
+func (e *Exec) submit(loopIdx int, fn func(), wait time.Duration) error {
+	if fn == nil {
+		return &Error{Op: "xtc_exec_submit", Code: ErrInval}
+	}
+	h := cgo.NewHandle(fn)
+	err := e.withC("xtc_exec_submit", func(c *C.xtc_exec_t) C.int {
+		return C.xtc_go_submit(c, C.int(loopIdx), C.uintptr_t(h), C.int64_t(wait))
+	})
+	if err != nil {
+		h.Delete()
+	}
+	return err
+}
+
+// SetServiceMode turns the idle auto-stop off (on) or back on.
+func (e *Exec) SetServiceMode(on bool) {
+	_ = e.withC("", func(c *C.xtc_exec_t) C.int { C.xtc_exec_set_service_mode(c, cbool(on)); return 0 })
+}
+
+// ServiceMode reports the service-mode knob.
+func (e *Exec) ServiceMode() bool { return e.getKnob(func(c *C.xtc_exec_t) C.int { return C.xtc_exec_get_service_mode(c) }) }
+
+// SetEagerRebalance makes idle loops steal migratable work before parking
+// and wakes a parked peer when migratable work is queued.
+func (e *Exec) SetEagerRebalance(on bool) {
+	_ = e.withC("", func(c *C.xtc_exec_t) C.int { C.xtc_exec_set_eager_rebalance(c, cbool(on)); return 0 })
+}
+
+// EagerRebalance reports the eager-rebalance knob.
+func (e *Exec) EagerRebalance() bool {
+	return e.getKnob(func(c *C.xtc_exec_t) C.int { return C.xtc_exec_get_eager_rebalance(c) })
+}
+
+// SetStealBackoff grows an idle loop's steal-poll interval from 1 ms to
+// 32 ms (saves idle CPU on large, mostly idle executors).
+func (e *Exec) SetStealBackoff(on bool) {
+	_ = e.withC("", func(c *C.xtc_exec_t) C.int { C.xtc_exec_set_steal_backoff(c, cbool(on)); return 0 })
+}
+
+// StealBackoff reports the steal-backoff knob.
+func (e *Exec) StealBackoff() bool {
+	return e.getKnob(func(c *C.xtc_exec_t) C.int { return C.xtc_exec_get_steal_backoff(c) })
+}
+
+// SetPreempt sets every carrier's preemption slice (xtc_exec_set_preempt);
+// before Run. ErrNosys when the build has no tick source.
+func (e *Exec) SetPreempt(slice time.Duration) error {
+	return e.withC("xtc_exec_set_preempt", func(c *C.xtc_exec_t) C.int {
+		return C.xtc_exec_set_preempt(c, C.int64_t(slice))
+	})
+}
+
+// SetStallBudget arms the stall watchdog of every loop
+// (xtc_exec_set_stall_budget); 0 turns it off.
+func (e *Exec) SetStallBudget(d time.Duration) {
+	_ = e.withC("", func(c *C.xtc_exec_t) C.int { C.xtc_exec_set_stall_budget(c, C.int64_t(d)); return 0 })
+}
+
+func (e *Exec) getKnob(get func(c *C.xtc_exec_t) C.int) bool {
+	on := false
+	_ = e.withC("", func(c *C.xtc_exec_t) C.int { on = get(c) != 0; return 0 })
+	return on
+}
+
+func cbool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// ExecLoopID returns the executor loop index of the calling carrier
+// (xtc_exec_loop_id), -1 off a carrier: meaningful inside Submit functions
+// and task bodies.
+func ExecLoopID() int { return int(C.xtc_exec_loop_id()) }
+
+// ShardID and ShardCount are xtc_shard_id / xtc_shard_count.
+func ShardID() int    { return int(C.xtc_shard_id()) }
+func ShardCount() int { return int(C.xtc_shard_count()) }
+
+// ---- scheduling classes ----------------------------------------------------
+
+// ExecClassCreate creates a scheduling class on loop (xtc_exec_class_create):
+// shares in 1..1000 weight its CPU against the loop's other classes and the
+// default lane (100 shares); a non-zero latency tightens the loop's yield
+// budget to that bound. ErrInval for bad arguments, ErrAgain past 16
+// classes on a loop. For an executor loop, create classes before the run.
+func ExecClassCreate(loop *Loop, shares int, latency time.Duration) (*ExecClass, error) {
+	var cls C.xtc_exec_class_t
+	var rc C.int
+	op := "xtc_exec_class_create"
+	if loop == nil {
+		return nil, errClosed(op)
+	}
+	call := func() {
+		rc = C.xtc_exec_class_create(loop.c, C.int(shares), C.int64_t(latency), &cls)
+	}
+	loop.cmu.RLock()
+	if loop.closed.Load() {
+		loop.cmu.RUnlock()
+		return nil, errClosed(op)
+	}
+	isExec := C.xtc_go_loop_is_exec(loop.c) != 0
+	if isExec {
+		call()
+		loop.cmu.RUnlock()
+	} else {
+		loop.cmu.RUnlock()
+		if err := loop.exec(op, call); err != nil {
+			return nil, err
+		}
+	}
+	if rc != 0 {
+		return nil, mkerr(op, int(rc))
+	}
+	return &ExecClass{c: cls}, nil
+}
+
+// Shares returns the class's shares (0 for nil).
+func (c *ExecClass) Shares() int {
+	if c == nil {
+		return 0
+	}
+	return int(C.xtc_exec_class_shares(c.c))
+}
+
+// Latency returns the class's latency bound (0 for nil or none).
+func (c *ExecClass) Latency() time.Duration {
+	if c == nil {
+		return 0
+	}
+	return time.Duration(C.xtc_exec_class_latency(c.c))
+}
+
+// Runs returns how many times a task of the class was picked.
+func (c *ExecClass) Runs() uint64 {
+	if c == nil {
+		return 0
+	}
+	return uint64(C.xtc_exec_class_runs(c.c))
+}
+
+// VRuntime returns the class's weighted virtual runtime.
+func (c *ExecClass) VRuntime() uint64 {
+	if c == nil {
+		return 0
+	}
+	return uint64(C.xtc_exec_class_vruntime(c.c))
+}
+
+// CPU returns the measured run time charged to the class.
+func (c *ExecClass) CPU() time.Duration {
+	if c == nil {
+		return 0
+	}
+	return time.Duration(C.xtc_exec_class_cpu_ns(c.c))
+}
+
+// ---- stall watchdog ----------------------------------------------------------
+
+// StallFunc receives a stall report: the run took ran >= budget. It runs on
+// the loop's carrier stack, synchronously at the end of that run; keep it
+// short. task identifies the run (it may have finished already).
+type StallFunc func(l *Loop, task unsafe.Pointer, ran, budget time.Duration)
+
+type stallCb struct {
+	l  *Loop
+	fn StallFunc
+}
+
+// SetStallBudget arms this loop's stall watchdog (xtc_loop_set_stall_budget);
+// 0 turns it off. Any goroutine.
+func (l *Loop) SetStallBudget(d time.Duration) error {
+	return l.withC("xtc_loop_set_stall_budget", func(c *C.xtc_loop_t) C.int {
+		C.xtc_loop_set_stall_budget(c, C.int64_t(d))
+		return 0
+	})
+}
+
+// SetStallFunc installs fn as the loop's stall callback
+// (xtc_loop_set_stall_cb); nil restores the default report on stderr.
+func (l *Loop) SetStallFunc(fn StallFunc) error {
+	var h cgo.Handle
+	if fn != nil {
+		var ok bool
+		if h, ok = l.addHandle(&stallCb{l: l, fn: fn}); !ok {
+			return errClosed("xtc_loop_set_stall_cb")
+		}
+	}
+	return l.withC("xtc_loop_set_stall_cb", func(c *C.xtc_loop_t) C.int {
+		C.xtc_go_set_stall_cb(c, C.uintptr_t(h))
+		return 0
+	})
+}
+
+// StallCount returns how many runs overran the budget (xtc_loop_stall_count).
+func (l *Loop) StallCount() uint64 {
+	var n C.uint64_t
+	_ = l.withC("xtc_loop_stall_count", func(c *C.xtc_loop_t) C.int {
+		n = C.xtc_loop_stall_count(c)
+		return 0
+	})
+	return uint64(n)
+}

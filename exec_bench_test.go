@@ -1,0 +1,141 @@
+//go:build cgo
+
+package xtc
+
+import (
+	"context"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Fan-out/fan-in of small units of work on 2 carriers: xtc procs on a
+// 2-loop executor (C workload, see exec_testhelp.go) against goroutines
+// with GOMAXPROCS=2, in the same run. Reported as ns per unit; the ratio
+// is printed by BenchmarkExecFanout/ratio.
+const fanoutN = 1_000_000
+
+func goFanout(n int) time.Duration {
+	prev := runtime.GOMAXPROCS(2)
+	defer runtime.GOMAXPROCS(prev)
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for s := 0; s < 2; s++ {
+		wg.Add(1)
+		go func() { // one spawner per P, like one spawner proc per loop
+			defer wg.Done()
+			var inner sync.WaitGroup
+			for i := 0; i < n/2; i++ {
+				inner.Add(1)
+				go func() {
+					done.Add(1)
+					inner.Done()
+				}()
+			}
+			inner.Wait()
+		}()
+	}
+	wg.Wait()
+	d := time.Since(t0)
+	if done.Load() != int64(2*(n/2)) {
+		return -1
+	}
+	return d
+}
+
+func median(ds []time.Duration) time.Duration {
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[len(ds)/2]
+}
+
+func BenchmarkExecFanout(b *testing.B) {
+	b.Run("xtc", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			d := execFanoutXtc(fanoutN)
+			b.ReportMetric(float64(d.Nanoseconds())/fanoutN, "ns/proc")
+		}
+	})
+	b.Run("go", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			d := goFanout(fanoutN)
+			b.ReportMetric(float64(d.Nanoseconds())/fanoutN, "ns/goroutine")
+		}
+	})
+	b.Run("ratio", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			var xs, gs []time.Duration
+			for r := 0; r < 3; r++ {
+				xs = append(xs, execFanoutXtc(fanoutN))
+				gs = append(gs, goFanout(fanoutN))
+			}
+			x, g := median(xs), median(gs)
+			b.ReportMetric(float64(g)/float64(x), "xtc-throughput/go")
+		}
+	})
+}
+
+// Cross-thread submission from a goroutine to a parked carrier: time from
+// Submit to the function running on the carrier.
+func BenchmarkExecSubmitLatency(b *testing.B) {
+	e, err := ExecInit(1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Fini()
+	e.SetServiceMode(true)
+	run, err := e.Start()
+	if err != nil {
+		b.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	lat := make([]time.Duration, 0, b.N)
+	ch := make(chan time.Duration, 1)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		time.Sleep(300 * time.Microsecond) // the carrier parks
+		t0 := time.Now()
+		if err := e.Submit(0, func() { ch <- time.Since(t0) }); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, <-ch)
+	}
+	b.StopTimer()
+	e.Stop()
+	run.Wait(context.Background())
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+}
+
+// Sustained submissions from one goroutine (bounded ring, blocking when
+// full).
+func BenchmarkExecSubmitThroughput(b *testing.B) {
+	e, err := ExecInit(1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Fini()
+	e.SetServiceMode(true)
+	run, err := e.Start()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var done atomic.Int64
+	fn := func() { done.Add(1) }
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := e.SubmitWait(0, fn, -1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for done.Load() < int64(b.N) {
+		runtime.Gosched()
+	}
+	b.StopTimer()
+	e.Stop()
+	run.Wait(context.Background())
+}

@@ -1,0 +1,263 @@
+//go:build cgo
+
+package xtc
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestExecErrors(t *testing.T) {
+	_, err := ExecInit(100000)
+	assert.ErrorIs(t, err, ErrRange)
+
+	var nilE *Exec
+	assert.Equal(t, 0, nilE.NLoops())
+	assert.Nil(t, nilE.Loop(0))
+	assert.ErrorIs(t, nilE.Stop(), ErrInval)
+	assert.ErrorIs(t, nilE.Fini(), ErrInval)
+	assert.ErrorIs(t, nilE.Run(), ErrInval)
+	_, err = nilE.LoopStats(0)
+	assert.ErrorIs(t, err, ErrInval)
+	assert.ErrorIs(t, nilE.Submit(0, func() {}), ErrInval)
+	assert.False(t, nilE.ServiceMode())
+
+	e, err := ExecInit(2)
+	require.NoError(t, err)
+	assert.Equal(t, 2, e.NLoops())
+	assert.NotNil(t, e.Loop(1))
+	assert.Nil(t, e.Loop(2))
+	assert.Nil(t, e.Loop(-1))
+	_, err = e.LoopStats(2)
+	assert.ErrorIs(t, err, ErrInval)
+	assert.ErrorIs(t, e.Submit(0, nil), ErrInval)
+	assert.ErrorIs(t, e.Submit(5, func() {}), ErrInval)
+	assert.NoError(t, e.SetPreempt(0))
+
+	// executor loops belong to their carriers: owner-only calls refuse
+	assert.ErrorIs(t, e.Loop(0).Run(), ErrInval)
+	assert.ErrorIs(t, e.Loop(0).Fini(), ErrInval)
+
+	// knobs
+	e.SetServiceMode(true)
+	assert.True(t, e.ServiceMode())
+	e.SetServiceMode(false)
+	assert.False(t, e.ServiceMode())
+	e.SetEagerRebalance(true)
+	assert.True(t, e.EagerRebalance())
+	e.SetStealBackoff(true)
+	assert.True(t, e.StealBackoff())
+
+	// an empty run returns at once
+	require.NoError(t, e.Run())
+	require.NoError(t, e.Fini())
+	assert.ErrorIs(t, e.Fini(), ErrInval)
+	assert.ErrorIs(t, e.Stop(), ErrInval)
+	assert.Equal(t, 0, e.NLoops())
+	assert.Equal(t, -1, ExecLoopID())
+	assert.Equal(t, -1, ShardID())
+	assert.Equal(t, 0, ShardCount())
+}
+
+func TestExecSubmitAndStats(t *testing.T) {
+	e, err := ExecInit(2)
+	require.NoError(t, err)
+	defer e.Fini()
+	var ran atomic.Int64
+	var badID atomic.Int64
+	const n = 1000
+	for i := 0; i < n; i++ {
+		idx := i % 2
+		require.NoError(t, e.Submit(idx, func() {
+			if ExecLoopID() != idx || ShardCount() != 2 {
+				badID.Add(1)
+			}
+			ran.Add(1)
+		}))
+	}
+	require.NoError(t, e.Run())
+	assert.EqualValues(t, n, ran.Load())
+	assert.Zero(t, badID.Load())
+	s0, err := e.LoopStats(0)
+	require.NoError(t, err)
+	_ = s0
+}
+
+// Goroutines submit while a service-mode run goes on; Wait honours ctx.
+func TestExecStartWaitService(t *testing.T) {
+	e, err := ExecInit(2)
+	require.NoError(t, err)
+	defer e.Fini()
+	e.SetServiceMode(true)
+	run, err := e.Start()
+	require.NoError(t, err)
+	_, err = e.Start()
+	assert.ErrorIs(t, err, ErrInval)
+	assert.ErrorIs(t, e.Fini(), ErrInval) // running
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	assert.ErrorIs(t, run.Wait(ctx), context.DeadlineExceeded)
+
+	var wg sync.WaitGroup
+	var ran atomic.Int64
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 2000; i++ {
+				if err := e.SubmitWait(-1, func() { ran.Add(1) }, -1); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.Eventually(t, func() bool { return ran.Load() == 8000 }, 10*time.Second, time.Millisecond)
+	require.NoError(t, e.Stop())
+	require.NoError(t, run.Wait(context.Background()))
+	<-run.Done()
+}
+
+func TestExecTasksFromGoroutines(t *testing.T) {
+	e, err := ExecInit(2)
+	require.NoError(t, err)
+	defer e.Fini()
+	var ran atomic.Int64
+	for i := 0; i < 100; i++ {
+		_, err := TaskSpawn(e.Loop(i%2), func(*Task) TaskResult {
+			ran.Add(1)
+			return TaskDone
+		})
+		require.NoError(t, err)
+	}
+	require.NoError(t, e.Run())
+	assert.EqualValues(t, 100, ran.Load())
+}
+
+func TestExecClassErrors(t *testing.T) {
+	_, err := ExecClassCreate(nil, 10, 0)
+	assert.ErrorIs(t, err, ErrInval)
+	l, err := LoopInit()
+	require.NoError(t, err)
+	defer l.Fini()
+	for _, bad := range []int{0, 1001, -1} {
+		_, err = ExecClassCreate(l, bad, 0)
+		assert.ErrorIs(t, err, ErrInval, "shares %d", bad)
+	}
+	_, err = ExecClassCreate(l, 10, -time.Nanosecond)
+	assert.ErrorIs(t, err, ErrInval)
+	for i := 0; i < 16; i++ {
+		c, err := ExecClassCreate(l, 10+i, time.Duration(i)*time.Microsecond)
+		require.NoError(t, err)
+		assert.Equal(t, 10+i, c.Shares())
+		assert.Equal(t, time.Duration(i)*time.Microsecond, c.Latency())
+		assert.Zero(t, c.Runs())
+		assert.Zero(t, c.VRuntime())
+	}
+	_, err = ExecClassCreate(l, 10, 0)
+	assert.ErrorIs(t, err, ErrAgain)
+
+	var nc *ExecClass
+	assert.Zero(t, nc.Shares())
+	assert.Zero(t, nc.Latency())
+	assert.Zero(t, nc.Runs())
+	assert.Zero(t, nc.VRuntime())
+	assert.Zero(t, nc.CPU())
+}
+
+// Three classes 600:300:100 on an executor loop: more shares, more runs.
+func TestExecClassesOrder(t *testing.T) {
+	e, err := ExecInit(1)
+	require.NoError(t, err)
+	defer e.Fini()
+	l := e.Loop(0)
+	shares := []int{600, 300, 100}
+	var cls []*ExecClass
+	for _, s := range shares {
+		c, err := ExecClassCreate(l, s, 0)
+		require.NoError(t, err)
+		cls = append(cls, c)
+		for k := 0; k < 2; k++ {
+			_, err := ProcSpawn(l, testWorker(), nil, &ProcOpts{SchedClass: c})
+			require.NoError(t, err)
+		}
+	}
+	// a class of another loop is refused
+	other, err := ExecClassCreate(func() *Loop { e2, _ := ExecInit(1); t.Cleanup(func() { e2.Fini() }); return e2.Loop(0) }(), 10, 0)
+	require.NoError(t, err)
+	_, err = ProcSpawn(l, testWorker(), nil, &ProcOpts{SchedClass: other})
+	assert.ErrorIs(t, err, ErrInval)
+
+	setTestBudget(3000)
+	require.NoError(t, e.Run())
+	r := []uint64{cls[0].Runs(), cls[1].Runs(), cls[2].Runs()}
+	t.Logf("runs 600:300:100 -> %v", r)
+	// ordering only, 3x and 6x apart (exact ratios: benchmarks, simulator)
+	assert.Greater(t, r[0], r[2])
+	assert.Greater(t, r[1], r[2])
+	assert.Greater(t, cls[0].CPU(), cls[2].CPU())
+}
+
+func TestExecStallFunc(t *testing.T) {
+	e, err := ExecInit(1)
+	require.NoError(t, err)
+	defer e.Fini()
+	l := e.Loop(0)
+	var calls atomic.Int64
+	var gotRan, gotBudget atomic.Int64
+	var gotLoop atomic.Pointer[Loop]
+	require.NoError(t, l.SetStallFunc(func(sl *Loop, task unsafe.Pointer, ran, budget time.Duration) {
+		gotLoop.Store(sl)
+		gotRan.Store(int64(ran))
+		gotBudget.Store(int64(budget))
+		calls.Add(1)
+	}))
+	e.SetStallBudget(2 * time.Millisecond)
+	_, err = TaskSpawn(l, func(*Task) TaskResult {
+		end := time.Now().Add(5 * time.Millisecond)
+		for time.Now().Before(end) {
+		}
+		return TaskDone
+	})
+	require.NoError(t, err)
+	require.NoError(t, e.Run())
+	assert.EqualValues(t, 1, calls.Load())
+	assert.EqualValues(t, 1, l.StallCount())
+	assert.Same(t, l, gotLoop.Load())
+	assert.GreaterOrEqual(t, gotRan.Load(), int64(5*time.Millisecond))
+	assert.EqualValues(t, 2*time.Millisecond, gotBudget.Load())
+
+	// standalone loop: budget and count through the Loop methods
+	sl, err := LoopInit()
+	require.NoError(t, err)
+	defer sl.Fini()
+	require.NoError(t, sl.SetStallBudget(time.Millisecond))
+	require.NoError(t, sl.SetStallFunc(func(*Loop, unsafe.Pointer, time.Duration, time.Duration) { calls.Add(1) }))
+	_, err = TaskSpawn(sl, func(*Task) TaskResult {
+		time.Sleep(3 * time.Millisecond)
+		return TaskDone
+	})
+	require.NoError(t, err)
+	require.NoError(t, sl.Run())
+	assert.EqualValues(t, 1, sl.StallCount())
+	assert.EqualValues(t, 2, calls.Load())
+
+	var nl *Loop
+	assert.True(t, errors.Is(nl.SetStallBudget(time.Second), ErrInval))
+	assert.Zero(t, nl.StallCount())
+}
+
+func TestExecFanoutXtcHelper(t *testing.T) {
+	d := execFanoutXtc(20000)
+	assert.Greater(t, d, time.Duration(0))
+}

@@ -1,0 +1,260 @@
+//go:build cgo
+
+package xtc
+
+// Preemption wrappers (xtc_preempt.h, xtc_fn.h's adaptive quantum).
+//
+// What runs where: preemption applies to C code running on fibers of an
+// executor whose slice is set (Exec.SetPreempt) — typically a C kernel that
+// never yields, submitted with Submit or ProcSpawn. Go code is never
+// preempted by xtc: Go never runs on a fiber stack, and while a Go callback
+// runs on a carrier the runtime withdraws that carrier's deadline, so no
+// xtc signal lands in Go code. The preemption signal is a real-time signal
+// (SIGRTMIN+3 by default); never pass it to signal.Ignore, which would
+// replace xtc's handler.
+
+/*
+#include <stdint.h>
+#include "xtc.h"
+#include "xtc_preempt.h"
+#include "xtc_fn.h"
+#include "xtc_exec.h"
+
+static int xtc_go_preempt_map_info(int *n_rt, int *n_local);
+int xtc__preempt_map_info(int *n_rt, int *n_local);
+static int xtc_go_preempt_map_info(int *n_rt, int *n_local)
+{
+	return xtc__preempt_map_info(n_rt, n_local);
+}
+*/
+import "C"
+
+import (
+	"time"
+)
+
+// PreemptStats are the preemption counters (xtc_preempt_stats_t).
+type PreemptStats struct {
+	Signals     uint64 // preemption signals received
+	Ticks       uint64 // signal ticks observed
+	RingTicks   uint64 // io_uring tick-ring ticks
+	Preemptions uint64 // involuntary yields performed
+	Deferrals   uint64 // signals that found an unsafe point (libc, runtime, ...)
+	Honoured    uint64 // deferred preemptions taken later at a safe boundary
+	Stale       uint64 // signals for a run that had already ended
+	RefusedGoCb uint64 // deferrals because a Go callback was active
+}
+
+func statsFromC(s *C.xtc_preempt_stats_t) PreemptStats {
+	return PreemptStats{
+		Signals:     uint64(s.signals),
+		Ticks:       uint64(s.ticks),
+		RingTicks:   uint64(s.ring_ticks),
+		Preemptions: uint64(s.preemptions),
+		Deferrals:   uint64(s.deferrals),
+		Honoured:    uint64(s.honoured),
+		Stale:       uint64(s.stale),
+		RefusedGoCb: uint64(s.refused_gocb),
+	}
+}
+
+// PreemptArm arms the preemption tick on the calling OS thread
+// (xtc_preempt_arm): the thread ticks every interval while it runs. Go
+// moves goroutines between threads, so call it only with
+// runtime.LockOSThread held and PreemptDisarm before unlocking; executor
+// carriers arm themselves (Exec.SetPreempt), which is what programs
+// normally use. ErrInval for interval <= 0, ErrNosys without a tick source.
+func PreemptArm(interval time.Duration) error {
+	return mkerr("xtc_preempt_arm", int(C.xtc_preempt_arm(C.int64_t(interval))))
+}
+
+// PreemptDisarm stops the calling thread's tick (xtc_preempt_disarm); a
+// no-op when it is not armed.
+func PreemptDisarm() error {
+	return mkerr("xtc_preempt_disarm", int(C.xtc_preempt_disarm()))
+}
+
+// PreemptSetInvoluntary turns the involuntary path on or off, process-wide
+// (xtc_preempt_set_involuntary): with it, C code that never reaches a yield
+// point is time-sliced by redirecting it, at a safe point, to a yield that
+// saves and restores every register.
+func PreemptSetInvoluntary(on bool) {
+	C.xtc_preempt_set_involuntary(cbool(on))
+}
+
+// PreemptSupported reports whether a tick source exists
+// (xtc_preempt_supported).
+func PreemptSupported() bool { return C.xtc_preempt_supported() != 0 }
+
+// PreemptInvoluntarySupported reports whether the involuntary path exists
+// here (Linux x86-64).
+func PreemptInvoluntarySupported() bool {
+	return C.xtc_preempt_involuntary_supported() != 0
+}
+
+// PreemptTicks returns the ticks the calling thread observed since it was
+// armed (xtc_preempt_ticks).
+func PreemptTicks() uint64 { return uint64(C.xtc_preempt_ticks()) }
+
+// PreemptTickPending reports and consumes a pending tick of the calling
+// thread (xtc_preempt_tick_pending).
+func PreemptTickPending() bool { return C.xtc_preempt_tick_pending() != 0 }
+
+// PreemptSignal returns the real-time signal number used for preemption.
+func PreemptSignal() int { return int(C.xtc_preempt_signal()) }
+
+// PreemptSetSignal picks the real-time signal (>= SIGRTMIN+3) before the
+// first arm (xtc_preempt_set_signal): ErrRange below it, ErrAgain once armed.
+func PreemptSetSignal(sig int) error {
+	return mkerr("xtc_preempt_set_signal", int(C.xtc_preempt_set_signal(C.int(sig))))
+}
+
+// PreemptStatsGlobal sums the counters of every thread that ever armed and
+// returns the number of signals the monitor sent
+// (xtc_preempt_stats_global).
+func PreemptStatsGlobal() (PreemptStats, uint64) {
+	var s C.xtc_preempt_stats_t
+	var sent C.uint64_t
+	C.xtc_preempt_stats_global(&s, &sent)
+	return statsFromC(&s), uint64(sent)
+}
+
+// preemptMapInfo reports how many runtime functions the preemptible-code
+// map knows, and how many of them are file-local (found through the ELF
+// symbol table's file entries); for tests.
+func preemptMapInfo() (nRuntime, nLocal int, ok bool) {
+	var a, b C.int
+	rc := C.xtc_go_preempt_map_info(&a, &b)
+	return int(a), int(b), rc == 0
+}
+
+// QuantumOpts configures the adaptive quantum controller
+// (xtc_fn_quantum_opts_t); zero fields take the defaults (5 us .. 1 ms,
+// start 100 us, period 10 s, load thresholds 0.9 / 0.1, heavy tail when
+// the tail index is below 2, 4096 samples, 1 worker).
+type QuantumOpts struct {
+	Min, Max, Initial, Period time.Duration
+	LoadHigh, LoadLow         float64
+	AlphaHeavy                float64
+	Window                    int
+	Workers                   int
+}
+
+// Quantum is LibPreemptible's adaptive time-quantum controller
+// (xtc_fn_quantum_t): it watches recent service times (their tail index)
+// and the load, and shortens the quantum under load with heavy tails,
+// lengthens it when load is low or the tail is light.
+type Quantum struct {
+	c *C.xtc_fn_quantum_t
+}
+
+// NewQuantum creates a controller (xtc_fn_quantum_create). ErrInval for a
+// negative field, ErrRange for Min > Max or LoadLow > LoadHigh.
+func NewQuantum(o QuantumOpts) (*Quantum, error) {
+	if o.Window < 0 || o.Workers < 0 {
+		return nil, &Error{Op: "xtc_fn_quantum_create", Code: ErrInval}
+	}
+	co := C.xtc_fn_quantum_opts_t{
+		min_ns:      C.int64_t(o.Min),
+		max_ns:      C.int64_t(o.Max),
+		initial_ns:  C.int64_t(o.Initial),
+		period_ns:   C.int64_t(o.Period),
+		load_high:   C.double(o.LoadHigh),
+		load_low:    C.double(o.LoadLow),
+		alpha_heavy: C.double(o.AlphaHeavy),
+		window:      C.unsigned(o.Window),
+		workers:     C.int(o.Workers),
+	}
+	var c *C.xtc_fn_quantum_t
+	if rc := C.xtc_fn_quantum_create(&co, &c); rc != 0 {
+		return nil, mkerr("xtc_fn_quantum_create", int(rc))
+	}
+	return &Quantum{c: c}, nil
+}
+
+// Close frees the controller; detach it from executors first.
+func (q *Quantum) Close() {
+	if q != nil && q.c != nil {
+		C.xtc_fn_quantum_destroy(q.c)
+		q.c = nil
+	}
+}
+
+func (q *Quantum) ok() bool { return q != nil && q.c != nil }
+
+// Record adds one request's service time.
+func (q *Quantum) Record(service time.Duration) error {
+	if !q.ok() {
+		return &Error{Op: "xtc_fn_quantum_record", Code: ErrInval}
+	}
+	return mkerr("xtc_fn_quantum_record", int(C.xtc_fn_quantum_record(q.c, C.int64_t(service))))
+}
+
+// AddBusy adds time spent serving, for the measured load.
+func (q *Quantum) AddBusy(d time.Duration) error {
+	if !q.ok() {
+		return &Error{Op: "xtc_fn_quantum_add_busy", Code: ErrInval}
+	}
+	return mkerr("xtc_fn_quantum_add_busy", int(C.xtc_fn_quantum_add_busy(q.c, C.int64_t(d))))
+}
+
+// SetLoad fixes the load (fraction of capacity) used by the next updates;
+// a negative value goes back to measuring busy time.
+func (q *Quantum) SetLoad(load float64) error {
+	if !q.ok() {
+		return &Error{Op: "xtc_fn_quantum_set_load", Code: ErrInval}
+	}
+	return mkerr("xtc_fn_quantum_set_load", int(C.xtc_fn_quantum_set_load(q.c, C.double(load))))
+}
+
+// Update runs the controller now and returns the new quantum.
+func (q *Quantum) Update() (time.Duration, error) {
+	if !q.ok() {
+		return 0, &Error{Op: "xtc_fn_quantum_update", Code: ErrInval}
+	}
+	v := int64(C.xtc_fn_quantum_update(q.c))
+	if v < 0 {
+		return 0, mkerr("xtc_fn_quantum_update", int(v))
+	}
+	return time.Duration(v), nil
+}
+
+// Get returns the current quantum (0 for a nil or closed controller).
+func (q *Quantum) Get() time.Duration {
+	if !q.ok() {
+		return 0
+	}
+	return time.Duration(C.xtc_fn_quantum_get(q.c))
+}
+
+// TailIndex returns the last Hill estimate of the service-time tail index.
+func (q *Quantum) TailIndex() float64 {
+	if !q.ok() {
+		return 0
+	}
+	return float64(C.xtc_fn_quantum_tail_index(q.c))
+}
+
+// Load returns the load used by the last update.
+func (q *Quantum) Load() float64 {
+	if !q.ok() {
+		return 0
+	}
+	return float64(C.xtc_fn_quantum_load(q.c))
+}
+
+// SetPreemptAdaptive lets q drive the slice of every carrier
+// (xtc_exec_set_preempt_adaptive); preemption must be on (SetPreempt). nil
+// turns it off.
+func (e *Exec) SetPreemptAdaptive(q *Quantum) error {
+	var c *C.xtc_fn_quantum_t
+	if q != nil {
+		if !q.ok() {
+			return &Error{Op: "xtc_exec_set_preempt_adaptive", Code: ErrInval}
+		}
+		c = q.c
+	}
+	return e.withC("xtc_exec_set_preempt_adaptive", func(ce *C.xtc_exec_t) C.int {
+		return C.xtc_exec_set_preempt_adaptive((*C.struct_xtc_exec)(ce), c)
+	})
+}

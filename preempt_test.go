@@ -1,0 +1,129 @@
+//go:build cgo
+
+package xtc
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestPreemptErrors(t *testing.T) {
+	assert.True(t, PreemptSupported())
+	assert.ErrorIs(t, PreemptArm(0), ErrInval)
+	assert.ErrorIs(t, PreemptArm(-time.Millisecond), ErrInval)
+	assert.NoError(t, PreemptDisarm()) // not armed: fine
+	assert.ErrorIs(t, PreemptSetSignal(1), ErrRange)
+	assert.GreaterOrEqual(t, PreemptSignal(), 34+3)
+	assert.False(t, PreemptTickPending())
+
+	_, err := NewQuantum(QuantumOpts{Min: 10 * time.Microsecond, Max: time.Microsecond})
+	assert.ErrorIs(t, err, ErrRange)
+	_, err = NewQuantum(QuantumOpts{Min: -1})
+	assert.ErrorIs(t, err, ErrInval)
+	_, err = NewQuantum(QuantumOpts{Window: -1})
+	assert.ErrorIs(t, err, ErrInval)
+	var nq *Quantum
+	assert.ErrorIs(t, nq.Record(time.Microsecond), ErrInval)
+	assert.ErrorIs(t, nq.AddBusy(time.Microsecond), ErrInval)
+	assert.ErrorIs(t, nq.SetLoad(0.5), ErrInval)
+	_, err = nq.Update()
+	assert.ErrorIs(t, err, ErrInval)
+	assert.Zero(t, nq.Get())
+	nq.Close()
+	var ne *Exec
+	assert.ErrorIs(t, ne.SetPreemptAdaptive(nil), ErrInval)
+}
+
+func TestPreemptArmLocked(t *testing.T) {
+	// A locked goroutine's thread ticks while it runs and stops when
+	// disarmed.
+	done := make(chan struct{})
+	var ticks uint64
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		require.NoError(t, PreemptArm(time.Millisecond))
+		t0 := time.Now()
+		for time.Since(t0) < 30*time.Millisecond {
+		}
+		ticks = PreemptTicks()
+		assert.NoError(t, PreemptDisarm())
+	}()
+	<-done
+	assert.Greater(t, ticks, uint64(0))
+}
+
+func TestPreemptMapFindsRuntime(t *testing.T) {
+	n, local, ok := preemptMapInfo()
+	require.True(t, ok, "runtime functions not located (stripped binary?)")
+	assert.Greater(t, n, 100)
+	assert.Greater(t, local, 10, "static functions of csrc files not found")
+}
+
+func TestPreemptQuantum(t *testing.T) {
+	q, err := NewQuantum(QuantumOpts{Min: 5 * time.Microsecond, Max: time.Millisecond,
+		Initial: 100 * time.Microsecond, Period: time.Hour})
+	require.NoError(t, err)
+	defer q.Close()
+	assert.Equal(t, 100*time.Microsecond, q.Get())
+	for i := 0; i < 1000; i++ {
+		require.NoError(t, q.Record(time.Duration(1000+i%100)))
+	}
+	require.NoError(t, q.SetLoad(0.05))
+	v, err := q.Update()
+	require.NoError(t, err)
+	assert.Equal(t, 200*time.Microsecond, v) // low load: longer
+	assert.InDelta(t, 0.05, q.Load(), 1e-9)
+	assert.Greater(t, q.TailIndex(), 2.0)
+	require.NoError(t, q.AddBusy(time.Millisecond))
+	require.NoError(t, q.SetLoad(-1))
+}
+
+// A C kernel that never yields shares its loop with short requests: with
+// the involuntary path on, the requests complete while it spins.
+func TestPreemptTimeSlicesNeverYieldingKernel(t *testing.T) {
+	if !PreemptInvoluntarySupported() {
+		t.Skip("no involuntary preemption on this platform")
+	}
+	e, err := ExecInit(1)
+	require.NoError(t, err)
+	defer e.Fini()
+	require.NoError(t, e.SetPreempt(500*time.Microsecond))
+	PreemptSetInvoluntary(true)
+	defer PreemptSetInvoluntary(false)
+	run, err := e.Start()
+	require.NoError(t, err)
+
+	stop := ptFlagNew()
+	defer stop.free()
+	spin, err := Submit(e.Loop(0), ptSpinFn(), stop.ptr())
+	require.NoError(t, err)
+	time.Sleep(5 * time.Millisecond) // the kernel owns the loop now
+	for i := 0; i < 20; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		f, err := Submit(e.Loop(0), ptShortFn(), nil)
+		require.NoError(t, err)
+		v, err := f.Wait(ctx)
+		cancel()
+		require.NoError(t, err)
+		assert.Equal(t, int64(7), v)
+	}
+	assert.False(t, spin.Ready(), "the kernel must still be spinning")
+	stop.set()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	v, err := spin.Wait(ctx)
+	require.NoError(t, err)
+	assert.Greater(t, v, int64(0))
+	st, sent := PreemptStatsGlobal()
+	assert.Greater(t, st.Preemptions, uint64(0))
+	assert.Greater(t, sent, uint64(0))
+	require.NoError(t, e.Stop())
+	require.NoError(t, run.Wait(context.Background()))
+}

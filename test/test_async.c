@@ -1,0 +1,374 @@
+/* test_async.c - coroutines: start at the next step, await (fiber, driving
+ * thread, foreign thread), yield order and no-op cases, yield_ex codes,
+ * stack size, the yield budget, task exit, and 10^6 spawn/exit cycles with
+ * flat RSS. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "xtc.h"
+#include "loop_int.h"
+
+static int failures;
+#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK(%s) failed\n", \
+	__FILE__, __LINE__, #c); failures++; } } while (0)
+
+static char trace[256];
+static int ntrace;
+static void mark(char c) { if (ntrace < 255) trace[ntrace++] = c; }
+
+static intptr_t letters(void *a)
+{
+	char base = (char)(intptr_t)a;
+	volatile char local[64]; /* stack-resident state survives yields */
+
+	for (int i = 0; i < 3; i++) {
+		local[i] = (char)(base + i);
+		mark(local[i]);
+		xtc_yield();
+	}
+	return local[0] + local[1] + local[2];
+}
+
+static void test_order_and_drive(void)
+{
+	xtc_loop_t *l;
+	xtc_task_t *a, *b;
+	intptr_t ra = 0, rb = 0;
+
+	CHECK(xtc_loop_init(&l) == 0);
+	ntrace = 0;
+	CHECK(xtc_async(l, letters, (void *)(intptr_t)'a', &a) == 0);
+	CHECK(xtc_async(l, letters, (void *)(intptr_t)'A', &b) == 0);
+	CHECK(ntrace == 0); /* starts at the next step, not inside async */
+	/* Await from the main thread before run drives the loop itself. */
+	CHECK(xtc_await(b, &rb) == 0);
+	CHECK(rb == 'A' + 'B' + 'C');
+	CHECK(xtc_await(a, &ra) == 0);
+	CHECK(ra == 'a' + 'b' + 'c');
+	trace[ntrace] = 0;
+	CHECK(strcmp(trace, "aAbBcC") == 0);
+	CHECK(xtc_await(a, NULL) == 0); /* already done */
+	CHECK(xtc_loop_run(l) == 0);
+	CHECK(xtc_loop_fini(l) == 0);
+}
+
+static intptr_t child(void *a)
+{
+	xtc_yield();
+	xtc_yield();
+	return (intptr_t)a * 2;
+}
+
+struct par { xtc_loop_t *l; intptr_t got; int rc_self, rc_null; };
+
+static intptr_t parent(void *a)
+{
+	struct par *p = a;
+	xtc_task_t *c;
+
+	CHECK(xtc_async(p->l, child, (void *)21, &c) == 0);
+	CHECK(xtc_await(c, &p->got) == 0);
+	p->rc_self = xtc_await(xtc__task_current(), NULL);
+	p->rc_null = xtc_await(NULL, NULL);
+	return 0;
+}
+
+static int stackless_awaiter(xtc_task_t *self, void *u)
+{
+	xtc_task_t *target = u;
+
+	(void)self;
+	if (atomic_load(&target->state) != XTC__T_DONE)
+		CHECK(xtc_await(target, NULL) == XTC_E_INVAL);
+	return XTC_TASK_DONE;
+}
+
+static void test_await_in_fiber(void)
+{
+	xtc_loop_t *l;
+	struct par p = { 0 };
+	xtc_task_t *slow;
+
+	CHECK(xtc_loop_init(&l) == 0);
+	p.l = l;
+	CHECK(xtc_async(l, parent, &p, NULL) == 0);
+	CHECK(xtc_async(l, child, (void *)1, &slow) == 0);
+	CHECK(xtc_task_spawn(l, stackless_awaiter, slow, NULL) == 0);
+	CHECK(xtc_loop_run(l) == 0);
+	CHECK(p.got == 42);
+	CHECK(p.rc_self == XTC_E_DEADLK);
+	CHECK(p.rc_null == XTC_E_INVAL);
+	CHECK(xtc_async(NULL, child, NULL, NULL) == XTC_E_INVAL);
+	CHECK(xtc_async(l, NULL, NULL, NULL) == XTC_E_INVAL);
+	CHECK(xtc_loop_fini(l) == 0);
+}
+
+/* Await from a foreign thread while the loop runs elsewhere. */
+static intptr_t sleeper(void *a)
+{
+	for (int i = 0; i < 5; i++) {
+		xtc__park(1000000, -1, 0, NULL);
+	}
+	return (intptr_t)a;
+}
+
+struct aw { xtc_task_t *t; intptr_t r; int rc; };
+static void *await_thread(void *p)
+{
+	struct aw *w = p;
+
+	w->rc = xtc_await(w->t, &w->r);
+	return NULL;
+}
+
+static void test_await_foreign(void)
+{
+	xtc_loop_t *l;
+	struct aw w = { 0 };
+	pthread_t th;
+
+	CHECK(xtc_loop_init(&l) == 0);
+	CHECK(xtc_async(l, sleeper, (void *)7, &w.t) == 0);
+	/* Make sure the loop is owned by this thread before the waiter. */
+	CHECK(xtc__loop_enter(l) == 0);
+	CHECK(xtc__loop_step(l, 0) == 1);
+	pthread_create(&th, NULL, await_thread, &w);
+	while (!xtc__loop_quiescent(l))
+		CHECK(xtc__loop_step(l, 1) >= 0);
+	xtc__loop_leave(l);
+	pthread_join(th, NULL);
+	CHECK(w.rc == 0 && w.r == 7);
+	CHECK(xtc_loop_fini(l) == 0);
+}
+
+/* ---- yield and yield_ex off a fiber --------------------------------- */
+
+static int yield_in_task(xtc_task_t *self, void *u)
+{
+	int *rc = u;
+
+	(void)self;
+	xtc_yield(); /* stackless: no-op */
+	*rc = xtc_yield_ex();
+	return XTC_TASK_DONE;
+}
+
+static void test_yield_codes(void)
+{
+	xtc_loop_t *l;
+	int rc = 0;
+
+	xtc_yield(); /* off a loop: returns at once */
+	CHECK(xtc_yield_ex() == XTC_E_INVAL);
+	CHECK(xtc_loop_init(&l) == 0);
+	CHECK(xtc_task_spawn(l, yield_in_task, &rc, NULL) == 0);
+	CHECK(xtc_loop_run(l) == 0);
+	CHECK(rc == XTC_E_INVAL);
+	CHECK(xtc_loop_fini(l) == 0);
+}
+
+/* ---- stack size ------------------------------------------------------ */
+
+static intptr_t deep(void *a)
+{
+	volatile char buf[100 * 1024];
+
+	buf[0] = 1;
+	buf[sizeof(buf) - 1] = 2;
+	(void)a;
+	return buf[0] + buf[sizeof(buf) - 1];
+}
+
+static void test_stack_size(void)
+{
+	size_t def = xtc_stack_size();
+	xtc_loop_t *l;
+	xtc_task_t *t;
+	intptr_t r = 0;
+
+	CHECK(def == 64 * 1024);
+	CHECK(xtc_set_stack_size(8 * 1024) == XTC_E_INVAL);
+	CHECK(xtc_set_stack_size(0) == XTC_E_INVAL);
+	CHECK(xtc_set_stack_size(200 * 1024 + 1) == 0);
+	CHECK(xtc_stack_size() >= 200 * 1024 + 1 &&
+	      xtc_stack_size() % 4096 == 0);
+	CHECK(xtc_loop_init(&l) == 0);
+	CHECK(xtc_async(l, deep, NULL, &t) == 0);
+	CHECK(xtc_await(t, &r) == 0);
+	CHECK(r == 3);
+	CHECK(xtc_loop_fini(l) == 0);
+	CHECK(xtc_set_stack_size(def) == 0);
+	CHECK(xtc_stack_size() == def);
+}
+
+/* ---- yield budget ----------------------------------------------------- */
+
+struct bud { int64_t waited; int checks_before; int if_due; uint64_t due; };
+
+static intptr_t budget_spinner(void *a)
+{
+	struct bud *b = a;
+	int64_t t0 = xtc_clock_mono();
+
+	while (!xtc_yield_check())
+		b->checks_before++;
+	b->waited = xtc_clock_mono() - t0;
+	/* After a yield the run restarts: not due right away. */
+	xtc_yield();
+	b->if_due = xtc_yield_if_due();
+	return 0;
+}
+
+static intptr_t no_budget(void *a)
+{
+	int *zero = a;
+
+	for (int i = 0; i < 1000; i++)
+		*zero += xtc_yield_check() + xtc_yield_if_due();
+	return 0;
+}
+
+static void test_budget(void)
+{
+	xtc_loop_t *l;
+	struct bud b = { 0 };
+	int zero = 0;
+
+	CHECK(xtc_yield_check() == 0);
+	CHECK(xtc_yield_if_due() == 0);
+	CHECK(xtc_yield_due_count(NULL) == 0);
+	xtc_yield_set_budget(NULL, 5); /* no-op */
+	CHECK(xtc_loop_init(&l) == 0);
+	CHECK(xtc_async(l, no_budget, &zero, NULL) == 0);
+	CHECK(xtc_loop_run(l) == 0);
+	CHECK(zero == 0);
+	CHECK(l->feat == 0);
+	xtc_yield_set_budget(l, 2000000);
+	CHECK(l->feat & XTC__LF_BUDGET);
+	CHECK(xtc_async(l, budget_spinner, &b, NULL) == 0);
+	CHECK(xtc_loop_run(l) == 0);
+	CHECK(b.waited >= 1500000); /* measured from slightly after run start */
+	CHECK(b.if_due == 0);
+	CHECK(xtc_yield_due_count(l) == 1);
+	xtc_yield_set_budget(l, -7); /* negative = off */
+	CHECK(l->feat == 0 && l->yield_budget == 0);
+	CHECK(xtc_loop_fini(l) == 0);
+}
+
+/* ---- task exit from a nested frame ----------------------------------- */
+
+static void nested_exit(int depth)
+{
+	if (depth == 0) {
+		xtc__task_exit(99);
+		CHECK(0); /* does not return on a fiber */
+		return;
+	}
+	nested_exit(depth - 1);
+	CHECK(0);
+}
+
+static intptr_t exiter(void *a)
+{
+	(void)a;
+	nested_exit(5);
+	return 0;
+}
+
+static void test_task_exit(void)
+{
+	xtc_loop_t *l;
+	xtc_task_t *t;
+	intptr_t r = 0;
+
+	CHECK(xtc_loop_init(&l) == 0);
+	CHECK(xtc_async(l, exiter, NULL, &t) == 0);
+	CHECK(xtc_await(t, &r) == 0);
+	CHECK(r == 99);
+	CHECK(xtc_loop_fini(l) == 0);
+}
+
+/* ---- 10^6 spawn/exit: RSS stays flat ---------------------------------- */
+
+static long rss_kib(void)
+{
+	FILE *f = fopen("/proc/self/statm", "r");
+	long pages = 0, res = 0;
+
+	if (f == NULL)
+		return -1;
+	if (fscanf(f, "%ld %ld", &pages, &res) != 2)
+		res = -1;
+	fclose(f);
+	return res * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static long n_done;
+static intptr_t tiny(void *a)
+{
+	(void)a;
+	n_done++;
+	return 0;
+}
+
+struct churn { xtc_loop_t *l; long total, batch; };
+static intptr_t churn_driver(void *a)
+{
+	struct churn *c = a;
+
+	for (long i = 0; i < c->total; i += c->batch) {
+		for (long k = 0; k < c->batch; k++)
+			CHECK(xtc_async(c->l, tiny, NULL, NULL) == 0);
+		while (n_done < i + c->batch)
+			xtc_yield();
+	}
+	return 0;
+}
+
+static void test_churn(void)
+{
+	xtc_loop_t *l;
+	struct churn c = { .batch = 64 };
+	long rss0, rss1;
+
+	CHECK(xtc_loop_init(&l) == 0);
+	c.l = l;
+	c.total = 100000;
+	n_done = 0;
+	CHECK(xtc_async(l, churn_driver, &c, NULL) == 0);
+	CHECK(xtc_loop_run(l) == 0);
+	rss0 = rss_kib();
+	c.total = 1000000;
+	n_done = 0;
+	CHECK(xtc_async(l, churn_driver, &c, NULL) == 0);
+	CHECK(xtc_loop_run(l) == 0);
+	rss1 = rss_kib();
+	CHECK(n_done == 1000000);
+	CHECK(l->live_tasks == 0);
+	/* Flat: well under one stack per 1000 spawns of growth. */
+	CHECK(rss1 - rss0 < 2048);
+	if (rss1 - rss0 >= 2048)
+		fprintf(stderr, "rss grew %ld KiB -> %ld KiB\n", rss0, rss1);
+	CHECK(xtc_loop_fini(l) == 0);
+}
+
+int main(void)
+{
+	test_order_and_drive();
+	test_await_in_fiber();
+	test_await_foreign();
+	test_yield_codes();
+	test_stack_size();
+	test_budget();
+	test_task_exit();
+	test_churn();
+	if (failures) {
+		fprintf(stderr, "test_async: %d failure(s)\n", failures);
+		return 1;
+	}
+	printf("test_async: ok\n");
+	return 0;
+}

@@ -1,0 +1,332 @@
+/*
+ * test_blocking.c - the blocking offload pool: argument errors, the
+ * synchronous fallbacks (off a fiber, from a pool thread), pool size rules,
+ * that a parked fiber leaves its loop running, growth on demand, fire and
+ * forget with exact counts, shutdown/restart, kill while offloaded, and a
+ * multi-loop stress with exact counts.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "loop_int.h"
+#include "xtc.h"
+#include "xtc_blocking.h"
+
+static int failures;
+
+#define CHECK(cond)                                                         \
+	do {                                                                    \
+		if (!(cond)) {                                                      \
+			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,          \
+			        __LINE__, #cond);                                       \
+			failures++;                                                     \
+		}                                                                   \
+	} while (0)
+
+#define MS 1000000LL
+
+static xtc_loop_t *new_loop(void)
+{
+	xtc_loop_t *l = NULL;
+	if (xtc_loop_init(&l) != XTC_OK) {
+		fprintf(stderr, "xtc_loop_init failed\n");
+		exit(1);
+	}
+	return l;
+}
+
+/* Wait (bounded, 10 s) until *v >= want; 1 on success. */
+static int wait_ge(_Atomic int *v, int want)
+{
+	for (int i = 0; i < 10000; i++) {
+		if (atomic_load(v) >= want)
+			return 1;
+		usleep(1000);
+	}
+	return 0;
+}
+
+static int ret_arg(void *arg) { return (int)(intptr_t)arg; }
+
+static pthread_t main_tid;
+static int on_other_thread(void *arg)
+{
+	(void)arg;
+	return !pthread_equal(pthread_self(), main_tid);
+}
+
+/* ---- errors and synchronous fallbacks ------------------------------------ */
+
+static void test_errors(void)
+{
+	int r = -1;
+
+	CHECK(xtc_blocking_run(NULL, NULL, &r) == XTC_E_INVAL);
+	CHECK(r == -1);
+	CHECK(xtc_blocking_submit(NULL, NULL) == XTC_E_INVAL);
+	CHECK(xtc_blocking_pool_size(0) == XTC_E_RANGE);
+	CHECK(xtc_blocking_pool_size(-3) == XTC_E_RANGE);
+	CHECK(xtc_blocking_pool_size(XTC_BLOCKING_MAX_THREADS + 1) ==
+	      XTC_E_RANGE);
+	/* Off a fiber: runs synchronously on this thread. */
+	main_tid = pthread_self();
+	CHECK(xtc_blocking_run(ret_arg, (void *)(intptr_t)42, &r) == XTC_OK);
+	CHECK(r == 42);
+	CHECK(xtc_blocking_run(on_other_thread, NULL, &r) == XTC_OK);
+	CHECK(r == 0);
+	CHECK(xtc_blocking_run(ret_arg, NULL, NULL) == XTC_OK);
+	xtc_blocking_shutdown(); /* not started: no-op */
+	xtc_blocking_shutdown();
+}
+
+/* ---- a fiber offloads; its loop keeps running ---------------------------- */
+
+static _Atomic int gate;      /* set by the ticker fiber */
+static _Atomic int ran_on_pool;
+
+/* Blocks (bounded) until the ticker fiber on the same loop ran: proves the
+ * loop kept running while this job's fiber was parked. */
+static int wait_for_gate(void *arg)
+{
+	(void)arg;
+	atomic_store(&ran_on_pool, !pthread_equal(pthread_self(), main_tid));
+	for (int i = 0; i < 5000 && !atomic_load(&gate); i++)
+		usleep(1000);
+	return atomic_load(&gate) ? 7 : -1;
+}
+
+static int offload_result = -100;
+static void offloader(void *arg)
+{
+	(void)arg;
+	int r = 0;
+	CHECK(xtc_blocking_run(wait_for_gate, NULL, &r) == XTC_OK);
+	offload_result = r;
+}
+
+static void ticker(void *arg)
+{
+	(void)arg;
+	CHECK(xtc_proc_sleep(2 * MS) == XTC_OK);
+	atomic_store(&gate, 1);
+}
+
+static void test_loop_keeps_running(void)
+{
+	xtc_loop_t *l = new_loop();
+
+	main_tid = pthread_self();
+	CHECK(xtc_proc_spawn(l, offloader, NULL, NULL, NULL) == XTC_OK);
+	CHECK(xtc_proc_spawn(l, ticker, NULL, NULL, NULL) == XTC_OK);
+	CHECK(xtc_loop_run(l) == XTC_OK);
+	CHECK(offload_result == 7);
+	CHECK(atomic_load(&ran_on_pool) == 1);
+	CHECK(xtc_loop_fini(l) == XTC_OK);
+}
+
+/* ---- pool size ------------------------------------------------------------ */
+
+static _Atomic int started, release_jobs;
+static int block_until_released(void *arg)
+{
+	(void)arg;
+	atomic_fetch_add(&started, 1);
+	for (int i = 0; i < 10000 && !atomic_load(&release_jobs); i++)
+		usleep(1000);
+	return 0;
+}
+
+static void test_pool_size(void)
+{
+	CHECK(xtc_blocking_pool_size(2) == XTC_OK);
+	CHECK(xtc_blocking_pool_size(3) == XTC_OK); /* still not started */
+	CHECK(xtc_blocking_threads() == 0);
+	atomic_store(&started, 0);
+	atomic_store(&release_jobs, 0);
+	for (int i = 0; i < 8; i++)
+		CHECK(xtc_blocking_submit(block_until_released, NULL) == XTC_OK);
+	CHECK(wait_ge(&started, 3));
+	usleep(20000);
+	/* Fixed at 3: no growth, the other 5 wait. */
+	CHECK(atomic_load(&started) == 3);
+	CHECK(xtc_blocking_threads() == 3);
+	CHECK(xtc_blocking_pool_size(4) == XTC_E_INVAL); /* running */
+	atomic_store(&release_jobs, 1);
+	xtc_blocking_shutdown(); /* runs the queued ones, joins */
+	CHECK(atomic_load(&started) == 8);
+	CHECK(xtc_blocking_threads() == 0);
+	CHECK(xtc_blocking_pool_size(4) == XTC_OK); /* stopped again */
+	xtc_blocking_shutdown();
+}
+
+/* Default (growing) pool: 20 blocked jobs all start. */
+static void test_growth(void)
+{
+	/* pool_size fixed the size; a fresh default needs a new process, so
+	 * this test runs first (see main). */
+	atomic_store(&started, 0);
+	atomic_store(&release_jobs, 0);
+	for (int i = 0; i < 20; i++)
+		CHECK(xtc_blocking_submit(block_until_released, NULL) == XTC_OK);
+	CHECK(wait_ge(&started, 20));
+	CHECK(xtc_blocking_threads() >= 20);
+	CHECK(xtc_blocking_threads() <= XTC_BLOCKING_MAX_THREADS);
+	atomic_store(&release_jobs, 1);
+	xtc_blocking_shutdown();
+	CHECK(xtc_blocking_threads() == 0);
+}
+
+/* ---- submit counts, shutdown from a job ---------------------------------- */
+
+static _Atomic int count;
+static int bump(void *arg)
+{
+	atomic_fetch_add(&count, (int)(intptr_t)arg);
+	return 0;
+}
+
+static int shutdown_from_job(void *arg)
+{
+	(void)arg;
+	xtc_blocking_shutdown(); /* no-op on a pool thread: must not hang */
+	atomic_fetch_add(&count, 1000);
+	return 0;
+}
+
+static void test_submit_counts(void)
+{
+	atomic_store(&count, 0);
+	for (int i = 0; i < 5000; i++)
+		CHECK(xtc_blocking_submit(bump, (void *)(intptr_t)1) == XTC_OK);
+	CHECK(xtc_blocking_submit(shutdown_from_job, NULL) == XTC_OK);
+	xtc_blocking_shutdown();
+	CHECK(atomic_load(&count) == 6000);
+	/* Restart after shutdown. */
+	CHECK(xtc_blocking_submit(bump, (void *)(intptr_t)5) == XTC_OK);
+	xtc_blocking_shutdown();
+	CHECK(atomic_load(&count) == 6005);
+}
+
+/* ---- kill while offloaded ------------------------------------------------- */
+
+static _Atomic int killed_job_done, after_run;
+static int slow_job(void *arg)
+{
+	(void)arg;
+	usleep(20000);
+	atomic_store(&killed_job_done, 1);
+	return 3;
+}
+
+static void victim(void *arg)
+{
+	int r = 0;
+	(void)arg;
+	CHECK(xtc_blocking_run(slow_job, NULL, &r) == XTC_OK);
+	/* The job finished before the proc could unwind. */
+	CHECK(atomic_load(&killed_job_done) == 1);
+	CHECK(r == 3);
+	atomic_store(&after_run, 1);
+	xtc_yield(); /* the pending kill acts here */
+	atomic_store(&after_run, 2);
+}
+
+static xtc_pid_t victim_pid;
+static void killer(void *arg)
+{
+	(void)arg;
+	CHECK(xtc_proc_sleep(2 * MS) == XTC_OK);
+	CHECK(xtc_exit_pid(victim_pid, 9) == XTC_OK);
+}
+
+static void test_kill_while_offloaded(void)
+{
+	xtc_loop_t *l = new_loop();
+
+	CHECK(xtc_proc_spawn(l, victim, NULL, NULL, &victim_pid) == XTC_OK);
+	CHECK(xtc_proc_spawn(l, killer, NULL, NULL, NULL) == XTC_OK);
+	CHECK(xtc_loop_run(l) == XTC_OK);
+	CHECK(atomic_load(&killed_job_done) == 1);
+	CHECK(atomic_load(&after_run) == 1);
+	CHECK(xtc_loop_fini(l) == XTC_OK);
+}
+
+/* ---- stress: loops on threads, many fibers, exact counts ----------------- */
+
+#define S_LOOPS 3
+#define S_PROCS 100
+#define S_RUNS  10
+
+static _Atomic long s_sum;
+static _Atomic int s_bad;
+
+static int square(void *arg)
+{
+	intptr_t v = (intptr_t)arg;
+	return (int)(v * v % 1000);
+}
+
+static void stress_proc(void *arg)
+{
+	intptr_t base = (intptr_t)arg;
+	for (int i = 0; i < S_RUNS; i++) {
+		int r = -1;
+		intptr_t v = base * S_RUNS + i;
+		if (xtc_blocking_run(square, (void *)v, &r) != XTC_OK ||
+		    r != (int)(v * v % 1000))
+			atomic_fetch_add(&s_bad, 1);
+		atomic_fetch_add(&s_sum, r);
+		if (i % 3 == 0)
+			xtc_yield();
+	}
+}
+
+static void *stress_thread(void *arg)
+{
+	intptr_t li = (intptr_t)arg;
+	xtc_loop_t *l = new_loop();
+	for (intptr_t p = 0; p < S_PROCS; p++)
+		if (xtc_proc_spawn(l, stress_proc,
+		                   (void *)(li * S_PROCS + p), NULL, NULL) != 0)
+			atomic_fetch_add(&s_bad, 1);
+	if (xtc_loop_run(l) != XTC_OK || xtc_loop_fini(l) != XTC_OK)
+		atomic_fetch_add(&s_bad, 1);
+	return NULL;
+}
+
+static void test_stress(void)
+{
+	pthread_t th[S_LOOPS];
+	long want = 0;
+
+	for (long v = 0; v < (long)S_LOOPS * S_PROCS * S_RUNS; v++)
+		want += v * v % 1000;
+	for (intptr_t i = 0; i < S_LOOPS; i++)
+		CHECK(pthread_create(&th[i], NULL, stress_thread, (void *)i) == 0);
+	for (int i = 0; i < S_LOOPS; i++)
+		pthread_join(th[i], NULL);
+	CHECK(atomic_load(&s_bad) == 0);
+	CHECK(atomic_load(&s_sum) == want);
+	xtc_blocking_shutdown();
+}
+
+int main(void)
+{
+	test_growth(); /* needs the default (growing) pool */
+	test_errors();
+	test_loop_keeps_running();
+	test_submit_counts();
+	test_kill_while_offloaded();
+	test_stress();
+	test_pool_size(); /* fixes the size: last */
+	if (failures) {
+		fprintf(stderr, "test_blocking: %d failure(s)\n", failures);
+		return 1;
+	}
+	printf("test_blocking: ok\n");
+	return 0;
+}

@@ -1,0 +1,510 @@
+/*
+ * test_exec.c - the executor: argument and context validation, run/stop,
+ * quiescence (empty, timers, cross-loop work), spawns before run, from
+ * foreign threads and from tasks, submissions with backpressure, service
+ * mode, knobs, loop ids, pinning and migration only at yield points.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "xtc.h"
+#include "xtc_exec.h"
+#include "test_h5.h"
+
+/* ---- error paths ---------------------------------------------------- */
+
+static int nop_task(xtc_task_t *t, void *u)
+{
+	(void)t;
+	(void)u;
+	return XTC_TASK_DONE;
+}
+
+static intptr_t nop_coro(void *a)
+{
+	return (intptr_t)a;
+}
+
+static void nop_fn(void *a)
+{
+	(void)a;
+}
+
+static void test_errors(void)
+{
+	xtc_exec_t *e = NULL;
+	xtc_loop_stats_t st;
+
+	CHECK_EQ(xtc_exec_init(NULL, 2), XTC_E_INVAL);
+	CHECK_EQ(xtc_exec_init(&e, 100000), XTC_E_RANGE);
+	CHECK(e == NULL);
+	CHECK_EQ(xtc_exec_fini(NULL), XTC_E_INVAL);
+	CHECK_EQ(xtc_exec_run(NULL), XTC_E_INVAL);
+	CHECK_EQ(xtc_exec_stop(NULL), XTC_E_INVAL);
+	CHECK_EQ(xtc_exec_n_loops(NULL), 0);
+	CHECK(xtc_exec_loop(NULL, 0) == NULL);
+	CHECK_EQ(xtc_exec_loop_stats(NULL, 0, &st), XTC_E_INVAL);
+	CHECK_EQ(xtc_exec_spawn(NULL, nop_task, NULL, NULL), XTC_E_INVAL);
+	CHECK_EQ(xtc_exec_spawn_on(NULL, 0, nop_task, NULL, NULL), XTC_E_INVAL);
+	CHECK_EQ(xtc_exec_async(NULL, nop_coro, NULL, NULL), XTC_E_INVAL);
+	CHECK_EQ(xtc_exec_async_on(NULL, 0, nop_coro, NULL, NULL), XTC_E_INVAL);
+	CHECK_EQ(xtc_exec_submit(NULL, 0, nop_fn, NULL), XTC_E_INVAL);
+	CHECK_EQ(xtc_exec_submit_wait(NULL, 0, nop_fn, NULL, 0), XTC_E_INVAL);
+	CHECK_EQ(xtc_exec_set_preempt(NULL, 1000), XTC_E_INVAL);
+	xtc_exec_set_service_mode(NULL, 1);
+	xtc_exec_set_eager_rebalance(NULL, 1);
+	xtc_exec_set_steal_backoff(NULL, 1);
+	xtc_exec_set_stall_budget(NULL, 1000);
+	CHECK_EQ(xtc_exec_get_service_mode(NULL), 0);
+	CHECK_EQ(xtc_exec_get_eager_rebalance(NULL), 0);
+	CHECK_EQ(xtc_exec_get_steal_backoff(NULL), 0);
+	CHECK_EQ(xtc_exec_loop_id(), -1);
+	CHECK_EQ(xtc_shard_id(), -1);
+	CHECK_EQ(xtc_shard_count(), 0);
+
+	CHECK_EQ(xtc_exec_init(&e, 2), XTC_OK);
+	CHECK_EQ(xtc_exec_n_loops(e), 2);
+	CHECK(xtc_exec_loop(e, 0) != NULL);
+	CHECK(xtc_exec_loop(e, 1) != NULL);
+	CHECK(xtc_exec_loop(e, 0) != xtc_exec_loop(e, 1));
+	CHECK(xtc_exec_loop(e, -1) == NULL);
+	CHECK(xtc_exec_loop(e, 2) == NULL);
+	CHECK_EQ(xtc_exec_loop_stats(e, 0, NULL), XTC_E_INVAL);
+	CHECK_EQ(xtc_exec_loop_stats(e, -1, &st), XTC_E_INVAL);
+	CHECK_EQ(xtc_exec_loop_stats(e, 2, &st), XTC_E_INVAL);
+	memset(&st, 0xff, sizeof(st));
+	CHECK_EQ(xtc_exec_loop_stats(e, 1, &st), XTC_OK);
+	CHECK_EQ(st.tasks_run, 0);
+	CHECK_EQ(st.steals, 0);
+	CHECK_EQ(xtc_exec_spawn(e, NULL, NULL, NULL), XTC_E_INVAL);
+	CHECK_EQ(xtc_exec_spawn_on(e, -1, nop_task, NULL, NULL), XTC_E_INVAL);
+	CHECK_EQ(xtc_exec_spawn_on(e, 2, nop_task, NULL, NULL), XTC_E_INVAL);
+	CHECK_EQ(xtc_exec_async(e, NULL, NULL, NULL), XTC_E_INVAL);
+	CHECK_EQ(xtc_exec_async_on(e, -1, nop_coro, NULL, NULL), XTC_E_INVAL);
+	CHECK_EQ(xtc_exec_async_on(e, 2, nop_coro, NULL, NULL), XTC_E_INVAL);
+	CHECK_EQ(xtc_exec_submit(e, 2, nop_fn, NULL), XTC_E_INVAL);
+	CHECK_EQ(xtc_exec_submit(e, 0, NULL, NULL), XTC_E_INVAL);
+	CHECK_EQ(xtc_exec_submit_wait(e, 5, nop_fn, NULL, 0), XTC_E_INVAL);
+
+	/* knobs: 0/1, immediate */
+	CHECK_EQ(xtc_exec_get_service_mode(e), 0);
+	xtc_exec_set_service_mode(e, 7);
+	CHECK_EQ(xtc_exec_get_service_mode(e), 1);
+	xtc_exec_set_service_mode(e, 0);
+	CHECK_EQ(xtc_exec_get_service_mode(e), 0);
+	xtc_exec_set_eager_rebalance(e, 1);
+	CHECK_EQ(xtc_exec_get_eager_rebalance(e), 1);
+	xtc_exec_set_eager_rebalance(e, 0);
+	xtc_exec_set_steal_backoff(e, 1);
+	CHECK_EQ(xtc_exec_get_steal_backoff(e), 1);
+	xtc_exec_set_steal_backoff(e, 0);
+	CHECK_EQ(xtc_exec_set_preempt(e, -5), XTC_OK);
+	CHECK_EQ(xtc_exec_set_preempt(e, 0), XTC_OK);
+
+	/* a run with nothing to do returns at once, twice */
+	CHECK_EQ(xtc_exec_run(e), XTC_OK);
+	CHECK_EQ(xtc_exec_run(e), XTC_OK);
+	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+
+	/* n <= 0: one loop per CPU */
+	CHECK_EQ(xtc_exec_init(&e, 0), XTC_OK);
+	CHECK(xtc_exec_n_loops(e) >= 1);
+	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+}
+
+/* ---- spawning and placement ----------------------------------------- */
+
+#define NT 200
+
+struct rec {
+	atomic_int ran;
+	atomic_int on[4];
+	atomic_int bad_shard;
+	int nloops;
+};
+
+static struct rec rec;
+
+static int rec_task(xtc_task_t *t, void *u)
+{
+	int id = xtc_exec_loop_id();
+
+	(void)t;
+	(void)u;
+	if (id >= 0 && id < 4)
+		atomic_fetch_add(&rec.on[id], 1);
+	if (xtc_shard_id() != id || xtc_shard_count() != rec.nloops)
+		atomic_fetch_add(&rec.bad_shard, 1);
+	atomic_fetch_add(&rec.ran, 1);
+	return XTC_TASK_DONE;
+}
+
+static int pinned_task(xtc_task_t *t, void *u)
+{
+	int want = (int)(intptr_t)u;
+
+	(void)t;
+	if (xtc_exec_loop_id() != want)
+		atomic_fetch_add(&rec.bad_shard, 1);
+	atomic_fetch_add(&rec.ran, 1);
+	return XTC_TASK_DONE;
+}
+
+static void test_spawn_before_run(void)
+{
+	xtc_exec_t *e;
+	xtc_loop_stats_t s0, s1;
+
+	memset(&rec, 0, sizeof(rec));
+	rec.nloops = 2;
+	CHECK_EQ(xtc_exec_init(&e, 2), XTC_OK);
+	for (int i = 0; i < NT; i++)
+		CHECK_EQ(xtc_exec_spawn(e, rec_task, NULL, NULL), XTC_OK);
+	for (int i = 0; i < NT; i++)
+		CHECK_EQ(xtc_exec_spawn_on(e, i & 1, pinned_task,
+		    (void *)(intptr_t)(i & 1), NULL), XTC_OK);
+	CHECK_EQ(xtc_exec_run(e), XTC_OK);
+	CHECK_EQ(atomic_load(&rec.ran), 2 * NT);
+	CHECK_EQ(atomic_load(&rec.on[0]) + atomic_load(&rec.on[1]), NT);
+	CHECK_EQ(atomic_load(&rec.bad_shard), 0);
+	CHECK_EQ(xtc_exec_loop_stats(e, 0, &s0), XTC_OK);
+	CHECK_EQ(xtc_exec_loop_stats(e, 1, &s1), XTC_OK);
+	CHECK(s0.tasks_run + s1.tasks_run >= 2 * NT);
+	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+}
+
+static intptr_t coro_yields(void *a)
+{
+	for (int i = 0; i < 10; i++)
+		xtc_yield();
+	return (intptr_t)a * 2;
+}
+
+static void test_async_await(void)
+{
+	xtc_exec_t *e;
+	xtc_task_t *t[8];
+	intptr_t r;
+
+	CHECK_EQ(xtc_exec_init(&e, 2), XTC_OK);
+	for (int i = 0; i < 8; i++) {
+		if (i & 1)
+			CHECK_EQ(xtc_exec_async_on(e, 1, coro_yields,
+			    (void *)(intptr_t)i, &t[i]), XTC_OK);
+		else
+			CHECK_EQ(xtc_exec_async(e, coro_yields,
+			    (void *)(intptr_t)i, &t[i]), XTC_OK);
+	}
+	CHECK_EQ(xtc_exec_run(e), XTC_OK);
+	for (int i = 0; i < 8; i++) {
+		r = -1;
+		CHECK_EQ(xtc_await(t[i], &r), XTC_OK);
+		CHECK_EQ(r, 2 * i);
+	}
+	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+}
+
+/* ---- quiescence waits for timers and cross-loop chains -------------- */
+
+static atomic_int chain_left;
+static xtc_exec_t *chain_exec;
+
+static int chain_task(xtc_task_t *t, void *u)
+{
+	int next = 1 - xtc_exec_loop_id();
+
+	(void)t;
+	(void)u;
+	if (atomic_fetch_sub(&chain_left, 1) > 1)
+		CHECK_EQ(xtc_exec_spawn_on(chain_exec, next, chain_task, NULL,
+		    NULL), XTC_OK);
+	return XTC_TASK_DONE;
+}
+
+static atomic_int timer_fired;
+
+static void sleeper(void *a)
+{
+	(void)a;
+	CHECK_EQ(xtc_proc_sleep(20 * 1000 * 1000), XTC_OK);
+	atomic_fetch_add(&timer_fired, 1);
+}
+
+static void test_quiescence(void)
+{
+	xtc_exec_t *e;
+	int64_t t0;
+
+	CHECK_EQ(xtc_exec_init(&e, 2), XTC_OK);
+	chain_exec = e;
+	atomic_store(&chain_left, 1000);
+	CHECK_EQ(xtc_exec_spawn_on(e, 0, chain_task, NULL, NULL), XTC_OK);
+	atomic_store(&timer_fired, 0);
+	CHECK_EQ(xtc_proc_spawn(xtc_exec_loop(e, 1), sleeper, NULL, NULL, NULL),
+	    XTC_OK);
+	t0 = xtc_clock_mono();
+	CHECK_EQ(xtc_exec_run(e), XTC_OK);
+	CHECK_EQ(atomic_load(&chain_left), 0);
+	CHECK_EQ(atomic_load(&timer_fired), 1);
+	CHECK(xtc_clock_mono() - t0 >= 20 * 1000 * 1000);
+	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+}
+
+/* ---- foreign threads, service mode, stop ----------------------------- */
+
+struct runner {
+	xtc_exec_t *e;
+	int rc;
+};
+
+static void *run_thread(void *a)
+{
+	struct runner *r = a;
+	r->rc = xtc_exec_run(r->e);
+	return NULL;
+}
+
+static atomic_int sub_count;
+
+static void count_fn(void *a)
+{
+	(void)a;
+	if (xtc_exec_loop_id() < 0)
+		atomic_fetch_add(&rec.bad_shard, 1);
+	atomic_fetch_add(&sub_count, 1);
+}
+
+static void test_foreign_threads_service(void)
+{
+	xtc_exec_t *e;
+	struct runner r;
+	pthread_t th;
+	int spawned = 0, subs = 0;
+
+	memset(&rec, 0, sizeof(rec));
+	rec.nloops = 2;
+	atomic_store(&sub_count, 0);
+	CHECK_EQ(xtc_exec_init(&e, 2), XTC_OK);
+	xtc_exec_set_service_mode(e, 1);
+	r.e = e;
+	r.rc = -100;
+	CHECK_EQ(pthread_create(&th, NULL, run_thread, &r), 0);
+	/* service mode: idle carriers park, they do not end the run */
+	usleep(20000);
+	CHECK_EQ(xtc_exec_fini(e), XTC_E_INVAL); /* running */
+	CHECK_EQ(xtc_exec_run(e), XTC_E_INVAL);  /* already running */
+	for (int i = 0; i < 5000; i++) {
+		if (xtc_exec_spawn(e, rec_task, NULL, NULL) == XTC_OK)
+			spawned++;
+		if (xtc_exec_submit_wait(e, -1, count_fn, NULL, -1) == XTC_OK)
+			subs++;
+	}
+	CHECK_EQ(spawned, 5000);
+	CHECK_EQ(subs, 5000);
+	for (int i = 0; i < 2000 && (atomic_load(&rec.ran) < spawned ||
+	     atomic_load(&sub_count) < subs); i++)
+		usleep(1000);
+	CHECK_EQ(atomic_load(&rec.ran), spawned);
+	CHECK_EQ(atomic_load(&sub_count), subs);
+	CHECK_EQ(xtc_exec_stop(e), XTC_OK);
+	pthread_join(th, NULL);
+	CHECK_EQ(r.rc, XTC_OK);
+	CHECK_EQ(atomic_load(&rec.bad_shard), 0);
+	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+}
+
+static void test_submit_backpressure(void)
+{
+	xtc_exec_t *e;
+	int ok = 0;
+
+	atomic_store(&sub_count, 0);
+	CHECK_EQ(xtc_exec_init(&e, 1), XTC_OK);
+	/* not running: the ring fills and then pushes back */
+	for (int i = 0; i < XTC_EXEC_SUBMIT_CAP; i++)
+		ok += xtc_exec_submit(e, 0, count_fn, NULL) == XTC_OK;
+	CHECK_EQ(ok, XTC_EXEC_SUBMIT_CAP);
+	CHECK_EQ(xtc_exec_submit(e, 0, count_fn, NULL), XTC_E_AGAIN);
+	CHECK_EQ(xtc_exec_submit_wait(e, 0, count_fn, NULL, 1000000),
+	    XTC_E_AGAIN);
+	CHECK_EQ(xtc_exec_run(e), XTC_OK);
+	CHECK_EQ(atomic_load(&sub_count), XTC_EXEC_SUBMIT_CAP);
+	CHECK_EQ(xtc_exec_submit(e, -1, count_fn, NULL), XTC_OK);
+	CHECK_EQ(xtc_exec_run(e), XTC_OK);
+	CHECK_EQ(atomic_load(&sub_count), XTC_EXEC_SUBMIT_CAP + 1);
+	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+}
+
+/* ---- pinning and migration ------------------------------------------ */
+
+#define NMIG 8
+#define MIG_YIELDS 400
+
+struct mig {
+	int pinned;
+	int start_loop;
+	atomic_int moves;
+	atomic_int bad;   /* moved without yielding / pinned proc moved */
+};
+
+static struct mig migs[2 * NMIG];
+
+static void spin_us(int us)
+{
+	int64_t end = xtc_clock_mono() + us * 1000LL;
+	while (xtc_clock_mono() < end)
+		;
+}
+
+static void mig_proc(void *a)
+{
+	struct mig *m = a;
+	int id = xtc_exec_loop_id();
+	pthread_t me = pthread_self();
+
+	m->start_loop = id;
+	for (int i = 0; i < MIG_YIELDS; i++) {
+		/* between two yields we must stay on one carrier thread */
+		spin_us(5);
+		if (!pthread_equal(me, pthread_self()) || xtc_exec_loop_id() != id)
+			atomic_fetch_add(&m->bad, 1);
+		xtc_yield();
+		if (xtc_exec_loop_id() != id) {
+			atomic_fetch_add(&m->moves, 1);
+			if (m->pinned)
+				atomic_fetch_add(&m->bad, 1);
+			id = xtc_exec_loop_id();
+			me = pthread_self();
+		}
+	}
+}
+
+static void test_pinned_and_migratable(void)
+{
+	xtc_exec_t *e;
+	xtc_proc_opts_t o;
+	xtc_loop_stats_t s0, s1;
+	int moves = 0;
+
+	memset(migs, 0, sizeof(migs));
+	CHECK_EQ(xtc_exec_init(&e, 2), XTC_OK);
+	memset(&o, 0, sizeof(o));
+	/* everything starts on loop 0; loop 1 has nothing of its own */
+	for (int i = 0; i < 2 * NMIG; i++) {
+		migs[i].pinned = i < NMIG;
+		o.migratable = !migs[i].pinned;
+		CHECK_EQ(xtc_proc_spawn(xtc_exec_loop(e, 0), mig_proc, &migs[i],
+		    &o, NULL), XTC_OK);
+	}
+	CHECK_EQ(xtc_exec_run(e), XTC_OK);
+	for (int i = 0; i < 2 * NMIG; i++) {
+		CHECK_EQ(atomic_load(&migs[i].bad), 0);
+		CHECK_EQ(migs[i].start_loop, 0);
+		if (migs[i].pinned)
+			CHECK_EQ(atomic_load(&migs[i].moves), 0);
+		else
+			moves += atomic_load(&migs[i].moves);
+	}
+	CHECK_EQ(xtc_exec_loop_stats(e, 0, &s0), XTC_OK);
+	CHECK_EQ(xtc_exec_loop_stats(e, 1, &s1), XTC_OK);
+	/* the idle loop took migratable work; every move was a steal */
+	CHECK(moves > 0);
+	CHECK(s0.steals + s1.steals > 0);
+	CHECK((int64_t)(s0.steals + s1.steals) >= moves);
+	CHECK(s1.tasks_run > 0);
+	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+}
+
+/* Pinned procs and a migratable one yielding on the same loop: both are
+ * served (one FIFO order across the private queue and the deque). */
+static atomic_int fair_a, fair_b, fair_stop;
+
+static void fair_proc(void *a)
+{
+	atomic_int *ctr = a;
+	while (!atomic_load(&fair_stop)) {
+		if (atomic_fetch_add(ctr, 1) > 20000)
+			atomic_store(&fair_stop, 1);
+		xtc_yield();
+	}
+}
+
+static void test_no_starvation_mixed(void)
+{
+	xtc_exec_t *e;
+	xtc_proc_opts_t o;
+
+	atomic_store(&fair_a, 0);
+	atomic_store(&fair_b, 0);
+	atomic_store(&fair_stop, 0);
+	CHECK_EQ(xtc_exec_init(&e, 2), XTC_OK);
+	memset(&o, 0, sizeof(o));
+	CHECK_EQ(xtc_proc_spawn(xtc_exec_loop(e, 0), fair_proc, &fair_a, &o,
+	    NULL), XTC_OK);
+	o.migratable = 1;
+	CHECK_EQ(xtc_proc_spawn(xtc_exec_loop(e, 0), fair_proc, &fair_b, &o,
+	    NULL), XTC_OK);
+	CHECK_EQ(xtc_exec_run(e), XTC_OK);
+	CHECK(atomic_load(&fair_a) > 100);
+	CHECK(atomic_load(&fair_b) > 100);
+	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+}
+
+static int standalone_task(xtc_task_t *t, void *u)
+{
+	(void)t;
+	(void)u;
+	CHECK_EQ(xtc_exec_loop_id(), -1);
+	CHECK_EQ(xtc_shard_id(), 0);
+	CHECK_EQ(xtc_shard_count(), 1);
+	return XTC_TASK_DONE;
+}
+
+static void test_standalone_ids(void)
+{
+	xtc_loop_t *l;
+
+	CHECK_EQ(xtc_loop_init(&l), XTC_OK);
+	CHECK_EQ(xtc_task_spawn(l, standalone_task, NULL, NULL), XTC_OK);
+	CHECK_EQ(xtc_loop_run(l), XTC_OK);
+	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+}
+
+/* run from inside one of its own tasks is refused */
+static xtc_exec_t *nest_exec;
+static atomic_int nest_rc;
+
+static int nest_task(xtc_task_t *t, void *u)
+{
+	(void)t;
+	(void)u;
+	atomic_store(&nest_rc, xtc_exec_run(nest_exec));
+	return XTC_TASK_DONE;
+}
+
+static void test_nested_run(void)
+{
+	CHECK_EQ(xtc_exec_init(&nest_exec, 1), XTC_OK);
+	atomic_store(&nest_rc, 1);
+	CHECK_EQ(xtc_exec_spawn(nest_exec, nest_task, NULL, NULL), XTC_OK);
+	CHECK_EQ(xtc_exec_run(nest_exec), XTC_OK);
+	CHECK_EQ(atomic_load(&nest_rc), XTC_E_INVAL);
+	CHECK_EQ(xtc_exec_fini(nest_exec), XTC_OK);
+}
+
+int main(void)
+{
+	RUN(test_errors);
+	RUN(test_spawn_before_run);
+	RUN(test_async_await);
+	RUN(test_quiescence);
+	RUN(test_foreign_threads_service);
+	RUN(test_submit_backpressure);
+	RUN(test_pinned_and_migratable);
+	RUN(test_no_starvation_mixed);
+	RUN(test_standalone_ids);
+	RUN(test_nested_run);
+	return failures ? 1 : 0;
+}

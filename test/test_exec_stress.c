@@ -1,0 +1,245 @@
+/*
+ * test_exec_stress.c - two executor loops under cross-loop load:
+ *  - 10^6 messages each way between procs on different loops (bounded
+ *    mailboxes, XTC_E_AGAIN handled by yielding), every one received exactly
+ *    once and in per-sender order;
+ *  - 10^6 cross-loop wakes: token pairs split across the loops hand a turn
+ *    back and forth with xtc_proc_wake; a lost wake hangs the pair (caught by
+ *    the watchdog), a duplicate shows up as a wrong count;
+ *  - pinned procs never change loop; migratable ones change only across a
+ *    yield (never between two points of one run).
+ * Under ThreadSanitizer the counts are divided by 10.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "xtc.h"
+#include "xtc_exec.h"
+#include "loop_int.h"
+#include "test_h5.h"
+
+#if defined(__SANITIZE_THREAD__)
+#define SCALE 10
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SCALE 10
+#endif
+#endif
+#ifndef SCALE
+#define SCALE 1
+#endif
+
+#define NMSG   (1000000 / SCALE) /* per direction */
+#define NSEND  8                 /* senders per direction */
+#define NWAKE  (1000000 / SCALE) /* handoffs in total */
+#define NPAIR  16
+
+/* ---- messages ------------------------------------------------------------ */
+
+struct rx {
+	xtc_pid_t pid;
+	atomic_long got;
+	atomic_int bad;
+};
+
+static struct rx rxs[2 * NSEND];
+static atomic_long sent_total, again_total;
+
+static void receiver(void *a)
+{
+	struct rx *r = a;
+	long expect = 0;
+
+	while (expect < NMSG / NSEND) {
+		void *m;
+		size_t sz;
+		long v;
+
+		if (xtc_recv(&m, &sz, -1) != XTC_OK) {
+			atomic_fetch_add(&r->bad, 1);
+			return;
+		}
+		memcpy(&v, m, sizeof(v));
+		xtc_free(m);
+		if (sz != sizeof(v) || v != expect)
+			atomic_fetch_add(&r->bad, 1);
+		expect++;
+		atomic_fetch_add_explicit(&r->got, 1, memory_order_relaxed);
+	}
+}
+
+static void sender(void *a)
+{
+	struct rx *r = a;
+
+	for (long i = 0; i < NMSG / NSEND; i++) {
+		int rc;
+		while ((rc = xtc_send(r->pid, &i, sizeof(i))) == XTC_E_AGAIN) {
+			atomic_fetch_add_explicit(&again_total, 1,
+			    memory_order_relaxed);
+			xtc_yield();
+		}
+		if (rc != XTC_OK) {
+			atomic_fetch_add(&r->bad, 1);
+			return;
+		}
+		atomic_fetch_add_explicit(&sent_total, 1, memory_order_relaxed);
+	}
+}
+
+/* ---- wakes --------------------------------------------------------------- */
+
+struct pair {
+	atomic_int turn;     /* 0: A's turn, 1: B's turn */
+	xtc_pid_t pid[2];
+	atomic_long handoffs;
+	atomic_int ready;
+};
+
+static struct pair pairs[NPAIR];
+
+struct side {
+	struct pair *p;
+	int me;
+};
+
+static struct side sides[NPAIR][2];
+
+static void token(void *a)
+{
+	struct side *s = a;
+	struct pair *p = s->p;
+	long rounds = NWAKE / NPAIR / 2;
+
+	p->pid[s->me] = xtc_self();
+	atomic_fetch_add(&p->ready, 1);
+	while (atomic_load(&p->ready) < 2)
+		xtc_yield();
+	for (long i = 0; i < rounds; i++) {
+		while (atomic_load(&p->turn) != s->me)
+			xtc__task_park(); /* spurious returns are fine */
+		atomic_fetch_add_explicit(&p->handoffs, 1, memory_order_relaxed);
+		atomic_store(&p->turn, 1 - s->me);
+		if (xtc_proc_wake(p->pid[1 - s->me]) != XTC_OK)
+			atomic_fetch_add(&p->handoffs, 1000000000L); /* flag */
+	}
+}
+
+/* ---- migration ------------------------------------------------------------ */
+
+#define NMIG 8
+
+struct mig {
+	int pinned;
+	atomic_int moves, bad;
+};
+
+static struct mig migs[NMIG];
+
+static void mig_proc(void *a)
+{
+	struct mig *m = a;
+	int id = xtc_exec_loop_id();
+	pthread_t me = pthread_self();
+
+	for (int i = 0; i < 20000 / SCALE; i++) {
+		for (volatile int k = 0; k < 200; k++)
+			;
+		if (!pthread_equal(me, pthread_self()) || xtc_exec_loop_id() != id)
+			atomic_fetch_add(&m->bad, 1);
+		xtc_yield();
+		if (xtc_exec_loop_id() != id) {
+			atomic_fetch_add(&m->moves, 1);
+			if (m->pinned)
+				atomic_fetch_add(&m->bad, 1);
+			id = xtc_exec_loop_id();
+			me = pthread_self();
+		}
+	}
+}
+
+/* ---- watchdog --------------------------------------------------------------- */
+
+static atomic_int done, timed_out;
+
+static void *watchdog(void *a)
+{
+	xtc_exec_t *e = a;
+
+	for (int i = 0; i < 2400 && !atomic_load(&done); i++)
+		usleep(100000);
+	if (!atomic_load(&done)) {
+		atomic_store(&timed_out, 1);
+		xtc_exec_stop(e);
+	}
+	return NULL;
+}
+
+int main(void)
+{
+	xtc_exec_t *e;
+	xtc_proc_opts_t o;
+	pthread_t wd;
+	xtc_loop_stats_t s0, s1;
+	long got = 0, handoffs = 0;
+	int moves = 0;
+	int64_t t0, t1;
+
+	CHECK_EQ(xtc_exec_init(&e, 2), XTC_OK);
+	memset(&o, 0, sizeof(o));
+	for (int i = 0; i < 2 * NSEND; i++) {
+		int home = i < NSEND ? 1 : 0; /* receivers on the other loop */
+		CHECK_EQ(xtc_proc_spawn(xtc_exec_loop(e, home), receiver, &rxs[i],
+		    NULL, &rxs[i].pid), XTC_OK);
+		CHECK_EQ(xtc_proc_spawn(xtc_exec_loop(e, 1 - home), sender,
+		    &rxs[i], NULL, NULL), XTC_OK);
+	}
+	for (int i = 0; i < NPAIR; i++) {
+		for (int s = 0; s < 2; s++) {
+			sides[i][s].p = &pairs[i];
+			sides[i][s].me = s;
+			CHECK_EQ(xtc_proc_spawn(xtc_exec_loop(e, s), token,
+			    &sides[i][s], NULL, NULL), XTC_OK);
+		}
+	}
+	for (int i = 0; i < NMIG; i++) {
+		migs[i].pinned = i & 1;
+		o.migratable = !migs[i].pinned;
+		CHECK_EQ(xtc_proc_spawn(xtc_exec_loop(e, 0), mig_proc, &migs[i],
+		    &o, NULL), XTC_OK);
+	}
+	CHECK_EQ(pthread_create(&wd, NULL, watchdog, e), 0);
+	t0 = xtc_clock_mono();
+	CHECK_EQ(xtc_exec_run(e), XTC_OK);
+	t1 = xtc_clock_mono();
+	atomic_store(&done, 1);
+	pthread_join(wd, NULL);
+	CHECK_EQ(atomic_load(&timed_out), 0);
+
+	for (int i = 0; i < 2 * NSEND; i++) {
+		CHECK_EQ(atomic_load(&rxs[i].bad), 0);
+		got += atomic_load(&rxs[i].got);
+	}
+	CHECK_EQ(got, 2L * NMSG);
+	CHECK_EQ(atomic_load(&sent_total), 2L * NMSG);
+	for (int i = 0; i < NPAIR; i++) {
+		long h = atomic_load(&pairs[i].handoffs);
+		CHECK_EQ(h, 2L * (NWAKE / NPAIR / 2));
+		handoffs += h;
+	}
+	for (int i = 0; i < NMIG; i++) {
+		CHECK_EQ(atomic_load(&migs[i].bad), 0);
+		if (!migs[i].pinned)
+			moves += atomic_load(&migs[i].moves);
+	}
+	CHECK_EQ(xtc_exec_loop_stats(e, 0, &s0), XTC_OK);
+	CHECK_EQ(xtc_exec_loop_stats(e, 1, &s1), XTC_OK);
+	fprintf(stderr, "messages %ld, wakes %ld, mailbox-full retries %ld, "
+	    "migrations %d, steals %llu, %.2f s\n", got, handoffs,
+	    atomic_load(&again_total), moves,
+	    (unsigned long long)(s0.steals + s1.steals), (t1 - t0) / 1e9);
+	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+	return failures ? 1 : 0;
+}

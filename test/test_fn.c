@@ -1,0 +1,277 @@
+/*
+ * test_fn.c - deadline-preemptible functions: launch/resume/completed, a
+ * round-robin scheduler like LibPreemptible's Figure 7, cooperative
+ * xtc_fn_yield, cancel and context reuse, nesting rules, the Go-callback
+ * refusal, and the adaptive quantum controller (heavy tails under load
+ * shorten the quantum, light tails / low load lengthen it).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loop_int.h"
+#include "preempt_int.h"
+#include "xtc.h"
+#include "xtc_fn.h"
+
+static int failures;
+
+#define CHECK(cond)                                                         \
+	do {                                                                    \
+		if (!(cond)) {                                                      \
+			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,          \
+			        __LINE__, #cond);                                       \
+			failures++;                                                     \
+		}                                                                   \
+	} while (0)
+
+#define US 1000LL
+#define MS 1000000LL
+
+/* sum of 0..n-1 with a data dependency the compiler keeps */
+static intptr_t sum_to(void *arg)
+{
+	uint64_t n = (uint64_t)(uintptr_t)arg;
+	volatile uint64_t acc = 0;
+	for (uint64_t i = 0; i < n; i++)
+		acc += i;
+	return (intptr_t)acc;
+}
+
+static intptr_t expect_sum(uint64_t n)
+{
+	return (intptr_t)(n * (n - 1) / 2);
+}
+
+static intptr_t three_yields(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 3; i++)
+		if (xtc_fn_yield() != XTC_OK)
+			return -1;
+	return 7;
+}
+
+static xtc_fn_t self_fn;
+static intptr_t relaunch_self(void *arg)
+{
+	(void)arg;
+	return xtc_fn_launch(&self_fn, sum_to, (void *)1, MS);
+}
+
+static void test_errors(void)
+{
+	xtc_fn_t f = { 0 };
+	CHECK(xtc_fn_launch(NULL, sum_to, NULL, MS) == XTC_E_INVAL);
+	CHECK(xtc_fn_launch(&f, NULL, NULL, MS) == XTC_E_INVAL);
+	CHECK(xtc_fn_launch(&f, sum_to, NULL, 0) == XTC_E_INVAL);
+	CHECK(xtc_fn_launch(&f, sum_to, NULL, -5) == XTC_E_INVAL);
+	CHECK(xtc_fn_resume(NULL, MS) == XTC_E_INVAL);
+	CHECK(xtc_fn_resume(&f, MS) == XTC_E_INVAL); /* idle */
+	CHECK(xtc_fn_cancel(&f) == XTC_E_INVAL);
+	CHECK(xtc_fn_cancel(NULL) == XTC_E_INVAL);
+	CHECK(xtc_fn_completed(NULL) == 0);
+	CHECK(xtc_fn_completed(&f) == 0);
+	CHECK(xtc_fn_yield() == XTC_E_INVAL); /* not inside a function */
+
+	CHECK(xtc_fn_launch(&f, sum_to, (void *)100, MS) == XTC_OK);
+	CHECK(xtc_fn_completed(&f) && f.result == expect_sum(100));
+	CHECK(xtc_fn_resume(&f, MS) == XTC_E_INVAL); /* done */
+	CHECK(xtc_fn_resume(&f, 0) == XTC_E_INVAL);
+
+	/* launching itself from inside: refused */
+	CHECK(xtc_fn_launch(&self_fn, relaunch_self, NULL, 100 * MS) == XTC_OK);
+	CHECK(self_fn.result == XTC_E_DEADLK);
+
+	/* inside a Go callback: refused with XTC_E_DEADLK */
+	xtc__gocb_depth++;
+	xtc_fn_t g = { 0 };
+	CHECK(xtc_fn_launch(&g, sum_to, (void *)10, MS) == XTC_E_DEADLK);
+	xtc__gocb_depth--;
+	CHECK(g.state == XTC_FN_IDLE);
+
+	xtc_fn_quantum_t *q = (xtc_fn_quantum_t *)1;
+	CHECK(xtc_fn_quantum_create(NULL, NULL) == XTC_E_INVAL);
+	xtc_fn_quantum_opts_t o = { .min_ns = 10 * US, .max_ns = 5 * US };
+	CHECK(xtc_fn_quantum_create(&o, &q) == XTC_E_RANGE && q == NULL);
+	o = (xtc_fn_quantum_opts_t){ .min_ns = -1 };
+	CHECK(xtc_fn_quantum_create(&o, &q) == XTC_E_INVAL);
+	CHECK(xtc_fn_quantum_record(NULL, 1) == XTC_E_INVAL);
+	CHECK(xtc_fn_quantum_add_busy(NULL, 1) == XTC_E_INVAL);
+	CHECK(xtc_fn_quantum_update(NULL) == XTC_E_INVAL);
+	CHECK(xtc_fn_quantum_get(NULL) == XTC_E_INVAL);
+	CHECK(xtc_exec_set_preempt_adaptive(NULL, NULL) == XTC_E_INVAL);
+	xtc_fn_quantum_destroy(NULL);
+}
+
+static void test_preempt_resume(void)
+{
+	xtc_fn_t f = { 0 };
+	const uint64_t n = 60000000; /* tens of ms of work */
+	int rc = xtc_fn_launch(&f, sum_to, (void *)(uintptr_t)n, 200 * US);
+	CHECK(rc == XTC_E_AGAIN);
+	CHECK(f.state == XTC_FN_PREEMPTED && !xtc_fn_completed(&f));
+	int rounds = 0;
+	while (rc == XTC_E_AGAIN && rounds < 100000) {
+		rc = xtc_fn_resume(&f, 200 * US);
+		rounds++;
+	}
+	CHECK(rc == XTC_OK);
+	CHECK(xtc_fn_completed(&f) && f.result == expect_sum(n));
+	CHECK(f.preemptions >= 2 && f.preemptions == (uint32_t)rounds);
+	CHECK(f.run_ns > 0);
+}
+
+/* LibPreemptible Figure 7: a worker round-robins over its functions. */
+static void test_round_robin(void)
+{
+	enum { N = 6 };
+	const uint64_t work[N] = { 40000000, 1000, 30000000, 500, 20000000, 2000 };
+	xtc_fn_t f[N];
+	memset(f, 0, sizeof f);
+	int order[N], done = 0;
+	for (int i = 0; i < N; i++) {
+		int rc = xtc_fn_launch(&f[i], sum_to, (void *)(uintptr_t)work[i],
+		                       300 * US);
+		CHECK(rc == XTC_OK || rc == XTC_E_AGAIN);
+		if (rc == XTC_OK)
+			order[done++] = i;
+	}
+	/* the short ones finished in their first slice */
+	CHECK(xtc_fn_completed(&f[1]) && xtc_fn_completed(&f[3]) &&
+	      xtc_fn_completed(&f[5]));
+	int guard = 0;
+	while (done < N && guard++ < 1000000) {
+		for (int i = 0; i < N; i++) {
+			if (f[i].state != XTC_FN_PREEMPTED)
+				continue;
+			if (xtc_fn_resume(&f[i], 300 * US) == XTC_OK)
+				order[done++] = i;
+		}
+	}
+	CHECK(done == N);
+	for (int i = 0; i < N; i++)
+		CHECK(f[i].result == expect_sum(work[i]));
+	/* shortest long job finishes first among the long ones */
+	CHECK(order[3] == 4);
+}
+
+static void test_yield_cancel_reuse(void)
+{
+	xtc_fn_t f = { 0 };
+	CHECK(xtc_fn_launch(&f, three_yields, NULL, 100 * MS) == XTC_E_AGAIN);
+	CHECK(xtc_fn_resume(&f, 100 * MS) == XTC_E_AGAIN);
+	CHECK(xtc_fn_resume(&f, 100 * MS) == XTC_E_AGAIN);
+	CHECK(xtc_fn_resume(&f, 100 * MS) == XTC_OK);
+	CHECK(f.result == 7);
+
+	/* cancel a preempted function; the context is reusable */
+	CHECK(xtc_fn_launch(&f, three_yields, NULL, 100 * MS) == XTC_E_AGAIN);
+	CHECK(xtc_fn_launch(&f, sum_to, NULL, MS) == XTC_E_INVAL); /* busy */
+	CHECK(xtc_fn_cancel(&f) == XTC_OK);
+	CHECK(f.state == XTC_FN_IDLE && f.ctx == NULL);
+	CHECK(xtc_fn_launch(&f, sum_to, (void *)1000, 100 * MS) == XTC_OK);
+	CHECK(f.result == expect_sum(1000));
+	CHECK(xtc_fn_pool_trim() >= 1);
+	CHECK(xtc_fn_pool_trim() == 0);
+}
+
+/* A function launched from a loop fiber: its slice ends, control returns to
+ * the fiber, the fiber resumes it. */
+static intptr_t fiber_launcher(void *arg)
+{
+	(void)arg;
+	xtc_fn_t f = { 0 };
+	int rc = xtc_fn_launch(&f, sum_to, (void *)(uintptr_t)20000000, 200 * US);
+	int preempted = rc == XTC_E_AGAIN;
+	while (rc == XTC_E_AGAIN)
+		rc = xtc_fn_resume(&f, 200 * US);
+	return rc == XTC_OK && preempted && f.result == expect_sum(20000000);
+}
+
+static void test_inside_fiber(void)
+{
+	xtc_loop_t *l = NULL;
+	CHECK(xtc_loop_init(&l) == XTC_OK);
+	xtc_task_t *t = NULL;
+	CHECK(xtc_async(l, fiber_launcher, NULL, &t) == XTC_OK);
+	CHECK(xtc_loop_run(l) == XTC_OK);
+	intptr_t r = 0;
+	CHECK(xtc_await(t, &r) == XTC_OK && r == 1);
+	CHECK(xtc_loop_fini(l) == XTC_OK);
+}
+
+/* Pareto(alpha) sample with minimum xm, deterministic generator. */
+static uint64_t rng = 88172645463325252ull;
+static double urand(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return ((rng >> 11) + 0.5) / 9007199254740992.0;
+}
+
+static void test_adaptive(void)
+{
+	xtc_fn_quantum_opts_t o = { .min_ns = 5 * US, .max_ns = 1 * MS,
+	                            .initial_ns = 100 * US,
+	                            .period_ns = 1000 * MS };
+	xtc_fn_quantum_t *q = NULL;
+	CHECK(xtc_fn_quantum_create(&o, &q) == XTC_OK);
+	CHECK(xtc_fn_quantum_get(q) == 100 * US);
+	/* nothing observed: unchanged */
+	CHECK(xtc_fn_quantum_update(q) == 100 * US);
+
+	/* heavy tail (Pareto 1.2) under high load: shorter */
+	for (int i = 0; i < 4000; i++)
+		xtc_fn_quantum_record(q, (int64_t)(2000.0 / pow(urand(), 1 / 1.2)));
+	xtc_fn_quantum_add_busy(q, 10000 * MS); /* far above capacity */
+	int64_t q1 = xtc_fn_quantum_update(q);
+	CHECK(xtc_fn_quantum_tail_index(q) > 0.6 &&
+	      xtc_fn_quantum_tail_index(q) < 2.0);
+	CHECK(xtc_fn_quantum_load(q) > 0.9);
+	CHECK(q1 == 50 * US);
+
+	/* light tail (uniform 1..2 us) at low load: longer, up to max */
+	int64_t prev = q1;
+	for (int round = 0; round < 8; round++) {
+		for (int i = 0; i < 1000; i++)
+			xtc_fn_quantum_record(q, 1000 + (int64_t)(1000 * urand()));
+		int64_t qn = xtc_fn_quantum_update(q);
+		CHECK(qn >= prev);
+		prev = qn;
+	}
+	CHECK(xtc_fn_quantum_tail_index(q) > 2.0);
+	CHECK(prev == 1 * MS);
+
+	/* heavy tail at medium load: shorter again, never below min */
+	for (int round = 0; round < 12; round++) {
+		for (int i = 0; i < 2000; i++)
+			xtc_fn_quantum_record(q, (int64_t)(2000.0 / pow(urand(), 1 / 1.1)));
+		CHECK(xtc_fn_quantum_set_load(q, 0.5) == XTC_OK);
+		xtc_fn_quantum_update(q);
+	}
+	CHECK(xtc_fn_quantum_get(q) == 5 * US);
+	CHECK(xtc_fn_quantum_load(q) == 0.5);
+	CHECK(xtc_fn_quantum_set_load(NULL, 0.5) == XTC_E_INVAL);
+	CHECK(xtc_fn_quantum_set_load(q, -1) == XTC_OK);
+	xtc_fn_quantum_destroy(q);
+}
+
+int main(void)
+{
+	if (!xtc_preempt_involuntary_supported()) {
+		xtc_fn_t f = { 0 };
+		return xtc_fn_launch(&f, sum_to, NULL, MS) == XTC_E_NOSYS ? 77 : 1;
+	}
+	test_errors();
+	test_preempt_resume();
+	test_round_robin();
+	test_yield_cancel_reuse();
+	test_inside_fiber();
+	test_adaptive();
+	if (failures)
+		fprintf(stderr, "test_fn: %d failure(s)\n", failures);
+	return failures ? 1 : 0;
+}

@@ -1,0 +1,145 @@
+/*
+ * test_launch.c - xtc_launch: result on completion, no-deadline runs, a
+ * parked child killed at its deadline, a never-yielding child stopped on
+ * time by involuntary preemption (executor with a slice), a child that dies
+ * on its own (XTC_E_ABORTED), and every error path.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "loop_int.h"
+#include "xtc.h"
+#include "xtc_exec.h"
+#include "xtc_launch.h"
+#include "xtc_preempt.h"
+
+static int failures;
+
+#define CHECK(cond)                                                         \
+	do {                                                                    \
+		if (!(cond)) {                                                      \
+			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,          \
+			        __LINE__, #cond);                                       \
+			failures++;                                                     \
+		}                                                                   \
+	} while (0)
+
+#define MS 1000000LL
+
+static intptr_t ret42(void *arg)
+{
+	(void)arg;
+	return 42;
+}
+
+static intptr_t sleeper(void *arg)
+{
+	xtc_proc_sleep((int64_t)(intptr_t)arg);
+	return 7;
+}
+
+static volatile int spin_stop;
+static intptr_t runaway(void *arg)
+{
+	(void)arg;
+	volatile uint64_t n = 0;
+	while (!spin_stop)
+		n++;
+	return 1;
+}
+
+static intptr_t dies(void *arg)
+{
+	(void)arg;
+	xtc_exit_self(5);
+	return 1;
+}
+
+static int gocb_rc;
+static void in_go(void *arg)
+{
+	(void)arg;
+	gocb_rc = xtc_launch(NULL, ret42, NULL, -1, NULL, NULL);
+}
+
+static intptr_t body(void *arg)
+{
+	(void)arg;
+	intptr_t r = 0;
+	CHECK(xtc_launch(NULL, NULL, NULL, -1, NULL, &r) == XTC_E_INVAL);
+	xtc_launch_opts_t bad = { .loop = 1 };
+	CHECK(xtc_launch(NULL, ret42, NULL, -1, &bad, &r) == XTC_E_INVAL);
+	CHECK(xtc__carrier_call(in_go, NULL) == XTC_OK);
+	CHECK(gocb_rc == XTC_E_DEADLK);
+
+	CHECK(xtc_launch(NULL, ret42, NULL, -1, NULL, &r) == XTC_OK && r == 42);
+	CHECK(xtc_launch(NULL, ret42, NULL, 100 * MS, NULL, NULL) == XTC_OK);
+	xtc_launch_opts_t named = { .name = "child", .mailbox_cap = 8 };
+	r = 0;
+	CHECK(xtc_launch(NULL, sleeper, (void *)(intptr_t)(5 * MS), 2000 * MS,
+	                 &named, &r) == XTC_OK && r == 7);
+
+	int64_t t0 = xtc_clock_mono();
+	r = -1;
+	CHECK(xtc_launch(NULL, sleeper, (void *)(intptr_t)(5000 * MS), 20 * MS,
+	                 NULL, &r) == XTC_E_AGAIN);
+	int64_t dt = xtc_clock_mono() - t0;
+	CHECK(dt >= 19 * MS && dt < 2000 * MS);
+	CHECK(r == -1);
+
+	CHECK(xtc_launch(NULL, dies, NULL, 1000 * MS, NULL, &r) == XTC_E_ABORTED);
+	return 1;
+}
+
+static void test_on_loop(void)
+{
+	xtc_loop_t *l = NULL;
+	CHECK(xtc_loop_init(&l) == XTC_OK);
+	/* off a fiber */
+	CHECK(xtc_launch(l, ret42, NULL, -1, NULL, NULL) == XTC_E_INVAL);
+	xtc_task_t *t = NULL;
+	CHECK(xtc_async(l, body, NULL, &t) == XTC_OK);
+	CHECK(xtc_loop_run(l) == XTC_OK);
+	intptr_t r = 0;
+	CHECK(xtc_await(t, &r) == XTC_OK && r == 1);
+	CHECK(xtc_loop_fini(l) == XTC_OK);
+}
+
+static int64_t runaway_dt = -1;
+static int runaway_rc = 99;
+static intptr_t runaway_parent(void *arg)
+{
+	(void)arg;
+	int64_t t0 = xtc_clock_mono();
+	runaway_rc = xtc_launch(NULL, runaway, NULL, 30 * MS, NULL, NULL);
+	runaway_dt = xtc_clock_mono() - t0;
+	return 0;
+}
+
+static void test_runaway(void)
+{
+	if (!xtc_preempt_involuntary_supported())
+		return;
+	xtc_exec_t *e = NULL;
+	CHECK(xtc_exec_init(&e, 1) == XTC_OK);
+	CHECK(xtc_exec_set_preempt(e, 1 * MS) == XTC_OK);
+	xtc_preempt_set_involuntary(1);
+	spin_stop = 0;
+	CHECK(xtc_exec_async_on(e, 0, runaway_parent, NULL, NULL) == XTC_OK);
+	CHECK(xtc_exec_run(e) == XTC_OK);
+	CHECK(runaway_rc == XTC_E_AGAIN);
+	CHECK(runaway_dt >= 29 * MS && runaway_dt < 2000 * MS);
+	xtc_preempt_set_involuntary(0);
+	spin_stop = 1;
+	CHECK(xtc_exec_fini(e) == XTC_OK);
+}
+
+int main(void)
+{
+	test_on_loop();
+	test_runaway();
+	if (failures)
+		fprintf(stderr, "test_launch: %d failure(s)\n", failures);
+	return failures ? 1 : 0;
+}

@@ -1,0 +1,554 @@
+/*
+ * test_mailbox.c - bounded mailboxes: send/recv/recv_match, arrival order,
+ * the cap (save queue included), drops, timeouts, the watermark, stats,
+ * zero-size messages, undelivered messages freed at exit, cross-thread
+ * senders with exact per-sender order, and every error path.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "xtc.h"
+
+static int failures;
+
+#define CHECK(cond)                                                         \
+	do {                                                                    \
+		if (!(cond)) {                                                      \
+			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,          \
+			        __LINE__, #cond);                                       \
+			failures++;                                                     \
+		}                                                                   \
+	} while (0)
+
+#define MS 1000000LL
+
+static xtc_loop_t *new_loop(void)
+{
+	xtc_loop_t *l = NULL;
+	if (xtc_loop_init(&l) != XTC_OK) {
+		fprintf(stderr, "xtc_loop_init failed\n");
+		exit(1);
+	}
+	return l;
+}
+
+static void run_fini(xtc_loop_t *l)
+{
+	CHECK(xtc_loop_run(l) == XTC_OK);
+	CHECK(xtc_loop_fini(l) == XTC_OK);
+}
+
+/* Next message as an int (messages of this test are ints), -1 if none. */
+static int recv_int(int64_t timeout)
+{
+	void *b = NULL;
+	size_t sz = 0;
+	int v = -1;
+	if (xtc_recv(&b, &sz, timeout) != XTC_OK)
+		return -1;
+	if (sz == sizeof v)
+		memcpy(&v, b, sizeof v);
+	xtc_free(b);
+	return v;
+}
+
+static int send_int(xtc_pid_t to, int v)
+{
+	return xtc_send(to, &v, sizeof v);
+}
+
+/* ---- error paths -------------------------------------------------------- */
+
+struct errs {
+	int rc_null_out, rc_poll, rc_timed, rc_match_null, rc_match_out;
+	int64_t elapsed;
+};
+
+static void err_body(void *arg)
+{
+	struct errs *e = arg;
+	void *b;
+	e->rc_null_out = xtc_recv(NULL, NULL, 0);
+	e->rc_poll = xtc_recv(&b, NULL, 0);
+	int64_t t0 = xtc_clock_mono();
+	e->rc_timed = xtc_recv(&b, NULL, 2 * MS);
+	e->elapsed = xtc_clock_mono() - t0;
+	e->rc_match_null = xtc_recv_match(NULL, NULL, &b, NULL, 0);
+	e->rc_match_out = xtc_recv_match((xtc_match_fn)1, NULL, NULL, NULL, 0);
+}
+
+static void test_errors(void)
+{
+	xtc_loop_t *l = new_loop();
+	xtc_mailbox_stats_t st;
+	struct errs e;
+	xtc_pid_t p, unknown = { 4242, 1, 1 }, badid = { 1, 0, 1 };
+	void *b;
+
+	CHECK(xtc_recv(&b, NULL, 0) == XTC_E_INVAL);   /* off a proc */
+	CHECK(xtc_recv_match((xtc_match_fn)1, NULL, &b, NULL, 0) == XTC_E_INVAL);
+	CHECK(xtc_send(XTC_PID_NONE, "x", 1) == XTC_E_INVAL);
+	CHECK(xtc_send(unknown, "x", 1) == XTC_E_INVAL);
+	CHECK(xtc_send(badid, "x", 1) == XTC_E_INVAL);
+	CHECK(xtc_proc_mailbox_stats(XTC_PID_NONE, &st) == XTC_E_INVAL);
+	CHECK(xtc_proc_mailbox_stats(unknown, &st) == XTC_E_INVAL);
+
+	memset(&e, 0, sizeof e);
+	CHECK(xtc_proc_spawn(l, err_body, &e, NULL, &p) == XTC_OK);
+	CHECK(xtc_send(p, NULL, 1) == XTC_E_INVAL);
+	CHECK(xtc_proc_mailbox_stats(p, NULL) == XTC_E_INVAL);
+	p.gen++;
+	CHECK(xtc_send(p, "x", 1) == XTC_E_INVAL);     /* wrong generation */
+	run_fini(l);
+	CHECK(e.rc_null_out == XTC_E_INVAL);
+	CHECK(e.rc_poll == XTC_E_AGAIN);
+	CHECK(e.rc_timed == XTC_E_AGAIN);
+	CHECK(e.elapsed >= 2 * MS);
+	CHECK(e.rc_match_null == XTC_E_INVAL);
+	CHECK(e.rc_match_out == XTC_E_INVAL);
+}
+
+/* ---- order, sizes, zero-size -------------------------------------------- */
+
+struct order {
+	int n, got, in_order;
+	int zero_ok;
+};
+
+static void order_body(void *arg)
+{
+	struct order *o = arg;
+	void *b;
+	size_t sz = 99;
+
+	o->in_order = 1;
+	for (int i = 0; i < o->n; i++) {
+		int v = recv_int(-1);
+		if (v != i)
+			o->in_order = 0;
+		o->got++;
+	}
+	o->zero_ok = xtc_recv(&b, &sz, -1) == XTC_OK && sz == 0 && b != NULL;
+	xtc_free(b);
+}
+
+static void test_order(void)
+{
+	xtc_loop_t *l = new_loop();
+	struct order o;
+	xtc_pid_t p;
+
+	memset(&o, 0, sizeof o);
+	o.n = 1000;
+	CHECK(xtc_proc_spawn(l, order_body, &o, NULL, &p) == XTC_OK);
+	/* sent from the main thread before the loop runs */
+	for (int i = 0; i < o.n; i++)
+		CHECK(send_int(p, i) == XTC_OK);
+	CHECK(xtc_send(p, NULL, 0) == XTC_OK);
+	run_fini(l);
+	CHECK(o.got == o.n && o.in_order);
+	CHECK(o.zero_ok);
+}
+
+/* ---- cap, drops, stats -------------------------------------------------- */
+
+struct capctx {
+	xtc_pid_t self;
+	int ok;
+};
+
+static void cap_body(void *arg)
+{
+	struct capctx *c = arg;
+	xtc_mailbox_stats_t st;
+	int ok = 1;
+
+	c->self = xtc_self();
+	for (int i = 0; i < 4; i++)
+		ok &= send_int(c->self, i) == XTC_OK;
+	ok &= send_int(c->self, 4) == XTC_E_AGAIN;
+	ok &= send_int(c->self, 5) == XTC_E_AGAIN;
+	ok &= xtc_proc_mailbox_stats(c->self, &st) == XTC_OK;
+	ok &= st.depth == 4 && st.cap == 4 && st.peak == 4 &&
+	      st.drop_total == 2 && st.recv_total == 0 && st.saved == 0;
+	ok &= recv_int(0) == 0;
+	ok &= send_int(c->self, 6) == XTC_OK;
+	ok &= recv_int(0) == 1 && recv_int(0) == 2 && recv_int(0) == 3 &&
+	      recv_int(0) == 6 && recv_int(0) == -1;
+	ok &= xtc_proc_mailbox_stats(c->self, &st) == XTC_OK;
+	ok &= st.depth == 0 && st.recv_total == 5 && st.peak == 4;
+	c->ok = ok;
+}
+
+static void test_cap(void)
+{
+	xtc_loop_t *l = new_loop();
+	xtc_proc_opts_t o;
+	struct capctx c;
+	xtc_pid_t p;
+	xtc_mailbox_stats_t st;
+
+	memset(&c, 0, sizeof c);
+	memset(&o, 0, sizeof o);
+	o.mailbox_cap = 4;
+	CHECK(xtc_proc_spawn(l, cap_body, &c, &o, NULL) == XTC_OK);
+	run_fini(l);
+	CHECK(c.ok);
+
+	/* default cap */
+	l = new_loop();
+	CHECK(xtc_proc_spawn(l, cap_body, &c, NULL, &p) == XTC_OK);
+	CHECK(xtc_proc_mailbox_stats(p, &st) == XTC_OK);
+	CHECK(st.cap == XTC_MAILBOX_DEFAULT_CAP && st.depth == 0);
+	CHECK(xtc_exit_pid(p, 0) == XTC_OK); /* never runs its body */
+	run_fini(l);
+	o.mailbox_cap = (size_t)1 << 40;
+	l = new_loop();
+	CHECK(xtc_proc_spawn(l, cap_body, &c, &o, NULL) == XTC_E_INVAL);
+	CHECK(xtc_loop_fini(l) == XTC_OK);
+}
+
+/* ---- recv_match and the save queue -------------------------------------- */
+
+static int match_even(const void *d, size_t n, void *u)
+{
+	int v;
+	(void)u;
+	if (n != sizeof v)
+		return 0;
+	memcpy(&v, d, sizeof v);
+	return v % 2 == 0;
+}
+
+static int match_val(const void *d, size_t n, void *u)
+{
+	int v;
+	if (n != sizeof v)
+		return 0;
+	memcpy(&v, d, sizeof v);
+	return v == *(int *)u;
+}
+
+static int nested_rc;
+static int match_nested(const void *d, size_t n, void *u)
+{
+	void *b;
+	(void)d; (void)n; (void)u;
+	nested_rc = xtc_recv(&b, NULL, 0);
+	if (xtc_demonitor(12345) != XTC_E_INVAL)
+		nested_rc = 1;
+	return 1;
+}
+
+struct matchctx {
+	int ok_basic, ok_order, ok_cap, ok_timeout, ok_wake, ok_nested;
+	xtc_pid_t self;
+};
+
+static int take_match(xtc_match_fn f, void *u, int64_t timeout)
+{
+	void *b = NULL;
+	size_t sz;
+	int v = -1;
+	if (xtc_recv_match(f, u, &b, &sz, timeout) != XTC_OK)
+		return -1;
+	memcpy(&v, b, sizeof v);
+	xtc_free(b);
+	return v;
+}
+
+static void match_body(void *arg)
+{
+	struct matchctx *c = arg;
+	xtc_mailbox_stats_t st;
+	xtc_pid_t me = xtc_self();
+	int want;
+
+	c->self = me;
+	/* 1 3 5 2 4: the first even is 2; 1 3 5 wait in the save queue */
+	send_int(me, 1); send_int(me, 3); send_int(me, 5);
+	send_int(me, 2); send_int(me, 4);
+	c->ok_basic = take_match(match_even, NULL, 0) == 2;
+	CHECK(xtc_proc_mailbox_stats(me, &st) == XTC_OK);
+	c->ok_basic = c->ok_basic && st.depth == 4 && st.saved >= 3;
+	/* plain recv keeps arrival order across save and in */
+	send_int(me, 6);
+	c->ok_order = recv_int(0) == 1 && recv_int(0) == 3 &&
+	              recv_int(0) == 5 && recv_int(0) == 4 &&
+	              recv_int(0) == 6 && recv_int(0) == -1;
+	/* the cap (5) counts the save queue: 11 13 saved + 15 17 19 = full */
+	send_int(me, 11); send_int(me, 13); send_int(me, 14);
+	c->ok_cap = take_match(match_even, NULL, 0) == 14;
+	c->ok_cap = c->ok_cap && send_int(me, 15) == XTC_OK &&
+	            send_int(me, 17) == XTC_OK && send_int(me, 19) == XTC_OK &&
+	            send_int(me, 16) == XTC_E_AGAIN;
+	CHECK(xtc_proc_mailbox_stats(me, &st) == XTC_OK);
+	c->ok_cap = c->ok_cap && st.depth == 5 && st.saved == 2 &&
+	            st.drop_total == 1;
+	/* no match: timeout, and nothing is lost */
+	want = 99;
+	int64_t t0 = xtc_clock_mono();
+	c->ok_timeout = take_match(match_val, &want, 2 * MS) == -1 &&
+	                xtc_clock_mono() - t0 >= 2 * MS;
+	c->ok_timeout = c->ok_timeout && recv_int(0) == 11 &&
+	                recv_int(0) == 13 && recv_int(0) == 15 &&
+	                recv_int(0) == 17 && recv_int(0) == 19;
+	/* a match that arrives while parked (sent by the helper proc) */
+	want = 42;
+	c->ok_wake = take_match(match_val, &want, 5000 * MS) == 42 &&
+	             recv_int(0) == 41;
+	/* receive from inside a predicate is refused */
+	send_int(me, 1);
+	nested_rc = 0;
+	c->ok_nested = take_match(match_nested, NULL, 0) == 1 &&
+	               nested_rc == XTC_E_INVAL;
+}
+
+static void match_helper(void *arg)
+{
+	struct matchctx *c = arg;
+	CHECK(xtc_proc_sleep(30 * MS) == XTC_OK);
+	CHECK(send_int(c->self, 41) == XTC_OK);
+	CHECK(xtc_proc_sleep(2 * MS) == XTC_OK);
+	CHECK(send_int(c->self, 42) == XTC_OK);
+}
+
+static void test_match(void)
+{
+	xtc_loop_t *l = new_loop();
+	xtc_proc_opts_t o;
+	struct matchctx c;
+
+	memset(&c, 0, sizeof c);
+	memset(&o, 0, sizeof o);
+	o.mailbox_cap = 5;
+	CHECK(xtc_proc_spawn(l, match_body, &c, &o, NULL) == XTC_OK);
+	CHECK(xtc_proc_spawn(l, match_helper, &c, NULL, NULL) == XTC_OK);
+	run_fini(l);
+	CHECK(c.ok_basic);
+	CHECK(c.ok_order);
+	CHECK(c.ok_cap);
+	CHECK(c.ok_timeout);
+	CHECK(c.ok_wake);
+	CHECK(c.ok_nested);
+}
+
+/* ---- watermark ---------------------------------------------------------- */
+
+struct wm {
+	int fired;
+	size_t depth, cap;
+	xtc_pid_t who;
+	pthread_t thread;
+};
+
+static void wm_cb(xtc_pid_t self, size_t depth, size_t cap, void *user)
+{
+	struct wm *w = user;
+	w->fired++;
+	w->depth = depth;
+	w->cap = cap;
+	w->who = self;
+	w->thread = pthread_self();
+}
+
+static void wm_body(void *arg)
+{
+	struct wm *w = arg;
+	/* drain to below the level: re-armed */
+	for (int i = 0; i < 6; i++)
+		CHECK(recv_int(0) == i);
+	CHECK(w->fired == 1);
+	for (int i = 0; i < 5; i++)
+		CHECK(send_int(xtc_self(), 100 + i) == XTC_OK);
+	CHECK(w->fired == 2 && w->depth == 5);
+}
+
+static void test_watermark(void)
+{
+	xtc_loop_t *l = new_loop();
+	xtc_proc_opts_t o;
+	struct wm w;
+	xtc_pid_t p;
+
+	memset(&w, 0, sizeof w);
+	memset(&o, 0, sizeof o);
+	o.mailbox_cap = 10;
+	o.mailbox_watermark_pct = 50;
+	o.mailbox_watermark_fn = wm_cb;
+	o.mailbox_watermark_user = &w;
+	CHECK(xtc_proc_spawn(l, wm_body, &w, &o, &p) == XTC_OK);
+	for (int i = 0; i < 4; i++)
+		CHECK(send_int(p, i) == XTC_OK);
+	CHECK(w.fired == 0);
+	CHECK(send_int(p, 4) == XTC_OK);
+	CHECK(w.fired == 1 && w.depth == 5 && w.cap == 10);
+	CHECK(xtc_pid_eq(w.who, p));
+	CHECK(pthread_equal(w.thread, pthread_self()));
+	CHECK(send_int(p, 5) == XTC_OK);
+	CHECK(w.fired == 1); /* once per crossing */
+	run_fini(l);
+	CHECK(w.fired == 2);
+}
+
+/* ---- undelivered messages are freed (ASan/LSan checks the leak) -------- */
+
+static void quitter(void *arg)
+{
+	(void)arg;
+	xtc_exit_self(1);
+}
+
+/* A message handed straight to a parked receiver that is killed before it
+ * runs again: the teardown frees it (LSan), DOWN reports the kill. */
+static void handoff_victim(void *arg)
+{
+	void *b;
+	(void)arg;
+	if (xtc_recv(&b, NULL, -1) == XTC_OK) {
+		xtc_free(b);
+		CHECK(!"the victim must not get its message");
+	}
+}
+
+static int handoff_ok;
+
+static void handoff_killer(void *arg)
+{
+	xtc_loop_t *l = arg;
+	xtc_pid_t v;
+	uint64_t ref;
+	void *b;
+	size_t sz;
+	int reason = -1;
+	xtc_mailbox_stats_t st;
+
+	CHECK(xtc_proc_spawn_monitor(l, handoff_victim, NULL, NULL, &v, &ref) ==
+	      XTC_OK);
+	xtc_yield(); /* the victim parks in xtc_recv */
+	CHECK(xtc_send(v, "payload", 7) == XTC_OK);
+	CHECK(xtc_proc_mailbox_stats(v, &st) == XTC_OK && st.depth == 1);
+	CHECK(xtc_exit_pid(v, 5) == XTC_OK);
+	CHECK(xtc_recv(&b, &sz, 5000 * MS) == XTC_OK);
+	handoff_ok = xtc_down_decode(b, sz, NULL, &reason) == XTC_OK &&
+	             reason == 5;
+	xtc_free(b);
+}
+
+static void test_undelivered(void)
+{
+	xtc_loop_t *l = new_loop();
+	xtc_pid_t p;
+	char big[4096];
+
+	memset(big, 7, sizeof big);
+	CHECK(xtc_proc_spawn(l, quitter, NULL, NULL, &p) == XTC_OK);
+	for (int i = 0; i < 10; i++)
+		CHECK(xtc_send(p, big, sizeof big) == XTC_OK);
+	run_fini(l);
+	CHECK(xtc_send(p, big, 1) == XTC_E_INVAL);
+
+	l = new_loop();
+	CHECK(xtc_proc_spawn(l, handoff_killer, l, NULL, NULL) == XTC_OK);
+	run_fini(l);
+	CHECK(handoff_ok);
+}
+
+/* ---- cross-thread senders ----------------------------------------------- */
+
+#define XT_SENDERS 3
+#define XT_PER     20000
+
+struct xt {
+	xtc_pid_t rcv;
+	atomic_int again;
+	long got[XT_SENDERS];
+	int in_order;
+};
+
+struct xt_sender {
+	struct xt *x;
+	int id;
+};
+
+static void *xt_send_thread(void *arg)
+{
+	struct xt_sender *s = arg;
+	for (int i = 0; i < XT_PER; i++) {
+		int v[2] = { s->id, i }, rc;
+		while ((rc = xtc_send(s->x->rcv, v, sizeof v)) == XTC_E_AGAIN) {
+			atomic_fetch_add(&s->x->again, 1);
+			usleep(50);
+		}
+		CHECK(rc == XTC_OK);
+	}
+	return NULL;
+}
+
+static void xt_recv_body(void *arg)
+{
+	struct xt *x = arg;
+	long total = 0;
+	x->in_order = 1;
+	while (total < (long)XT_SENDERS * XT_PER) {
+		void *b;
+		size_t sz;
+		int v[2];
+		if (xtc_recv(&b, &sz, 10000 * MS) != XTC_OK)
+			break;
+		CHECK(sz == sizeof v);
+		memcpy(v, b, sizeof v);
+		xtc_free(b);
+		if (v[0] < 0 || v[0] >= XT_SENDERS || v[1] != x->got[v[0]])
+			x->in_order = 0;
+		else
+			x->got[v[0]]++;
+		total++;
+	}
+}
+
+static void test_cross_thread(void)
+{
+	xtc_loop_t *l = new_loop();
+	xtc_proc_opts_t o;
+	struct xt x;
+	struct xt_sender s[XT_SENDERS];
+	pthread_t th[XT_SENDERS];
+
+	memset(&x, 0, sizeof x);
+	memset(&o, 0, sizeof o);
+	o.mailbox_cap = 64; /* small: exercises XTC_E_AGAIN + retries */
+	CHECK(xtc_proc_spawn(l, xt_recv_body, &x, &o, &x.rcv) == XTC_OK);
+	for (int i = 0; i < XT_SENDERS; i++) {
+		s[i].x = &x;
+		s[i].id = i;
+		CHECK(pthread_create(&th[i], NULL, xt_send_thread, &s[i]) == 0);
+	}
+	run_fini(l);
+	for (int i = 0; i < XT_SENDERS; i++) {
+		pthread_join(th[i], NULL);
+		CHECK(x.got[i] == XT_PER);
+	}
+	CHECK(x.in_order);
+}
+
+int main(void)
+{
+	test_errors();
+	test_order();
+	test_cap();
+	test_match();
+	test_watermark();
+	test_undelivered();
+	test_cross_thread();
+	if (failures) {
+		fprintf(stderr, "test_mailbox: %d failure(s)\n", failures);
+		return 1;
+	}
+	printf("test_mailbox: ok\n");
+	return 0;
+}

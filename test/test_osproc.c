@@ -1,0 +1,270 @@
+/*
+ * test_osproc.c - the OS-process tier: argv and forked-function children,
+ * exit status through the pidfd, signals, timeouts, the control socket
+ * (XTC_CTRL_FD for exec'd children), call/serve framing, a fiber that waits
+ * while its loop keeps running, and every error path.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "loop_int.h"
+#include "xtc.h"
+#include "xtc_osproc.h"
+
+static int failures;
+
+#define CHECK(cond)                                                         \
+	do {                                                                    \
+		if (!(cond)) {                                                      \
+			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,          \
+			        __LINE__, #cond);                                       \
+			failures++;                                                     \
+		}                                                                   \
+	} while (0)
+
+#define MS 1000000LL
+
+static int child_ret42(int fd, void *arg)
+{
+	(void)fd;
+	(void)arg;
+	return 42;
+}
+
+static int child_sleep(int fd, void *arg)
+{
+	(void)fd;
+	(void)arg;
+	for (;;)
+		pause();
+	return 0;
+}
+
+static int child_nap_ms(int fd, void *arg)
+{
+	(void)fd;
+	usleep((useconds_t)(intptr_t)arg * 1000);
+	return 3;
+}
+
+static int upper(const void *req, size_t len, void **rep, size_t *rep_len,
+                 void *arg)
+{
+	(void)arg;
+	char *o = malloc(len + 1);
+	if (o == NULL)
+		return XTC_E_NOMEM;
+	for (size_t i = 0; i < len; i++) {
+		char c = ((const char *)req)[i];
+		o[i] = (c >= 'a' && c <= 'z') ? (char)(c - 32) : c;
+	}
+	*rep = o;
+	*rep_len = len;
+	return XTC_OK;
+}
+
+static int child_serve(int fd, void *arg)
+{
+	return xtc_osproc_serve(fd, upper, arg) == XTC_OK ? 0 : 9;
+}
+
+static void test_errors(void)
+{
+	xtc_osproc_t *p = (xtc_osproc_t *)1;
+	char *argv[] = { "/bin/true", NULL };
+	char *empty[] = { NULL };
+	xtc_osproc_opts_t o = { 0 };
+	CHECK(xtc_osproc_spawn(NULL, &p) == XTC_E_INVAL && p == NULL);
+	CHECK(xtc_osproc_spawn(&o, &p) == XTC_E_INVAL); /* neither */
+	o.argv = argv;
+	o.fn = child_ret42;
+	CHECK(xtc_osproc_spawn(&o, &p) == XTC_E_INVAL); /* both */
+	o.fn = NULL;
+	CHECK(xtc_osproc_spawn(&o, NULL) == XTC_E_INVAL);
+	o.argv = empty;
+	CHECK(xtc_osproc_spawn(&o, &p) == XTC_E_INVAL);
+	char *missing[] = { "no-such-program-xtc", NULL };
+	o.argv = missing;
+	CHECK(xtc_osproc_spawn(&o, &p) == XTC_E_INTERNAL);
+	CHECK(xtc_osproc_isolated_spawn("x", NULL, NULL, &p) == XTC_E_INVAL);
+	CHECK(xtc_osproc_pid(NULL) == -1);
+	CHECK(xtc_osproc_ctrl_fd(NULL) == -1);
+	CHECK(xtc_osproc_signal(NULL, SIGTERM) == XTC_E_INVAL);
+	CHECK(xtc_osproc_try_wait(NULL, NULL) == XTC_E_INVAL);
+	CHECK(xtc_osproc_wait(NULL, NULL, 0) == XTC_E_INVAL);
+	void *rep = (void *)1;
+	size_t rl = 5;
+	CHECK(xtc_osproc_call(NULL, "a", 1, &rep, &rl, 10, 0) == XTC_E_INVAL);
+	CHECK(rep == NULL && rl == 0);
+	CHECK(xtc_osproc_serve(-1, upper, NULL) == XTC_E_INVAL);
+	CHECK(xtc_osproc_serve(0, NULL, NULL) == XTC_E_INVAL);
+	xtc_osproc_destroy(NULL);
+
+	/* no control socket: call refused, ctrl_fd -1 */
+	o = (xtc_osproc_opts_t){ .fn = child_ret42 };
+	CHECK(xtc_osproc_spawn(&o, &p) == XTC_OK);
+	CHECK(xtc_osproc_ctrl_fd(p) == -1);
+	CHECK(xtc_osproc_call(p, "a", 1, &rep, &rl, 10, 0) == XTC_E_INVAL);
+	CHECK(xtc_osproc_signal(p, -1) == XTC_E_INVAL);
+	int st = 0;
+	CHECK(xtc_osproc_wait(p, &st, -1) == XTC_OK);
+	CHECK(xtc_osproc_signal(p, SIGTERM) == XTC_E_NOTFOUND);
+	xtc_osproc_destroy(p);
+}
+
+static void test_argv(void)
+{
+	char *argv[] = { "sh", "-c", "exit 7", NULL };
+	xtc_osproc_opts_t o = { .name = "exit7", .argv = argv };
+	xtc_osproc_t *p = NULL;
+	CHECK(xtc_osproc_spawn(&o, &p) == XTC_OK);
+	CHECK(xtc_osproc_pid(p) > 0);
+	int st = -1;
+	CHECK(xtc_osproc_wait(p, &st, 5000 * MS) == XTC_OK);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 7);
+	/* reaped once, status cached */
+	st = -1;
+	CHECK(xtc_osproc_try_wait(p, &st) == XTC_OK && WEXITSTATUS(st) == 7);
+	xtc_osproc_destroy(p);
+
+	/* exec'd child finds its control fd in XTC_CTRL_FD */
+	char *argv2[] = { "sh", "-c", "printf hello >&$XTC_CTRL_FD", NULL };
+	o = (xtc_osproc_opts_t){ .argv = argv2, .ctrl_socket = 1 };
+	CHECK(xtc_osproc_spawn(&o, &p) == XTC_OK);
+	int fd = xtc_osproc_ctrl_fd(p);
+	CHECK(fd >= 0);
+	CHECK(xtc_osproc_wait(p, &st, 5000 * MS) == XTC_OK);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	char buf[16] = { 0 };
+	CHECK(read(fd, buf, sizeof buf - 1) == 5 && strcmp(buf, "hello") == 0);
+	xtc_osproc_destroy(p);
+}
+
+static void test_fn_child(void)
+{
+	xtc_osproc_opts_t o = { .fn = child_ret42 };
+	xtc_osproc_t *p = NULL;
+	CHECK(xtc_osproc_spawn(&o, &p) == XTC_OK);
+	int st = -1;
+	CHECK(xtc_osproc_wait(p, &st, -1) == XTC_OK);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 42);
+	xtc_osproc_destroy(p);
+
+	/* running: try_wait says AGAIN, a bounded wait times out, a signal ends
+	 * it and the wait reports it */
+	o.fn = child_sleep;
+	CHECK(xtc_osproc_spawn(&o, &p) == XTC_OK);
+	CHECK(xtc_osproc_try_wait(p, &st) == XTC_E_AGAIN);
+	CHECK(xtc_osproc_wait(p, &st, 0) == XTC_E_AGAIN);
+	int64_t t0 = xtc_clock_mono();
+	CHECK(xtc_osproc_wait(p, &st, 20 * MS) == XTC_E_AGAIN);
+	CHECK(xtc_clock_mono() - t0 >= 19 * MS);
+	CHECK(xtc_osproc_signal(p, SIGKILL) == XTC_OK);
+	CHECK(xtc_osproc_wait(p, &st, -1) == XTC_OK);
+	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	xtc_osproc_destroy(p);
+
+	/* destroy does not kill: the child still exits on its own */
+	o.fn = child_nap_ms;
+	o.arg = (void *)(intptr_t)30;
+	CHECK(xtc_osproc_spawn(&o, &p) == XTC_OK);
+	pid_t pid = (pid_t)xtc_osproc_pid(p);
+	xtc_osproc_destroy(p);
+	CHECK(kill(pid, 0) == 0);
+	int raw = 0;
+	CHECK(waitpid(pid, &raw, 0) == pid && WEXITSTATUS(raw) == 3);
+}
+
+static void test_call_serve(void)
+{
+	xtc_osproc_t *p = NULL;
+	CHECK(xtc_osproc_isolated_spawn("upper", child_serve, NULL, &p) == XTC_OK);
+	for (int i = 0; i < 50; i++) {
+		char req[32];
+		int n = snprintf(req, sizeof req, "hello %d", i);
+		void *rep = NULL;
+		size_t rl = 0;
+		CHECK(xtc_osproc_call(p, req, (size_t)n, &rep, &rl, 64, 5000 * MS) ==
+		      XTC_OK);
+		char want[32];
+		snprintf(want, sizeof want, "HELLO %d", i);
+		CHECK(rep && rl == (size_t)n && memcmp(rep, want, rl) == 0);
+		xtc_free(rep);
+	}
+	/* empty request, empty reply */
+	void *rep = NULL;
+	size_t rl = 9;
+	CHECK(xtc_osproc_call(p, NULL, 0, &rep, &rl, 64, 5000 * MS) == XTC_OK);
+	CHECK(rl == 0);
+	xtc_free(rep);
+	/* reply larger than allowed: RANGE, then the stream is out of sync */
+	CHECK(xtc_osproc_call(p, "abcdef", 6, &rep, &rl, 3, 5000 * MS) ==
+	      XTC_E_RANGE);
+	CHECK(rep == NULL);
+	CHECK(xtc_osproc_call(p, "x", 1, &rep, &rl, 64, 5000 * MS) == XTC_E_IO);
+	/* EOF on our side makes serve return OK: exit status 0 */
+	CHECK(shutdown(xtc_osproc_ctrl_fd(p), SHUT_WR) == 0);
+	int st = -1;
+	CHECK(xtc_osproc_wait(p, &st, 5000 * MS) == XTC_OK);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	xtc_osproc_destroy(p);
+}
+
+/* A fiber waits for a 60 ms child while a peer keeps running: the wait
+ * parks the fiber, not the loop. */
+static volatile int peer_ticks, waiter_done;
+static intptr_t waiter(void *arg)
+{
+	(void)arg;
+	xtc_osproc_opts_t o = { .fn = child_nap_ms, .arg = (void *)(intptr_t)60 };
+	xtc_osproc_t *p = NULL;
+	if (xtc_osproc_spawn(&o, &p) != XTC_OK)
+		return -1;
+	int st = -1;
+	int rc = xtc_osproc_wait(p, &st, 5000 * MS);
+	xtc_osproc_destroy(p);
+	waiter_done = 1;
+	return rc == XTC_OK && WEXITSTATUS(st) == 3 ? 1 : -2;
+}
+
+static intptr_t peer(void *arg)
+{
+	(void)arg;
+	while (!waiter_done) {
+		peer_ticks++;
+		xtc__park(1 * MS, -1, 0, NULL);
+	}
+	return 0;
+}
+
+static void test_fiber_wait(void)
+{
+	xtc_loop_t *l = NULL;
+	CHECK(xtc_loop_init(&l) == XTC_OK);
+	xtc_task_t *a = NULL, *b = NULL;
+	CHECK(xtc_async(l, waiter, NULL, &a) == XTC_OK);
+	CHECK(xtc_async(l, peer, NULL, &b) == XTC_OK);
+	CHECK(xtc_loop_run(l) == XTC_OK);
+	intptr_t r = 0;
+	CHECK(xtc_await(a, &r) == XTC_OK && r == 1);
+	CHECK(peer_ticks >= 10);
+	CHECK(xtc_loop_fini(l) == XTC_OK);
+}
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	test_errors();
+	test_argv();
+	test_fn_child();
+	test_call_serve();
+	test_fiber_wait();
+	if (failures)
+		fprintf(stderr, "test_osproc: %d failure(s)\n", failures);
+	return failures ? 1 : 0;
+}

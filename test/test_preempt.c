@@ -1,0 +1,748 @@
+/*
+ * test_preempt.c - preemption: the seam (arm/disarm/ticks/tick_pending),
+ * every error path, the preemptible-code map, the involuntary path on fibers
+ * driven directly (two never-yielding spinners; >= 10^5 preemptions of mixed
+ * AVX2/FP/integer code bit-identical to an unpreempted run; malloc/free
+ * loops with deferrals counted; no-preempt regions honoured at their end),
+ * and through the executor (spinners time-sliced while a timer on the same
+ * loop fires; 64 CPU-bound procs all progress every second; idle carriers
+ * get no signal; the io_uring tick ring ticks with no signal; no signal and
+ * no yield inside a Go callback).
+ *
+ * Built twice: unit (short runs) and, with -DXTC_TEST_SLOW, the `slow`
+ * suite (10 s malloc and 64-proc runs, 10^5 preemptions by the monitor).
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "loop_int.h"
+#include "preempt_int.h"
+#include "xtc.h"
+#include "xtc_exec.h"
+#include "xtc_preempt.h"
+
+static int failures;
+
+#define CHECK(cond)                                                         \
+	do {                                                                    \
+		if (!(cond)) {                                                      \
+			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,          \
+			        __LINE__, #cond);                                       \
+			failures++;                                                     \
+		}                                                                   \
+	} while (0)
+
+#define US 1000LL
+#define MS 1000000LL
+
+#ifdef XTC_TEST_SLOW
+#define LONG_RUN_S 10
+#else
+#define LONG_RUN_S 2
+#endif
+
+int xtc__preempt_pc_ok(const void *pc);
+
+static void spin_ns(int64_t ns)
+{
+	int64_t t0 = xtc_clock_mono();
+	while (xtc_clock_mono() - t0 < ns)
+		;
+}
+
+/* ---- a minimal round-robin driver over raw fibers ---------------------- */
+
+#define MAXF 8
+static xtc__fiber_t fib[MAXF];
+static volatile int fib_done[MAXF];
+
+static void back_to_root(void *arg)
+{
+	(void)arg;
+	xtc__fiber_switch(xtc__fiber_root());
+}
+
+static void finish(int i)
+{
+	fib_done[i] = 1;
+	for (;;)
+		xtc__fiber_switch(xtc__fiber_root());
+}
+
+/* Run fibers 0..n-1 round-robin until all are done or deadline passes. */
+static uint64_t drive(int n, int64_t run_ns)
+{
+	int64_t t0 = xtc_clock_mono();
+	uint64_t runs = 0;
+	xtc__ptls.yield_hook = back_to_root;
+	for (;;) {
+		int live = 0;
+		for (int i = 0; i < n; i++) {
+			if (fib_done[i])
+				continue;
+			live++;
+			xtc__preempt_run_begin(&fib[i], 0);
+			xtc__fiber_switch(&fib[i]);
+			xtc__preempt_run_end();
+			runs++;
+		}
+		if (!live || (run_ns > 0 && xtc_clock_mono() - t0 > run_ns))
+			break;
+	}
+	xtc__ptls.yield_hook = NULL;
+	return runs;
+}
+
+static void reset_fibers(int n, xtc__fiber_entry e)
+{
+	for (int i = 0; i < n; i++) {
+		fib_done[i] = 0;
+		CHECK(xtc__fiber_init(&fib[i], 256 * 1024, e, (void *)(intptr_t)i) == 0);
+	}
+}
+
+static void release_fibers(int n)
+{
+	for (int i = 0; i < n; i++)
+		xtc__fiber_release(&fib[i]);
+}
+
+/* A thread that asks for preemption as fast as signals can be delivered. */
+static atomic_int poker_stop;
+static void *poker(void *arg)
+{
+	int64_t gap = (int64_t)(intptr_t)arg;
+	while (!atomic_load(&poker_stop)) {
+		xtc__monitor_poke_all();
+		spin_ns(gap);
+	}
+	return NULL;
+}
+
+/* ---- seam and errors ----------------------------------------------------- */
+
+static void test_errors(void)
+{
+	CHECK(xtc_preempt_supported() == 1);
+	CHECK(xtc_preempt_arm(0) == XTC_E_INVAL);
+	CHECK(xtc_preempt_arm(-1) == XTC_E_INVAL);
+	CHECK(xtc_preempt_disarm() == XTC_OK); /* not armed: fine */
+	CHECK(xtc_preempt_disarm() == XTC_OK);
+	CHECK(xtc_preempt_arm_ring(0) == XTC_E_INVAL);
+	CHECK(xtc_preempt_disarm_ring() == XTC_OK);
+	CHECK(xtc_preempt_set_signal(SIGRTMIN) == XTC_E_RANGE);
+	CHECK(xtc_preempt_set_signal(SIGUSR1) == XTC_E_RANGE);
+	CHECK(xtc_preempt_stats(NULL) == XTC_E_INVAL);
+	CHECK(xtc_preempt_stats_global(NULL, NULL) == XTC_E_INVAL);
+	CHECK(xtc_preempt_disable() == XTC_E_INVAL); /* off a fiber */
+	CHECK(xtc_preempt_enable() == XTC_E_INVAL);
+	CHECK(xtc_preempt_declare_unsafe(NULL, (void *)8) == XTC_E_INVAL);
+	CHECK(xtc_preempt_declare_unsafe((void *)8, (void *)8) == XTC_E_INVAL);
+	CHECK(xtc_preempt_undeclare_unsafe((void *)8, (void *)16) ==
+	      XTC_E_NOTFOUND);
+	CHECK(xtc_preempt_tick_pending() == 0);
+}
+
+static void test_seam(void)
+{
+	CHECK(xtc_preempt_signal() >= SIGRTMIN + 3);
+	uint64_t t0 = xtc_preempt_ticks();
+	CHECK(xtc_preempt_arm(1 * MS) == XTC_OK);
+	CHECK(xtc_preempt_set_signal(SIGRTMIN + 4) == XTC_E_AGAIN); /* armed */
+	CHECK(xtc_preempt_arm(2 * MS) == XTC_OK); /* re-arm: new interval */
+	spin_ns(30 * MS);
+	uint64_t t1 = xtc_preempt_ticks();
+	CHECK(t1 > t0);
+	CHECK(xtc_preempt_tick_pending() == 1); /* consumes */
+	CHECK(xtc_preempt_tick_pending() == 0);
+	CHECK(xtc_preempt_disarm() == XTC_OK);
+	uint64_t t2 = xtc_preempt_ticks();
+	spin_ns(10 * MS);
+	CHECK(xtc_preempt_ticks() == t2);
+	CHECK(xtc_preempt_tick_pending() == 0);
+}
+
+static void marker_fn(void) {}
+static void marker_end(void) {}
+
+static void test_code_map(void)
+{
+	CHECK(xtc_preempt_arm(1 * MS) == XTC_OK);
+	xtc_preempt_disarm();
+	xtc_preempt_set_involuntary(1); /* rebuilds the map */
+	xtc_preempt_set_involuntary(0);
+	CHECK(xtc__preempt_pc_ok((const void *)&spin_ns) == 1);
+	CHECK(xtc__preempt_pc_ok((const void *)&malloc) == 0);     /* libc */
+	CHECK(xtc__preempt_pc_ok((const void *)&pthread_mutex_lock) == 0);
+	CHECK(xtc__preempt_pc_ok((const void *)&xtc_yield) == 0);  /* runtime */
+	CHECK(xtc__preempt_pc_ok((const void *)&xtc__preempt_run_begin) == 0);
+	CHECK(xtc__preempt_pc_ok((const void *)&xtc__preempt_trampoline) == 0);
+	CHECK(xtc__preempt_pc_ok((const void *)0x10) == 0);        /* nowhere */
+	const void *lo = (const void *)&marker_fn, *hi = (const void *)&marker_end;
+	if ((uintptr_t)hi < (uintptr_t)lo) {
+		const void *t = lo;
+		lo = hi;
+		hi = t;
+	}
+	hi = (const char *)hi + 1;
+	CHECK(xtc__preempt_pc_ok(lo) == 1);
+	CHECK(xtc_preempt_declare_unsafe(lo, hi) == XTC_OK);
+	CHECK(xtc__preempt_pc_ok(lo) == 0);
+	CHECK(xtc_preempt_undeclare_unsafe(lo, hi) == XTC_OK);
+	CHECK(xtc__preempt_pc_ok(lo) == 1);
+}
+
+/* ---- involuntary path on raw fibers --------------------------------------- */
+
+static volatile uint64_t spin_ctr[MAXF];
+static void spinner(void *arg)
+{
+	int i = (int)(intptr_t)arg;
+	for (;;)
+		spin_ctr[i]++;
+}
+
+static void test_two_spinners_raw(void)
+{
+	if (!xtc_preempt_involuntary_supported())
+		return;
+	reset_fibers(2, spinner);
+	xtc_preempt_set_involuntary(1);
+	CHECK(xtc_preempt_arm(200 * US) == XTC_OK);
+	xtc_preempt_stats_t s0, s1;
+	xtc_preempt_stats(&s0);
+	uint64_t runs = drive(2, 300 * MS);
+	xtc_preempt_stats(&s1);
+	CHECK(runs >= 20); /* each run ended by a preemption */
+	CHECK(s1.preemptions - s0.preemptions >= runs - 2);
+	CHECK(spin_ctr[0] > 0 && spin_ctr[1] > 0);
+	/* fair-ish: neither starved */
+	CHECK(spin_ctr[0] > spin_ctr[1] / 4 && spin_ctr[1] > spin_ctr[0] / 4);
+	xtc_preempt_disarm();
+	xtc_preempt_set_involuntary(0);
+	release_fibers(2);
+}
+
+/* Mixed AVX2 / double / integer kernel; the result must not depend on
+ * where it was interrupted. */
+#if defined(__x86_64__)
+#include <immintrin.h>
+__attribute__((target("avx2,fma"), noinline))
+static void avx_kernel(uint64_t iters, int seed, uint64_t out[8])
+{
+	__m256i a = _mm256_set1_epi64x(seed + 1);
+	__m256i b = _mm256_set_epi64x(3, 5, 7, 11 + seed);
+	__m256d x = _mm256_set1_pd(1.0 + seed), y = _mm256_set1_pd(1.0000001);
+	__m256d z = _mm256_set1_pd(0.25);
+	double f = 0.5 + seed;
+	uint64_t h = 1469598103934665603ull ^ (uint64_t)seed;
+	for (uint64_t i = 0; i < iters; i++) {
+		a = _mm256_add_epi64(_mm256_xor_si256(a, b), _mm256_slli_epi64(a, 1));
+		x = _mm256_fmadd_pd(x, y, z);
+		if ((i & 1023) == 0)
+			x = _mm256_set1_pd(1.0 + (double)(i & 7));
+		f = f * 1.0000001 + 1e-9;
+		h = (h ^ i) * 1099511628211ull;
+	}
+	_mm256_storeu_si256((__m256i *)out, a);
+	double xs[4];
+	_mm256_storeu_pd(xs, x);
+	memcpy(out + 4, xs, 16);
+	memcpy(out + 6, &f, 8);
+	out[7] = h;
+}
+
+static int have_avx2(void)
+{
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#endif
+
+static uint64_t avx_iters;
+static uint64_t avx_ref[MAXF][8];
+static volatile int avx_stop;
+static volatile uint64_t avx_rounds[MAXF], avx_bad[MAXF];
+static void avx_body(void *arg)
+{
+	int i = (int)(intptr_t)arg;
+#if defined(__x86_64__)
+	do {
+		uint64_t out[8];
+		avx_kernel(avx_iters, i, out);
+		if (memcmp(out, avx_ref[i], sizeof out) != 0)
+			avx_bad[i]++;
+		avx_rounds[i]++;
+	} while (!avx_stop);
+#endif
+	finish(i);
+}
+
+#ifdef XTC_TEST_SLOW
+#define INTEGRITY_TARGET 100000
+#else
+#define INTEGRITY_TARGET 20000
+#endif
+
+/* Run the kernels until `target` preemptions happened (poker: signals as
+ * fast as they can be delivered; else the monitor alone for run_ns). */
+static uint64_t integrity_round(int nf, uint64_t target, int poke,
+                                int64_t run_ns)
+{
+	reset_fibers(nf, avx_body);
+	avx_stop = 0;
+	xtc_preempt_stats_t s0, s1;
+	xtc_preempt_stats(&s0);
+	pthread_t th;
+	if (poke) {
+		atomic_store(&poker_stop, 0);
+		pthread_create(&th, NULL, poker, (void *)(intptr_t)(2 * US));
+	}
+	int64_t t0 = xtc_clock_mono();
+	xtc__ptls.yield_hook = back_to_root;
+	for (;;) {
+		for (int i = 0; i < nf; i++) {
+			if (fib_done[i])
+				continue;
+			xtc__preempt_run_begin(&fib[i], 0);
+			xtc__fiber_switch(&fib[i]);
+			xtc__preempt_run_end();
+		}
+		xtc_preempt_stats(&s1);
+		uint64_t np = s1.preemptions - s0.preemptions;
+		if ((poke && np >= target) ||
+		    (!poke && xtc_clock_mono() - t0 > run_ns) ||
+		    xtc_clock_mono() - t0 > 120000 * MS)
+			avx_stop = 1;
+		int live = 0;
+		for (int i = 0; i < nf; i++)
+			live += !fib_done[i];
+		if (!live)
+			break;
+	}
+	xtc__ptls.yield_hook = NULL;
+	if (poke) {
+		atomic_store(&poker_stop, 1);
+		pthread_join(th, NULL);
+	}
+	xtc_preempt_stats(&s1);
+	release_fibers(nf);
+	return s1.preemptions - s0.preemptions;
+}
+
+static void test_state_integrity(void)
+{
+#if defined(__x86_64__)
+	if (!xtc_preempt_involuntary_supported() || !have_avx2()) {
+		fprintf(stderr, "test_preempt: no AVX2/FMA, integrity test skipped\n");
+		return;
+	}
+	enum { NF = 3 };
+	avx_iters = 5000000;
+	for (int i = 0; i < NF; i++) {
+		avx_kernel(avx_iters, i, avx_ref[i]);
+		avx_rounds[i] = avx_bad[i] = 0;
+	}
+	xtc_preempt_set_involuntary(1);
+	CHECK(xtc_preempt_arm(50 * US) == XTC_OK);
+	int64_t t0 = xtc_clock_mono();
+	uint64_t np = integrity_round(NF, INTEGRITY_TARGET, 1, 0);
+#ifdef XTC_TEST_SLOW
+	np += integrity_round(NF, 0, 0, 3000 * MS); /* the monitor alone */
+#endif
+	uint64_t rounds = 0, bad = 0;
+	for (int i = 0; i < NF; i++) {
+		rounds += avx_rounds[i];
+		bad += avx_bad[i];
+	}
+	fprintf(stderr, "test_preempt: integrity: %llu preemptions over %llu "
+	        "kernel runs in %.1f s, %llu mismatches\n",
+	        (unsigned long long)np, (unsigned long long)rounds,
+	        (double)(xtc_clock_mono() - t0) / 1e9, (unsigned long long)bad);
+	CHECK(np >= INTEGRITY_TARGET);
+	CHECK(bad == 0);
+	CHECK(rounds >= NF);
+	xtc_preempt_disarm();
+	xtc_preempt_set_involuntary(0);
+#endif
+}
+
+/* malloc/free loops: preempting inside malloc would corrupt the heap or
+ * deadlock; the handler defers there. */
+static volatile uint64_t alloc_ctr[MAXF];
+static volatile int alloc_stop;
+static void alloc_body(void *arg)
+{
+	int i = (int)(intptr_t)arg;
+	uint64_t r = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1);
+	void *keep[16] = { 0 };
+	while (!alloc_stop) {
+		r ^= r << 13;
+		r ^= r >> 7;
+		r ^= r << 17;
+		size_t sz = (r & 1) ? (r >> 8) % 256 + 1 : (r >> 8) % 65536 + 1;
+		int k = (int)((r >> 40) & 15);
+		free(keep[k]);
+		keep[k] = malloc(sz);
+		if (keep[k])
+			((volatile char *)keep[k])[0] = (char)i;
+		alloc_ctr[i]++;
+	}
+	for (int k = 0; k < 16; k++)
+		free(keep[k]);
+	finish(i);
+}
+
+static void test_malloc_deferral(void)
+{
+	if (!xtc_preempt_involuntary_supported())
+		return;
+	enum { NF = 4 };
+	reset_fibers(NF, alloc_body);
+	alloc_stop = 0;
+	xtc_preempt_set_involuntary(1);
+	CHECK(xtc_preempt_arm(100 * US) == XTC_OK);
+	xtc_preempt_stats_t s0, s1;
+	xtc_preempt_stats(&s0);
+	pthread_t th;
+	atomic_store(&poker_stop, 0);
+	pthread_create(&th, NULL, poker, (void *)(intptr_t)(20 * US));
+	drive(NF, (int64_t)LONG_RUN_S * 1000 * MS / 2);
+	atomic_store(&poker_stop, 1);
+	pthread_join(th, NULL);
+	alloc_stop = 1;
+	drive(NF, 0); /* let them free and finish */
+	xtc_preempt_stats(&s1);
+	uint64_t np = s1.preemptions - s0.preemptions;
+	uint64_t nd = s1.deferrals - s0.deferrals;
+	fprintf(stderr, "test_preempt: malloc: %llu preemptions, %llu deferred\n",
+	        (unsigned long long)np, (unsigned long long)nd);
+	CHECK(np > 0);
+	CHECK(nd > 0); /* malloc is never interrupted */
+	for (int i = 0; i < NF; i++)
+		CHECK(alloc_ctr[i] > 0 && fib_done[i]);
+	xtc_preempt_disarm();
+	xtc_preempt_set_involuntary(0);
+	release_fibers(NF);
+}
+
+/* A no-preempt region is not interrupted; leaving it honours the deferred
+ * preemption at once. */
+static volatile int region_result;
+static void region_body(void *arg)
+{
+	int i = (int)(intptr_t)arg;
+	xtc_preempt_stats_t a, b;
+	CHECK(xtc_preempt_disable() == XTC_OK);
+	CHECK(xtc_preempt_disable() == XTC_OK); /* nests */
+	xtc_preempt_stats(&a);
+	spin_ns(20 * MS);
+	xtc_preempt_stats(&b);
+	int none_inside = b.preemptions == a.preemptions && b.deferrals > a.deferrals;
+	CHECK(xtc_preempt_enable() == XTC_OK);
+	CHECK(xtc_preempt_enable() == XTC_OK); /* yields here */
+	xtc_preempt_stats_t c;
+	xtc_preempt_stats(&c);
+	region_result = none_inside && c.honoured > b.honoured;
+	CHECK(xtc_preempt_enable() == XTC_E_INVAL); /* not disabled */
+	finish(i);
+}
+
+static void test_region(void)
+{
+	if (!xtc_preempt_involuntary_supported())
+		return;
+	reset_fibers(1, region_body);
+	xtc_preempt_set_involuntary(1);
+	CHECK(xtc_preempt_arm(1 * MS) == XTC_OK);
+	drive(1, 0);
+	CHECK(region_result == 1);
+	xtc_preempt_disarm();
+	xtc_preempt_set_involuntary(0);
+	release_fibers(1);
+}
+
+/* ---- through the executor -------------------------------------------------- */
+
+static atomic_int timer_fired;
+static volatile uint64_t ex_ctr[64];
+static volatile int ex_stop;
+
+static void on_timer(void *user)
+{
+	(void)user;
+	atomic_store(&timer_fired, 1);
+	ex_stop = 1;
+}
+
+static intptr_t never_yields(void *arg)
+{
+	int i = (int)(intptr_t)arg;
+	while (!ex_stop)
+		ex_ctr[i]++;
+	return 0;
+}
+
+static int stop_task(xtc_task_t *self, void *user)
+{
+	(void)self;
+	xtc_exec_stop((xtc_exec_t *)user);
+	return XTC_TASK_DONE;
+}
+
+static void stop_exec_from_inside(xtc_exec_t *e)
+{
+	xtc_exec_spawn_on(e, 0, stop_task, e, NULL);
+}
+
+struct runner {
+	xtc_exec_t *e;
+	int rc;
+};
+
+static void *exec_thread(void *arg)
+{
+	struct runner *r = arg;
+	r->rc = xtc_exec_run(r->e);
+	return NULL;
+}
+
+static int arm_timer_task(xtc_task_t *self, void *user)
+{
+	(void)self;
+	xtc_timer_set(xtc__loop_current(), (int64_t)(intptr_t)user, on_timer,
+	              NULL, NULL);
+	return XTC_TASK_DONE;
+}
+
+static void test_exec_spinners_and_timer(void)
+{
+	if (!xtc_preempt_involuntary_supported())
+		return;
+	xtc_exec_t *e = NULL;
+	CHECK(xtc_exec_init(&e, 1) == XTC_OK);
+	CHECK(xtc_exec_set_preempt(e, 1 * MS) == XTC_OK);
+	xtc_preempt_set_involuntary(1);
+	ex_stop = 0;
+	ex_ctr[0] = ex_ctr[1] = 0;
+	atomic_store(&timer_fired, 0);
+	/* the timer is armed from a task on the loop; the spinners never
+	 * yield: only preemption lets the loop reach the timer */
+	CHECK(xtc_exec_async_on(e, 0, never_yields, (void *)0, NULL) == XTC_OK);
+	CHECK(xtc_exec_async_on(e, 0, never_yields, (void *)1, NULL) == XTC_OK);
+	CHECK(xtc_exec_spawn_on(e, 0, arm_timer_task, (void *)(intptr_t)(50 * MS),
+	                        NULL) == XTC_OK);
+	struct runner r = { e, -1 };
+	pthread_t th;
+	pthread_create(&th, NULL, exec_thread, &r);
+	int64_t t0 = xtc_clock_mono();
+	while (!atomic_load(&timer_fired) && xtc_clock_mono() - t0 < 5000 * MS)
+		usleep(1000);
+	CHECK(atomic_load(&timer_fired));
+	ex_stop = 1;
+	stop_exec_from_inside(e);
+	pthread_join(th, NULL);
+	CHECK(r.rc == XTC_OK);
+	CHECK(ex_ctr[0] > 0 && ex_ctr[1] > 0);
+	xtc_preempt_set_involuntary(0);
+	CHECK(xtc_exec_fini(e) == XTC_OK);
+}
+
+/* 64 CPU-bound procs on one loop, 200 us slice: every proc advances in
+ * every one-second window. */
+static void test_exec_64(void)
+{
+	if (!xtc_preempt_involuntary_supported())
+		return;
+	enum { N = 64 };
+	xtc_exec_t *e = NULL;
+	CHECK(xtc_exec_init(&e, 1) == XTC_OK);
+	CHECK(xtc_exec_set_preempt(e, 200 * US) == XTC_OK);
+	xtc_preempt_set_involuntary(1);
+	ex_stop = 0;
+	for (int i = 0; i < N; i++) {
+		ex_ctr[i] = 0;
+		CHECK(xtc_exec_async_on(e, 0, never_yields, (void *)(intptr_t)i,
+		                        NULL) == XTC_OK);
+	}
+	struct runner r = { e, -1 };
+	pthread_t th;
+	pthread_create(&th, NULL, exec_thread, &r);
+	uint64_t last[N] = { 0 };
+	int stalled = 0;
+	for (int sec = 0; sec < LONG_RUN_S; sec++) {
+		usleep(1000000);
+		for (int i = 0; i < N; i++) {
+			uint64_t v = ex_ctr[i];
+			if (v == last[i])
+				stalled++;
+			last[i] = v;
+		}
+	}
+	CHECK(stalled == 0);
+	ex_stop = 1;
+	stop_exec_from_inside(e);
+	pthread_join(th, NULL);
+	CHECK(r.rc == XTC_OK);
+	xtc_preempt_set_involuntary(0);
+	CHECK(xtc_exec_fini(e) == XTC_OK);
+}
+
+/* Idle carriers and short runs receive no signal at all. */
+static intptr_t short_worker(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 50; i++)
+		xtc__park(1 * MS, -1, 0, NULL); /* runs of a few us */
+	return 0;
+}
+
+static void test_idle_no_signal(void)
+{
+	xtc_exec_t *e = NULL;
+	CHECK(xtc_exec_init(&e, 2) == XTC_OK);
+	CHECK(xtc_exec_set_preempt(e, 100 * US) == XTC_OK);
+	xtc_preempt_set_involuntary(1); /* the signal path, not the ring */
+	xtc_exec_set_service_mode(e, 1);
+	struct runner r = { e, -1 };
+	pthread_t th;
+	uint64_t s0 = 0, s1 = 0;
+	xtc_preempt_stats_t st;
+	xtc_preempt_stats_global(&st, &s0);
+	pthread_create(&th, NULL, exec_thread, &r);
+	usleep(200000); /* idle */
+	CHECK(xtc_exec_async_on(e, 0, short_worker, NULL, NULL) == XTC_OK);
+	CHECK(xtc_exec_async_on(e, 1, short_worker, NULL, NULL) == XTC_OK);
+	usleep(200000);
+	xtc_preempt_stats_global(&st, &s1);
+	CHECK(s1 == s0);
+	stop_exec_from_inside(e);
+	pthread_join(th, NULL);
+	xtc_preempt_set_involuntary(0);
+	CHECK(xtc_exec_fini(e) == XTC_OK);
+}
+
+/* Cooperative on io_uring: the tick ring makes yield checks due with no
+ * signal at all. */
+static volatile int ring_peer_runs, ring_compute_done;
+static _Atomic uint64_t ring_ticks_seen, ring_sig_seen;
+static intptr_t ring_compute(void *arg)
+{
+	(void)arg;
+	int yields = 0;
+	int64_t t0 = xtc_clock_mono();
+	while (xtc_clock_mono() - t0 < 100 * MS) {
+		spin_ns(50 * US);
+		yields += xtc_yield_if_due();
+	}
+	xtc_preempt_stats_t st;
+	xtc_preempt_stats(&st);
+	atomic_store(&ring_ticks_seen, st.ring_ticks);
+	atomic_store(&ring_sig_seen, xtc_preempt_ticks());
+	ring_compute_done = 1;
+	return yields;
+}
+
+static intptr_t ring_peer(void *arg)
+{
+	(void)arg;
+	while (!ring_compute_done) {
+		ring_peer_runs++;
+		xtc_yield();
+	}
+	return 0;
+}
+
+static void test_tick_ring(void)
+{
+	if (!xtc__tickring_usable()) {
+		fprintf(stderr, "test_preempt: not on io_uring, ring test skipped\n");
+		return;
+	}
+	xtc_exec_t *e = NULL;
+	CHECK(xtc_exec_init(&e, 1) == XTC_OK);
+	CHECK(xtc_exec_set_preempt(e, 1 * MS) == XTC_OK);
+	xtc_preempt_set_involuntary(0);
+	xtc_task_t *t = NULL;
+	ring_compute_done = 0;
+	CHECK(xtc_exec_async_on(e, 0, ring_compute, NULL, &t) == XTC_OK);
+	CHECK(xtc_exec_async_on(e, 0, ring_peer, NULL, NULL) == XTC_OK);
+	uint64_t s0 = 0, s1 = 0;
+	xtc_preempt_stats_t st;
+	xtc_preempt_stats_global(&st, &s0);
+	CHECK(xtc_exec_run(e) == XTC_OK); /* returns when both finished */
+	xtc_preempt_stats_global(&st, &s1);
+	CHECK(s1 == s0);                      /* no signal sent */
+	CHECK(atomic_load(&ring_sig_seen) == 0);
+	CHECK(atomic_load(&ring_ticks_seen) > 10);
+	CHECK(xtc_yield_due_count(xtc_exec_loop(e, 0)) > 10);
+	CHECK(ring_peer_runs > 10);
+	CHECK(xtc_exec_fini(e) == XTC_OK);
+}
+
+/* Go callbacks: no yield (XTC_E_DEADLK) and no signal while one runs. */
+static atomic_int gocb_rc;
+static _Atomic uint64_t gocb_sig_delta;
+static void fake_go_callback(void *arg)
+{
+	(void)arg;
+	xtc_preempt_stats_t a, b;
+	xtc_preempt_stats(&a);
+	atomic_store(&gocb_rc, xtc_yield_ex());
+	spin_ns(20 * MS); /* way past the 200 us slice */
+	xtc_preempt_stats(&b);
+	atomic_store(&gocb_sig_delta, b.signals - a.signals);
+}
+
+static intptr_t calls_go(void *arg)
+{
+	(void)arg;
+	return xtc__carrier_call(fake_go_callback, NULL);
+}
+
+static void test_gocb(void)
+{
+	xtc_exec_t *e = NULL;
+	CHECK(xtc_exec_init(&e, 1) == XTC_OK);
+	CHECK(xtc_exec_set_preempt(e, 200 * US) == XTC_OK);
+	xtc_preempt_set_involuntary(1);
+	atomic_store(&gocb_rc, 1);
+	atomic_store(&gocb_sig_delta, 99);
+	CHECK(xtc_exec_async_on(e, 0, calls_go, NULL, NULL) == XTC_OK);
+	CHECK(xtc_exec_run(e) == XTC_OK);
+	CHECK(atomic_load(&gocb_rc) == XTC_E_DEADLK);
+	CHECK(atomic_load(&gocb_sig_delta) == 0);
+	xtc_preempt_set_involuntary(0);
+	CHECK(xtc_exec_fini(e) == XTC_OK);
+}
+
+int main(int argc, char **argv)
+{
+	const char *only = argc > 1 ? argv[1] : NULL;
+#define RUN(name)                                                          \
+	do {                                                                   \
+		if (!only || strcmp(only, #name) == 0)                             \
+			test_##name();                                                 \
+	} while (0)
+	xtc__fiber_thread_init();
+	RUN(errors);
+	RUN(seam);
+	RUN(code_map);
+	RUN(two_spinners_raw);
+	RUN(region);
+	RUN(state_integrity);
+	RUN(malloc_deferral);
+	RUN(exec_spinners_and_timer);
+	RUN(exec_64);
+	RUN(idle_no_signal);
+	RUN(tick_ring);
+	RUN(gocb);
+	if (failures)
+		fprintf(stderr, "test_preempt: %d failure(s)\n", failures);
+	return failures ? 1 : 0;
+}

@@ -1,0 +1,249 @@
+/*
+ * test_stall.c - the stall watchdog: NULL handling and clamping, a hog trips
+ * it (callback sees the loop, task, run time and budget), polite yielders
+ * and budget 0 never trip it, the default report names the proc and prints
+ * a backtrace, the executor-wide setter arms every loop, and a budget set
+ * from another thread while the executor runs takes effect.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "xtc.h"
+#include "xtc_exec.h"
+#include "test_h5.h"
+
+#define MS 1000000LL
+
+static void spin_ns(int64_t ns)
+{
+	int64_t end = xtc_clock_mono() + ns;
+	while (xtc_clock_mono() < end)
+		;
+}
+
+struct seen {
+	atomic_int calls;
+	xtc_loop_t *loop;
+	xtc_task_t *task;
+	int64_t ran, budget;
+	atomic_int per_loop[4];
+};
+
+static struct seen seen;
+static xtc_exec_t *cur_exec;
+static pthread_mutex_t seen_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void on_stall(xtc_loop_t *loop, xtc_task_t *task, int64_t ran,
+                     int64_t budget, void *user)
+{
+	struct seen *s = user;
+
+	pthread_mutex_lock(&seen_mu); /* two carriers may report at once */
+	s->loop = loop;
+	s->task = task;
+	s->ran = ran;
+	s->budget = budget;
+	if (cur_exec != NULL)
+		for (int i = 0; i < xtc_exec_n_loops(cur_exec) && i < 4; i++)
+			if (xtc_exec_loop(cur_exec, i) == loop)
+				atomic_fetch_add(&s->per_loop[i], 1);
+	atomic_fetch_add(&s->calls, 1);
+	pthread_mutex_unlock(&seen_mu);
+}
+
+static void hog(void *a)
+{
+	spin_ns((int64_t)(intptr_t)a);
+}
+
+static void polite(void *a)
+{
+	(void)a;
+	for (int i = 0; i < 100; i++) {
+		spin_ns(20000);
+		xtc_yield();
+	}
+}
+
+static void test_null_and_clamp(void)
+{
+	xtc_loop_t *l;
+
+	xtc_loop_set_stall_budget(NULL, MS);
+	xtc_loop_set_stall_cb(NULL, on_stall, NULL);
+	CHECK_EQ(xtc_loop_stall_count(NULL), 0);
+	CHECK_EQ(xtc_loop_init(&l), XTC_OK);
+	CHECK_EQ(xtc_loop_stall_count(l), 0);
+	xtc_loop_set_stall_budget(l, -5); /* clamps to 0: off */
+	xtc_loop_set_stall_cb(l, on_stall, &seen);
+	CHECK_EQ(xtc_proc_spawn(l, hog, (void *)(intptr_t)(3 * MS), NULL, NULL),
+	    XTC_OK);
+	CHECK_EQ(xtc_loop_run(l), XTC_OK);
+	CHECK_EQ(xtc_loop_stall_count(l), 0);
+	CHECK_EQ(atomic_load(&seen.calls), 0);
+	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+}
+
+static void test_hog_trips(void)
+{
+	xtc_loop_t *l;
+
+	memset(&seen, 0, sizeof(seen));
+	CHECK_EQ(xtc_loop_init(&l), XTC_OK);
+	xtc_loop_set_stall_budget(l, 2 * MS);
+	xtc_loop_set_stall_cb(l, on_stall, &seen);
+	CHECK_EQ(xtc_proc_spawn(l, polite, NULL, NULL, NULL), XTC_OK);
+	CHECK_EQ(xtc_proc_spawn(l, hog, (void *)(intptr_t)(5 * MS), NULL, NULL),
+	    XTC_OK);
+	CHECK_EQ(xtc_loop_run(l), XTC_OK);
+	CHECK_EQ(xtc_loop_stall_count(l), 1);
+	CHECK_EQ(atomic_load(&seen.calls), 1);
+	CHECK(seen.loop == l);
+	CHECK(seen.task != NULL);
+	CHECK(seen.ran >= 5 * MS);
+	CHECK_EQ(seen.budget, 2 * MS);
+
+	/* polite yielders alone never trip a generous budget */
+	memset(&seen, 0, sizeof(seen));
+	xtc_loop_set_stall_budget(l, 50 * MS);
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ(xtc_proc_spawn(l, polite, NULL, NULL, NULL), XTC_OK);
+	CHECK_EQ(xtc_loop_run(l), XTC_OK);
+	CHECK_EQ(atomic_load(&seen.calls), 0);
+	CHECK_EQ(xtc_loop_stall_count(l), 1);
+
+	/* budget 0 turns it off again */
+	xtc_loop_set_stall_budget(l, 0);
+	CHECK_EQ(xtc_proc_spawn(l, hog, (void *)(intptr_t)(3 * MS), NULL, NULL),
+	    XTC_OK);
+	CHECK_EQ(xtc_loop_run(l), XTC_OK);
+	CHECK_EQ(xtc_loop_stall_count(l), 1);
+	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+}
+
+/* The default report, captured from a child's stderr. */
+static void test_default_report(void)
+{
+	int fd[2], status;
+	pid_t pid;
+	char buf[8192];
+	ssize_t n, len = 0;
+
+	CHECK_EQ(pipe(fd), 0);
+	pid = fork();
+	if (pid == 0) {
+		xtc_loop_t *l;
+		xtc_proc_opts_t o;
+
+		dup2(fd[1], 2);
+		close(fd[0]);
+		if (xtc_loop_init(&l) != XTC_OK)
+			_exit(2);
+		xtc_loop_set_stall_budget(l, 1 * MS);
+		memset(&o, 0, sizeof(o));
+		o.name = "hogger";
+		if (xtc_proc_spawn(l, hog, (void *)(intptr_t)(3 * MS), &o, NULL))
+			_exit(3);
+		if (xtc_loop_run(l) != XTC_OK)
+			_exit(4);
+		_exit(xtc_loop_stall_count(l) == 1 ? 0 : 5);
+	}
+	close(fd[1]);
+	while (len < (ssize_t)sizeof(buf) - 1 &&
+	       (n = read(fd[0], buf + len, sizeof(buf) - 1 - (size_t)len)) > 0)
+		len += n;
+	buf[len] = 0;
+	close(fd[0]);
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(strstr(buf, "stall") != NULL);
+	CHECK(strstr(buf, "\"hogger\"") != NULL);
+	CHECK(strstr(buf, "proc <") != NULL);
+	CHECK(strstr(buf, "budget 1.000 ms") != NULL);
+	/* the backtrace follows the line */
+	CHECK(strchr(strchr(buf, '\n') ? strchr(buf, '\n') : buf, '[') != NULL);
+	if (failures)
+		fprintf(stderr, "child stderr was:\n%s\n", buf);
+}
+
+static void test_exec_wide(void)
+{
+	xtc_exec_t *e;
+	xtc_proc_opts_t o;
+
+	memset(&seen, 0, sizeof(seen));
+	CHECK_EQ(xtc_exec_init(&e, 2), XTC_OK);
+	cur_exec = e;
+	xtc_exec_set_stall_budget(e, 1 * MS);
+	memset(&o, 0, sizeof(o));
+	for (int i = 0; i < 2; i++) {
+		xtc_loop_set_stall_cb(xtc_exec_loop(e, i), on_stall, &seen);
+		CHECK_EQ(xtc_proc_spawn(xtc_exec_loop(e, i), hog,
+		    (void *)(intptr_t)(3 * MS), &o, NULL), XTC_OK);
+	}
+	CHECK_EQ(xtc_exec_run(e), XTC_OK);
+	CHECK_EQ(atomic_load(&seen.per_loop[0]), 1);
+	CHECK_EQ(atomic_load(&seen.per_loop[1]), 1);
+	CHECK_EQ(xtc_loop_stall_count(xtc_exec_loop(e, 0)), 1);
+	CHECK_EQ(xtc_loop_stall_count(xtc_exec_loop(e, 1)), 1);
+	cur_exec = NULL;
+	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+}
+
+/* Setting the budget from a foreign thread while the loops run. */
+struct runner {
+	xtc_exec_t *e;
+	int rc;
+};
+
+static void *run_thread(void *a)
+{
+	struct runner *r = a;
+	r->rc = xtc_exec_run(r->e);
+	return NULL;
+}
+
+static void spawn_hog(void *a)
+{
+	xtc_exec_t *e = a;
+	xtc_proc_spawn(xtc_exec_loop(e, xtc_exec_loop_id()), hog,
+	    (void *)(intptr_t)(3 * MS), NULL, NULL);
+}
+
+static void test_set_while_running(void)
+{
+	xtc_exec_t *e;
+	struct runner r;
+	pthread_t th;
+
+	memset(&seen, 0, sizeof(seen));
+	CHECK_EQ(xtc_exec_init(&e, 1), XTC_OK);
+	xtc_exec_set_service_mode(e, 1);
+	r.e = e;
+	CHECK_EQ(pthread_create(&th, NULL, run_thread, &r), 0);
+	usleep(10000);
+	xtc_loop_set_stall_cb(xtc_exec_loop(e, 0), on_stall, &seen);
+	xtc_exec_set_stall_budget(e, 1 * MS);
+	CHECK_EQ(xtc_exec_submit_wait(e, 0, spawn_hog, e, -1), XTC_OK);
+	for (int i = 0; i < 2000 && atomic_load(&seen.calls) == 0; i++)
+		usleep(1000);
+	CHECK_EQ(atomic_load(&seen.calls), 1);
+	CHECK_EQ(xtc_exec_stop(e), XTC_OK);
+	pthread_join(th, NULL);
+	CHECK_EQ(r.rc, XTC_OK);
+	CHECK_EQ(xtc_loop_stall_count(xtc_exec_loop(e, 0)), 1);
+	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+}
+
+int main(void)
+{
+	RUN(test_null_and_clamp);
+	RUN(test_hog_trips);
+	RUN(test_default_report);
+	RUN(test_exec_wide);
+	RUN(test_set_while_running);
+	return failures ? 1 : 0;
+}
