@@ -5,8 +5,8 @@
 #   make build      C library, tests and benches (build/) + go build ./...
 #   make test       every C suite that fits CI (asm, sim, ucontext builds)
 #                   + go vet + go test (both tag sets)
-#   make test-asan  whole C suite under ASan+UBSan (build-asan/)
-#   make test-tsan  executor/stress suites under TSan (build-tsan/)
+#   make test-asan  whole C suite under ASan+UBSan (build-asan/) + go test -asan
+#   make test-tsan  executor/stress suites under TSan (build-tsan/) + go test -race
 #   make bench      C benches and Go benchmarks, one comparison table
 #   make run        the demonstration
 #   make shims      regenerate the zz_csrc_* cgo shims
@@ -125,6 +125,8 @@ test-asan:
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	$(MESON) test -C $(BUILD)-asan --print-errorlogs --num-processes $(JOBS) \
 		--timeout-multiplier 3 --suite unit --suite sim --suite stress --suite docs
+	@# cgo compiles the C core with -fsanitize=address under go test -asan
+	$(GO) test -asan $(GOTESTFLAGS) .
 
 test-tsan:
 	@$(SETUP) $(BUILD)-tsan $(WERROR) -Db_sanitize=thread -Db_lundef=false \
@@ -132,6 +134,8 @@ test-tsan:
 	$(MESON) compile -C $(BUILD)-tsan -j $(JOBS)
 	TSAN_OPTIONS=halt_on_error=1 $(MESON) test -C $(BUILD)-tsan --print-errorlogs \
 		--timeout-multiplier 5 --suite exec --suite stress
+	@# the race detector sees the Go side (wrappers, callbacks, goroutines)
+	$(GO) test -race $(GOTESTFLAGS) .
 
 # ------------------------------------------------------------------ bench
 BENCH_REPS ?= 5

@@ -55,7 +55,7 @@ import (
 )
 
 // cqCapacity bounds the Submits in flight at once (C ring slots).
-const cqCapacity = 1 << 16
+const cqCapacity = 1 << 14
 
 type completionQueue struct {
 	cq   *C.xtc_cq_t
@@ -158,7 +158,10 @@ type Future struct {
 // through the completion queue. The loop must be running (or run later)
 // for fn to execute: an executor loop (Exec.Loop) or a Loop whose Run is
 // active. Errors: ErrInval (nil fn, nil or finalised loop), ErrAgain (too
-// many Submits in flight), ErrNomem, ErrResource (the loop's task cap).
+// many Submits in flight), ErrNomem. Failures of the spawn itself, which
+// happens on the loop's thread (ErrNomem, ErrResource for the loop's task
+// cap), and the loop being finalised before fn ran (ErrAborted) come back
+// through the Future.
 func Submit(l *Loop, fn unsafe.Pointer, arg unsafe.Pointer) (*Future, error) {
 	if fn == nil || l == nil {
 		return nil, &Error{Op: "xtc_dispatch", Code: ErrInval}

@@ -191,3 +191,33 @@ func TestBlockingPoolSizeGo(t *testing.T) {
 	assert.ErrorIs(t, BlockingPoolSize(0), ErrRange)
 	assert.ErrorIs(t, BlockingPoolSize(65), ErrRange)
 }
+
+// Backpressure: at most cqCapacity Submits in flight (ErrAgain beyond);
+// finalising the loop with all of them unrun aborts each exactly once and
+// frees every slot.
+func TestSubmitBackpressureAndFiniAbortsAll(t *testing.T) {
+	q, err := getCQ()
+	require.NoError(t, err)
+	base := q.inflight.Load()
+	l, err := LoopInit()
+	require.NoError(t, err)
+	free := cqCapacity - int(base)
+	fs := make([]*Future, 0, free)
+	for i := 0; i < free; i++ {
+		f, err := Submit(l, cfuture.AddOne, nil)
+		require.NoError(t, err)
+		fs = append(fs, f)
+	}
+	_, err = Submit(l, cfuture.AddOne, nil)
+	assert.ErrorIs(t, err, ErrAgain)
+	runs := cfuture.Runs()
+	require.NoError(t, l.Fini())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, f := range fs {
+		_, err := f.Wait(ctx)
+		require.ErrorIs(t, err, ErrAborted)
+	}
+	assert.Equal(t, runs, cfuture.Runs()) // none ran
+	assert.Equal(t, base, q.inflight.Load())
+}

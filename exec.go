@@ -130,6 +130,44 @@ type Exec struct {
 	mu      sync.RWMutex // guards c against Fini
 	closed  atomic.Bool
 	running atomic.Bool
+
+	pmu    sync.Mutex
+	panicv any // first panic of a Submit function
+}
+
+// submitFn is what a Submit handle carries.
+type submitFn struct {
+	e  *Exec
+	fn func()
+}
+
+// recordPanic keeps the first panic of a Go callback run by a carrier and
+// stops the executor; Wait re-panics with it in the caller's goroutine.
+func (e *Exec) recordPanic(v any) {
+	e.pmu.Lock()
+	if e.panicv == nil {
+		e.panicv = v
+	}
+	e.pmu.Unlock()
+	_ = e.Stop()
+}
+
+// takePanic returns (and clears) the first panic of a callback of this
+// executor: a Submit function or a TaskSpawn body on one of its loops.
+func (e *Exec) takePanic() any {
+	e.pmu.Lock()
+	p := e.panicv
+	e.panicv = nil
+	e.pmu.Unlock()
+	for _, l := range e.loops {
+		l.hmu.Lock()
+		if p == nil {
+			p = l.panicv
+		}
+		l.panicv = nil
+		l.hmu.Unlock()
+	}
+	return p
 }
 
 // LoopStats are the counters of one executor loop (xtc_loop_stats_t).
@@ -252,10 +290,14 @@ func (e *Exec) Start() (*ExecRun, error) {
 
 // Wait waits for the run to end (quiescence or Stop) and returns its
 // result, or ctx's error when ctx ends first (the run goes on; call Stop
-// and Wait again to end it).
+// and Wait again to end it). If a Go callback of the executor panicked,
+// the run was stopped and Wait panics with the same value.
 func (r *ExecRun) Wait(ctx context.Context) error {
 	select {
 	case <-r.done:
+		if p := r.e.takePanic(); p != nil {
+			panic(p)
+		}
 		return r.err
 	case <-ctx.Done():
 		return ctx.Err()
@@ -329,7 +371,8 @@ func (e *Exec) Fini() error {
 
 // Submit runs fn once on carrier loopIdx's own stack (xtc_exec_submit);
 // loopIdx < 0 picks one round-robin. The submission ring is bounded: when
-// it is full, Submit returns ErrAgain at once. fn must not block for long.
+// it is full, Submit returns ErrAgain at once. fn must not block for long;
+// a panic in fn stops the executor and resurfaces from Wait/Run.
 func (e *Exec) Submit(loopIdx int, fn func()) error {
 	return e.submit(loopIdx, fn, 0)
 }
@@ -347,7 +390,7 @@ func (e *Exec) submit(loopIdx int, fn func(), wait time.Duration) error {
 	if fn == nil {
 		return &Error{Op: "xtc_exec_submit", Code: ErrInval}
 	}
-	h := cgo.NewHandle(fn)
+	h := cgo.NewHandle(&submitFn{e: e, fn: fn})
 	err := e.withC("xtc_exec_submit", func(c *C.xtc_exec_t) C.int {
 		return C.xtc_go_submit(c, C.int(loopIdx), C.uintptr_t(h), C.int64_t(wait))
 	})

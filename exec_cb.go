@@ -26,7 +26,12 @@ func xtcGoStall(h C.uintptr_t, task *C.xtc_task_t, ran, budget C.int64_t) {
 //export xtcGoSubmit
 func xtcGoSubmit(h C.uintptr_t) {
 	hd := cgo.Handle(h)
-	fn := hd.Value().(func())
+	s := hd.Value().(*submitFn)
 	hd.Delete()
-	fn()
+	defer func() {
+		if p := recover(); p != nil {
+			s.e.recordPanic(p) // a panic must not unwind through C
+		}
+	}()
+	s.fn()
 }

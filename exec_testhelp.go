@@ -70,6 +70,27 @@ static void xtc_th_worker(void *a)
 }
 
 static void *xtc_th_worker_ptr(void) { return (void *)xtc_th_worker; }
+
+// Spawn -> first run of a C task on a (parked) carrier, from the caller's
+// thread: the task stores the delay; -1 until it ran.
+static _Atomic int64_t xtc_th_t0, xtc_th_lat;
+
+static int xtc_th_stamp_task(xtc_task_t *t, void *u)
+{
+	(void)t;
+	(void)u;
+	atomic_store(&xtc_th_lat, xtc_clock_mono() - atomic_load(&xtc_th_t0));
+	return XTC_TASK_DONE;
+}
+
+static int xtc_th_stamp_spawn(xtc_exec_t *e)
+{
+	atomic_store(&xtc_th_lat, -1);
+	atomic_store(&xtc_th_t0, xtc_clock_mono());
+	return xtc_exec_spawn_on(e, 0, xtc_th_stamp_task, NULL, NULL);
+}
+
+static int64_t xtc_th_stamp_get(void) { return atomic_load(&xtc_th_lat); }
 static void xtc_th_set_budget(long n) { atomic_store(&xtc_th_budget, n); }
 */
 import "C"
@@ -87,3 +108,11 @@ func execFanoutXtc(n int) time.Duration { return time.Duration(C.xtc_th_fanout(C
 func testWorker() unsafe.Pointer { return C.xtc_th_worker_ptr() }
 
 func setTestBudget(n int) { C.xtc_th_set_budget(C.long(n)) }
+
+// spawnStamped spawns a C task on loop 0 of e that records the delay from
+// this call to its first run; stampedLatency returns it (-1 until it ran).
+func spawnStamped(e *Exec) error {
+	return e.withC("xtc_exec_spawn_on", func(c *C.xtc_exec_t) C.int { return C.xtc_th_stamp_spawn(c) })
+}
+
+func stampedLatency() time.Duration { return time.Duration(C.xtc_th_stamp_get()) }

@@ -60,10 +60,17 @@ func TestPreemptArmLocked(t *testing.T) {
 }
 
 func TestPreemptMapFindsRuntime(t *testing.T) {
+	// With a symbol table (go build, go test -c) every runtime function is
+	// listed, static ones through their source file; `go test`/`go run`
+	// strip it, and the text-range markers (local == -1) stand in.
 	n, local, ok := preemptMapInfo()
-	require.True(t, ok, "runtime functions not located (stripped binary?)")
-	assert.Greater(t, n, 100)
-	assert.Greater(t, local, 10, "static functions of csrc files not found")
+	require.True(t, ok, "runtime code not located")
+	if local == -1 {
+		assert.Equal(t, 1, n)
+	} else {
+		assert.Greater(t, n, 100)
+		assert.Greater(t, local, 10, "static functions of csrc files not found")
+	}
 }
 
 func TestPreemptQuantum(t *testing.T) {
@@ -95,6 +102,7 @@ func TestPreemptTimeSlicesNeverYieldingKernel(t *testing.T) {
 	require.NoError(t, err)
 	defer e.Fini()
 	require.NoError(t, e.SetPreempt(500*time.Microsecond))
+	e.SetServiceMode(true) // keep running while idle: work arrives later
 	PreemptSetInvoluntary(true)
 	defer PreemptSetInvoluntary(false)
 	run, err := e.Start()
@@ -111,6 +119,10 @@ func TestPreemptTimeSlicesNeverYieldingKernel(t *testing.T) {
 		require.NoError(t, err)
 		v, err := f.Wait(ctx)
 		cancel()
+		if err != nil {
+			st, sent := PreemptStatsGlobal()
+			t.Logf("stats %+v sent %d", st, sent)
+		}
 		require.NoError(t, err)
 		assert.Equal(t, int64(7), v)
 	}

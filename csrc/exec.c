@@ -104,7 +104,6 @@ struct xtc_exec {
 	_Atomic int backoff;
 	_Atomic uint32_t rr;
 	int64_t preempt_ns;
-	pthread_mutex_t run_mu;
 };
 
 static int exec_ok(const xtc_exec_t *e)
@@ -215,8 +214,9 @@ static void hook_run_begin(xtc_loop_t *l, xtc_task_t *t, int64_t now)
 	(void)now;
 	if (l->feat & XTC__LF_STALL)
 		xtc__stall_begin(l, t);
+	/* latency classes shorten the slice as they tighten the budget */
 	if ((l->feat & XTC__LF_PREEMPT) && t->is_fiber)
-		xtc__preempt_run_begin(&t->fiber, 0);
+		xtc__preempt_run_begin(&t->fiber, l->lat_budget);
 }
 
 static void hook_run_end(xtc_loop_t *l, xtc_task_t *t, int64_t ran_ns)
@@ -258,6 +258,7 @@ void xtc__sched_attach(xtc_loop_t *l)
 	h.run_end = hook_run_end;
 	h.idle = hook_idle;
 	h.busy = hook_busy;
+	h.check_due = xtc__preempt_check_due; /* ticks and tick ring */
 	xtc__loop_set_hooks(l, &h);
 }
 
@@ -371,10 +372,11 @@ static int ring_drain(xtc__carrier_t *c)
 		atomic_store_explicit(&s->seq, head + XTC_EXEC_SUBMIT_CAP,
 		    memory_order_release);
 		head++;
-		atomic_store_explicit(&c->sub_head, head, memory_order_release);
 		fn(arg);
 		n++;
 	}
+	if (n > 0) /* emptiness checks only: once per batch */
+		atomic_store_explicit(&c->sub_head, head, memory_order_release);
 	return n;
 }
 
@@ -396,7 +398,8 @@ static uint64_t rng_next(uint64_t *s)
 static int has_input(xtc__carrier_t *c)
 {
 	return atomic_load(&c->loop->inbox) != NULL || ring_nonempty(c) ||
-	    atomic_load_explicit(&c->exec->stop, memory_order_relaxed);
+	    atomic_load_explicit(&c->exec->stop, memory_order_relaxed) ||
+	    atomic_load_explicit(&c->loop->stop, memory_order_relaxed);
 }
 
 /*
@@ -577,6 +580,8 @@ static void carrier_idle(xtc__carrier_t *c)
 			return;
 		}
 	}
+	if (l->feat & XTC__LF_PREEMPT)
+		xtc__preempt_idle(); /* no deadline, tick ring stopped */
 	/* Dekker with the producers: publish "parked", then re-check. */
 	atomic_store(&c->parked, 1);
 	atomic_store(&l->sleeping, 1);
@@ -622,13 +627,24 @@ static void *carrier_main(void *arg)
 		preempt = 1;
 	}
 	while (!atomic_load_explicit(&e->stop, memory_order_acquire)) {
-		int n = ring_drain(c);
-		int r;
+		int n, r;
 
-		/* A step on an empty loop polls the backend (a syscall): after a
-		 * batch of submissions, skip it unless the loop has work. */
-		if (n > 0 && !loop_has_work(l))
+		/* xtc_loop_stop on an executor loop stops the executor */
+		if (atomic_load_explicit(&l->stop, memory_order_relaxed)) {
+			atomic_store(&l->stop, 0);
+			xtc_exec_stop(e);
+			break;
+		}
+		n = ring_drain(c);
+
+		/* A step on an empty loop only polls the backend (a syscall):
+		 * skip it unless the loop has work. */
+		if (!loop_has_work(l)) {
+			if (n > 0)
+				continue;
+			carrier_idle(c);
 			continue;
+		}
 		r = xtc__loop_step(l, 0);
 		if (r < 0) {
 			c->rc = r;
@@ -681,7 +697,6 @@ int xtc_exec_init(xtc_exec_t **out, int n_loops)
 		return XTC_E_NOMEM;
 	}
 	e->magic = EXEC_MAGIC;
-	pthread_mutex_init(&e->run_mu, NULL);
 	for (int i = 0; i < n_loops && rc == XTC_OK; i++) {
 		xtc__carrier_t *c = &e->c[i];
 		c->exec = e;
@@ -735,7 +750,6 @@ int xtc_exec_fini(xtc_exec_t *e)
 		free(c->ring);
 	}
 	free(e->c);
-	pthread_mutex_destroy(&e->run_mu);
 	e->magic = 0;
 	free(e);
 	return XTC_OK;
@@ -910,8 +924,9 @@ static int submit_once(xtc_exec_t *e, int idx, xtc_exec_fn fn, void *arg)
 	/* Dekker with carrier_idle: the push is seq_cst-ordered before this
 	 * load, the carrier's "parked" store before its re-check. */
 	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load(&c->parked))
-		xtc__io_wakeup(c->loop);
+	if (atomic_load_explicit(&c->parked, memory_order_relaxed) &&
+	    atomic_exchange(&c->parked, 0))
+		xtc__io_wakeup(c->loop); /* first producer after the park only */
 	return XTC_OK;
 }
 

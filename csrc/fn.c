@@ -158,7 +158,9 @@ static int run_slice(xtc_fn_t *fn, fnctx_t *c, int64_t slice_ns)
 	fn->state = XTC_FN_RUNNING;
 	cur_ctx = c;
 	int64_t t0 = now_ns();
-	xtc__preempt_run_begin(&c->fiber, slice_ns);
+	if (slice_ns < XTC__PREEMPT_MIN_SLICE_NS)
+		slice_ns = XTC__PREEMPT_MIN_SLICE_NS;
+	xtc__preempt_run_begin_exact(&c->fiber, slice_ns);
 	xtc__fiber_switch(&c->fiber);
 	xtc__preempt_run_end();
 	fn->run_ns += now_ns() - t0;

@@ -153,13 +153,22 @@ void xtc__wnode_settle(xtc__wnode_t *w)
 	}
 }
 
+/* Fiber waiters time out on the loop's clock (virtual under the
+ * simulator), thread waiters on CLOCK_MONOTONIC (what the futex uses). */
+static int64_t wnode_now(const xtc__wnode_t *w)
+{
+	return w->task != NULL ? xtc__now() : mono_ns();
+}
+
 int xtc__wnode_wait(xtc__wnode_t *w, int64_t timeout_ns)
 {
 	int64_t dl = -1;
 	uint32_t s;
 
-	if (timeout_ns > 0)
-		dl = mono_ns() + timeout_ns;
+	if (timeout_ns > 0) {
+		int64_t now = wnode_now(w);
+		dl = timeout_ns > INT64_MAX - now ? INT64_MAX : now + timeout_ns;
+	}
 	for (;;) {
 		s = atomic_load_explicit(&w->state, memory_order_acquire);
 		if (s == XTC__WN_DONE)
@@ -172,7 +181,7 @@ int xtc__wnode_wait(xtc__wnode_t *w, int64_t timeout_ns)
 			return XTC_E_AGAIN;
 		int64_t left = -1;
 		if (dl >= 0) {
-			left = dl - mono_ns();
+			left = dl - wnode_now(w);
 			if (left <= 0)
 				return XTC_E_AGAIN;
 		}
@@ -989,6 +998,7 @@ struct xtc_dispatch_handle {
 	xtc_coro_fn cfn;
 	void *arg;
 	xtc_promise_t *prom;
+	xtc__post_t post;    /* cross-thread spawn request */
 };
 
 static void disp_unref(xtc_dispatch_handle_t *h)
@@ -1028,6 +1038,25 @@ static void disp_cleanup(xtc_task_t *t, void *proc)
 	disp_unref(h);
 }
 
+/* Loop thread: a dispatch from another thread is spawned here, so the
+ * task and its stack come from this carrier's own caches (a foreign
+ * thread's cache is always cold: the stacks are freed on the carrier). */
+static void disp_spawn_post(xtc_loop_t *loop, xtc__post_t *p)
+{
+	xtc_dispatch_handle_t *h = (xtc_dispatch_handle_t *)
+		((char *)p - offsetof(xtc_dispatch_handle_t, post));
+	xtc__spawn_opts_t opts = { .cleanup = disp_cleanup };
+	int rc = XTC_E_ABORTED; /* loop finalised before it ran */
+
+	if (loop->magic == XTC__LOOP_LIVE)
+		rc = xtc__task_spawn_fiber(loop, disp_body, h, &opts, NULL);
+	if (rc != 0) {
+		/* The future reports the spawn failure instead. */
+		disp_complete(h, 0, rc);
+		disp_unref(h);
+	}
+}
+
 static int dispatch_common(xtc_loop_t *loop, int (*fn)(void *),
                            xtc_coro_fn cfn, void *arg,
                            xtc_future_t **out_future,
@@ -1054,11 +1083,18 @@ static int dispatch_common(xtc_loop_t *loop, int (*fn)(void *),
 	h->arg = arg;
 	atomic_init(&h->refs, out_handle != NULL ? 2 : 1);
 	/* Published before the spawn: the fiber may run (and finish) on its
-	 * carrier before xtc__task_spawn_fiber returns. */
+	 * carrier before this call returns. From another thread the spawn
+	 * itself is posted to the loop (see disp_spawn_post); a spawn error
+	 * then completes the future instead of failing this call. */
 	*out_future = f;
 	if (out_handle != NULL)
 		*out_handle = h;
-	rc = xtc__task_spawn_fiber(loop, disp_body, h, &opts, NULL);
+	if (xtc__loop_on_owner_thread(loop)) {
+		rc = xtc__task_spawn_fiber(loop, disp_body, h, &opts, NULL);
+	} else {
+		h->post.fn = disp_spawn_post;
+		rc = xtc__loop_post(loop, &h->post);
+	}
 	if (rc != 0) {
 		*out_future = NULL;
 		if (out_handle != NULL)

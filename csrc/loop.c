@@ -712,11 +712,6 @@ static void run_fiber(xtc_loop_t *loop, xtc_task_t *t)
 		xtc__fiber_switch(&back->fiber);
 	}
 	xtc__tls_task = NULL;
-	if (loop->reap != NULL) {
-		xtc_task_t *dead = loop->reap;
-		loop->reap = NULL;
-		task_reap(loop, dead);
-	}
 }
 
 static void run_stackless(xtc_loop_t *loop, xtc_task_t *t)
@@ -737,9 +732,9 @@ static void run_stackless(xtc_loop_t *loop, xtc_task_t *t)
 		if (park_publish(t))
 			xtc__loop_make_ready(loop, t);
 		break;
-	default: /* DONE, and any invalid verdict */
+	default: /* DONE, and any invalid verdict; reaped by run_task */
 		task_complete(t);
-		task_reap(loop, t);
+		loop->reap = t;
 		break;
 	}
 }
@@ -762,10 +757,16 @@ static void run_task(xtc_loop_t *loop, xtc_task_t *t)
 		run_fiber(loop, t);
 	else
 		run_stackless(loop, t);
-	/* t may be recycled by now: the hook gets the pointer for identity
-	 * only when the task is still alive (STALL CHECK / CLASS CHARGE). */
+	/* STALL CHECK / CLASS CHARGE: t is still valid here even when it
+	 * finished (state DONE); it is reaped only afterwards. With feat == 0
+	 * a fiber chain may have run several tasks; no hook cares then. */
 	if (XTC__UNLIKELY(feat & XTC__LF_TIMED) && loop->hooks.run_end != NULL)
 		loop->hooks.run_end(loop, t, xtc__now() - start);
+	if (loop->reap != NULL) {
+		xtc_task_t *dead = loop->reap;
+		loop->reap = NULL;
+		task_reap(loop, dead);
+	}
 }
 
 static int fairness_poll(xtc_loop_t *loop)
@@ -830,7 +831,7 @@ int xtc__loop_step(xtc_loop_t *loop, int may_block)
 		/* IDLE HOOK (steal / simulator) */
 		n = loop->hooks.idle(loop, next);
 		if (n != 0)
-			return n;
+			return n > 0 ? 1 : n;
 		if (loop->feat & XTC__LF_SIM)
 			return progress > 0;
 	}

@@ -259,6 +259,21 @@ int xtc__monitor_start(void)
 	return rc;
 }
 
+/* Child of fork: only the forking thread exists and no monitor runs. The
+ * table is emptied; the next arm in the child starts a new monitor. */
+void xtc__monitor_after_fork(void)
+{
+	pthread_mutex_init(&slot_mu, NULL);
+	for (int i = 0; i < XTC__PREEMPT_MAX_SLOTS; i++) {
+		atomic_store(&slots[i].tid, 0);
+		atomic_store(&slots[i].deadline, INT64_MAX);
+	}
+	atomic_store(&slot_hwm, 0);
+	atomic_store(&wake_at, 0);
+	atomic_store(&monitor_started, 0);
+	self_pid = 0;
+}
+
 xtc__pslot_t *xtc__monitor_slot_get(int tid, int64_t slice_ns)
 {
 	xtc__pslot_t *r = NULL;

@@ -294,6 +294,30 @@ out:
 
 static unsigned long long current_adds(void);
 
+/* The Go build's text-range markers (zzz_text_end.c, preempt asm); weak:
+ * meson builds do not have the end marker. */
+extern void xtc__rt_text_begin(void) __attribute__((weak));
+extern void xtc__rt_text_end(void) __attribute__((weak));
+
+/* Without a symbol table: the marker pair, if it brackets the runtime. */
+static int marker_range(vec_t *rt)
+{
+	uintptr_t b = (uintptr_t)&xtc__rt_text_begin;
+	uintptr_t e = (uintptr_t)&xtc__rt_text_end;
+	uintptr_t probes[] = { (uintptr_t)&xtc_preempt_arm,
+#if defined(__x86_64__)
+	                       (uintptr_t)&xtc__preempt_trampoline,
+#endif
+	                       (uintptr_t)&xtc_yield,
+	                       (uintptr_t)&xtc__preempt_run_begin };
+	if (b == 0 || e == 0 || e <= b || e - b > ((uintptr_t)64 << 20))
+		return -1;
+	for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++)
+		if (probes[i] < b || probes[i] >= e)
+			return -1;
+	return vec_push(rt, b, e + 64, 0);
+}
+
 /* Caller holds init_mu. Rebuilds only when objects were loaded since. */
 static int build_map(void)
 {
@@ -307,9 +331,14 @@ static int build_map(void)
 	struct phdr_ctx c = { .objs = &objs,
 	                      .rt_addr = (uintptr_t)&xtc_preempt_arm };
 	dl_iterate_phdr(phdr_cb, &c);
-	if (c.rt_is_main)
+	if (c.rt_is_main) {
 		pm->rt_known = load_runtime_syms(c.rt_bias, &rt, &pm->n_local) == 0;
-	else
+		if (!pm->rt_known) {
+			rt.n = 0;
+			pm->rt_known = marker_range(&rt) == 0;
+			pm->n_local = pm->rt_known ? -1 : 0;
+		}
+	} else
 		pm->rt_known = 1; /* a shared library: denied as a whole */
 	qsort(objs.v, objs.n, sizeof *objs.v, cmp_range);
 	if (rt.n)
@@ -615,6 +644,21 @@ static int install_handler(void)
 	return XTC_OK;
 }
 
+/* fork child: the monitor did not survive, nor did the other threads. */
+static void after_fork_child(void)
+{
+	pthread_mutex_init(&init_mu, NULL);
+	xtc__monitor_after_fork();
+	xtc__ptls.slot = NULL;
+	xtc__ptls.fiber = NULL;
+	xtc__ptls.pend = 0;
+	xtc__ptls.ring = NULL; /* the parent's ring is not ours to use */
+	xtc__ptls.ring_tail = NULL;
+	xtc__ptls.ring_head = NULL;
+	n_stat = 0;
+	self_pid = getpid();
+}
+
 /* Once per process: signal, handler, save size, code map, monitor. Go may
  * have replaced the handler (signal.Ignore): re-checked at every arm. */
 static int global_init(void)
@@ -623,6 +667,7 @@ static int global_init(void)
 	int rc = XTC_OK;
 	if (!atomic_load(&handler_installed)) {
 		self_pid = getpid();
+		pthread_atfork(NULL, NULL, after_fork_child);
 		preempt_signo = requested_signo ? requested_signo : SIGRTMIN + 3;
 		xsave_probe();
 		if ((rc = build_map()) == XTC_OK && (rc = install_handler()) == XTC_OK)
@@ -880,7 +925,19 @@ int xtc_preempt_enable(void)
 /* Run boundaries                                                       */
 /* ------------------------------------------------------------------ */
 
+static void run_begin(xtc__fiber_t *f, int64_t slice_ns, int exact);
+
 void xtc__preempt_run_begin(xtc__fiber_t *f, int64_t slice_ns)
+{
+	run_begin(f, slice_ns, 0);
+}
+
+void xtc__preempt_run_begin_exact(xtc__fiber_t *f, int64_t slice_ns)
+{
+	run_begin(f, slice_ns, 1);
+}
+
+static void run_begin(xtc__fiber_t *f, int64_t slice_ns, int exact)
 {
 	xtc__ptls_t *p = &xtc__ptls;
 	p->fiber = f;
@@ -890,12 +947,17 @@ void xtc__preempt_run_begin(xtc__fiber_t *f, int64_t slice_ns)
 	xtc__pslot_t *s = p->slot;
 	if (s == NULL)
 		return;
-	if (slice_ns <= 0) {
-		slice_ns = atomic_load_explicit(&xtc__preempt_adaptive_slice,
-		                                memory_order_relaxed);
-		if (slice_ns <= 0)
-			slice_ns = atomic_load_explicit(&s->slice_ns,
-			                                memory_order_relaxed);
+	if (!exact) {
+		/* the carrier's slice (or the adaptive one); a class latency
+		 * budget may only shorten it */
+		int64_t base = atomic_load_explicit(&xtc__preempt_adaptive_slice,
+		                                    memory_order_relaxed);
+		if (base <= 0)
+			base = atomic_load_explicit(&s->slice_ns, memory_order_relaxed);
+		if (slice_ns <= 0 || slice_ns > base)
+			slice_ns = base;
+		if (slice_ns < XTC__PREEMPT_MIN_SLICE_NS)
+			slice_ns = XTC__PREEMPT_MIN_SLICE_NS;
 	}
 	int64_t now = now_ns();
 	p->run_start = now;

@@ -129,8 +129,11 @@ static inline int xtc__preempt_due(void)
 	return 0;
 }
 
-/* Run boundaries (owner thread of the loop; only when timing is active). */
+/* Run boundaries (owner thread of the loop; only when timing is active).
+ * slice_ns <= 0: the carrier's slice; > 0 (a class latency budget): at most
+ * the carrier's slice. _exact (xtc_fn, the tests) uses slice_ns as given. */
 void xtc__preempt_run_begin(xtc__fiber_t *f, int64_t slice_ns);
+void xtc__preempt_run_begin_exact(xtc__fiber_t *f, int64_t slice_ns);
 void xtc__preempt_run_end(void);
 /* Called before the carrier blocks in its poller: no deadline, ring stopped. */
 void xtc__preempt_idle(void);
@@ -184,6 +187,7 @@ void          xtc__monitor_slot_put(xtc__pslot_t *s);
 void xtc__monitor_kick(int64_t deadline);
 uint64_t xtc__monitor_signals_sent(void);
 int  xtc__monitor_start(void);
+void xtc__monitor_after_fork(void);
 int  xtc__monitor_poke_all(void); /* tests/benches: signal every busy carrier */
 int  xtc__preempt_signo(void);
 

@@ -104,6 +104,12 @@ static void offloader(void *arg)
 {
 	(void)arg;
 	int r = 0;
+	/* Inside a Go callback no park is allowed: fn runs right here. */
+	xtc__gocb_enter();
+	CHECK(xtc_blocking_run(on_other_thread, NULL, &r) == XTC_OK);
+	xtc__gocb_leave();
+	CHECK(r == 0);
+	r = 0;
 	CHECK(xtc_blocking_run(wait_for_gate, NULL, &r) == XTC_OK);
 	offload_result = r;
 }
@@ -314,6 +320,54 @@ static void test_stress(void)
 	xtc_blocking_shutdown();
 }
 
+/* ---- executor: migratable procs offload; wakes find them wherever ------ */
+
+#define E_PROCS 64
+#define E_RUNS  8
+static _Atomic int e_done, e_bad, e_moved;
+
+static int tiny_sleep(void *arg)
+{
+	usleep(200);
+	return (int)(intptr_t)arg;
+}
+
+static void exec_proc(void *arg)
+{
+	for (int i = 0; i < E_RUNS; i++) {
+		int before = xtc_exec_loop_id(), r = -1;
+		if (xtc_blocking_run(tiny_sleep, arg, &r) != XTC_OK ||
+		    r != (int)(intptr_t)arg)
+			atomic_fetch_add(&e_bad, 1);
+		if (xtc_exec_loop_id() != before)
+			atomic_fetch_add(&e_moved, 1);
+		xtc_yield();
+	}
+	atomic_fetch_add(&e_done, 1);
+}
+
+static void test_exec_migratable(void)
+{
+	xtc_exec_t *e = NULL;
+	xtc_proc_opts_t o = { .migratable = 1 };
+
+	if (xtc_exec_init(&e, 2) != XTC_OK) {
+		CHECK(0);
+		return;
+	}
+	/* All on loop 0: loop 1 steals the ready ones. */
+	for (intptr_t i = 0; i < E_PROCS; i++)
+		CHECK(xtc_proc_spawn(xtc_exec_loop(e, 0), exec_proc, (void *)i,
+		                     &o, NULL) == XTC_OK);
+	CHECK(xtc_exec_run(e) == XTC_OK);
+	CHECK(atomic_load(&e_done) == E_PROCS);
+	CHECK(atomic_load(&e_bad) == 0);
+	printf("test_blocking: %d of %d offload resumes on another carrier\n",
+	       atomic_load(&e_moved), E_PROCS * E_RUNS);
+	CHECK(xtc_exec_fini(e) == XTC_OK);
+	xtc_blocking_shutdown();
+}
+
 int main(void)
 {
 	test_growth(); /* needs the default (growing) pool */
@@ -322,6 +376,7 @@ int main(void)
 	test_submit_counts();
 	test_kill_while_offloaded();
 	test_stress();
+	test_exec_migratable();
 	test_pool_size(); /* fixes the size: last */
 	if (failures) {
 		fprintf(stderr, "test_blocking: %d failure(s)\n", failures);

@@ -156,11 +156,12 @@ static void worker(void *a)
 	}
 }
 
-static void test_shares_order(void)
+/* One attempt: 1 when more shares gave more runs. */
+static int shares_attempt(void)
 {
 	xtc_loop_t *l;
 	xtc_exec_class_t c[3];
-	int shares[3] = { 600, 300, 100 };
+	int shares[3] = { 600, 300, 100 }, ok;
 	xtc_proc_opts_t o;
 	uint64_t r[3];
 
@@ -181,12 +182,22 @@ static void test_shares_order(void)
 	fprintf(stderr, "  runs 600:300:100 -> %llu:%llu:%llu\n",
 	    (unsigned long long)r[0], (unsigned long long)r[1],
 	    (unsigned long long)r[2]);
-	/* ordering only (3x and 6x apart, so OS noise on a busy machine cannot
-	 * flip it): exact ratios are a benchmark / simulator claim */
-	CHECK(r[0] > r[2]);
-	CHECK(r[1] > r[2]);
-	CHECK(r[2] > 0);
+	ok = r[0] > r[2] && r[1] > r[2] && r[2] > 0;
 	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+	return ok;
+}
+
+/* Ordering only, 3x and 6x apart: exact ratios are a benchmark and
+ * simulator claim. The charge is measured wall time, so a carrier that the
+ * OS deschedules mid-run (an oversubscribed machine) is overcharged; such
+ * noise is random, a broken picker is not: up to three attempts. */
+static void test_shares_order(void)
+{
+	int ok = 0;
+
+	for (int a = 0; a < 3 && !ok; a++)
+		ok = shares_attempt();
+	CHECK(ok);
 }
 
 /* The default lane (100 shares) keeps running next to a heavy class. */

@@ -494,6 +494,43 @@ static void test_nested_run(void)
 	CHECK_EQ(xtc_exec_fini(nest_exec), XTC_OK);
 }
 
+/* With a preemption slice, a long run that checks xtc_yield_if_due() is
+ * told to yield (the carrier armed its tick source, check_due is wired). */
+static atomic_int due_yields;
+
+static void due_spinner(void *a)
+{
+	int64_t end = xtc_clock_mono() + 30 * 1000 * 1000;
+
+	(void)a;
+	while (xtc_clock_mono() < end)
+		if (xtc_yield_if_due())
+			atomic_fetch_add(&due_yields, 1);
+}
+
+static void test_preempt_slice(void)
+{
+	xtc_exec_t *e;
+	int rc;
+
+	CHECK_EQ(xtc_exec_init(&e, 1), XTC_OK);
+	rc = xtc_exec_set_preempt(e, 1000 * 1000);
+	if (rc == XTC_E_NOSYS) {
+		fprintf(stderr, "  no tick source: skipped\n");
+		xtc_exec_fini(e);
+		return;
+	}
+	CHECK_EQ(rc, XTC_OK);
+	atomic_store(&due_yields, 0);
+	CHECK_EQ(xtc_proc_spawn(xtc_exec_loop(e, 0), due_spinner, NULL, NULL,
+	    NULL), XTC_OK);
+	CHECK_EQ(xtc_proc_spawn(xtc_exec_loop(e, 0), due_spinner, NULL, NULL,
+	    NULL), XTC_OK);
+	CHECK_EQ(xtc_exec_run(e), XTC_OK);
+	CHECK(atomic_load(&due_yields) > 0);
+	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+}
+
 int main(void)
 {
 	RUN(test_errors);
@@ -506,5 +543,6 @@ int main(void)
 	RUN(test_no_starvation_mixed);
 	RUN(test_standalone_ids);
 	RUN(test_nested_run);
+	RUN(test_preempt_slice);
 	return failures ? 1 : 0;
 }

@@ -205,6 +205,11 @@ static void fiber_waiter(void *arg)
 {
 	intptr_t v = 0;
 	(void)arg;
+	/* No park inside a Go callback; nothing consumed. */
+	xtc__gocb_enter();
+	CHECK(xtc_future_await(fib_f1, &v) == XTC_E_DEADLK);
+	CHECK(xtc_future_wait(fib_f1, &v, MS) == XTC_E_DEADLK);
+	xtc__gocb_leave();
 	/* Timeout first: not consumed; the loop keeps other fibers going. */
 	CHECK(xtc_future_wait(fib_f1, &v, 1 * MS) == XTC_E_AGAIN);
 	fib_step = 1;
@@ -482,12 +487,22 @@ static void test_dispatch(void)
 	CHECK(xtc_send(ka, "x", 1) == XTC_OK);
 	pthread_join(th, NULL);
 
+	/* cross-thread spawn failure (task cap): the future reports it */
+	xtc_future_t *fa, *fb;
+	l->max_tasks = 1;
+	CHECK(xtc_dispatch(l, disp_fn, (void *)1, &fa, NULL) == XTC_OK);
+	CHECK(xtc_dispatch(l, disp_fn, (void *)2, &fb, NULL) == XTC_OK);
+	CHECK(xtc_loop_run(l) == XTC_OK);
+	l->max_tasks = 0;
+	CHECK(xtc_future_wait(fa, &v, 0) == XTC_OK && v == 1);
+	CHECK(xtc_future_wait(fb, &v, 0) == XTC_E_RESOURCE && v == 0);
+
 	/* loop finalised before the fiber ran: ABORTED exactly once */
 	CHECK(xtc_dispatch(l, disp_fn, (void *)9, &f, &h) == XTC_OK);
 	CHECK(xtc_loop_fini(l) == XTC_OK);
 	CHECK(xtc_future_wait(f, &v, 0) == XTC_E_ABORTED);
 	CHECK(xtc_dispatch_cancel(h) == XTC_OK); /* after completion: no-op */
-	CHECK(atomic_load(&disp_runs) == 1 + 1 + 200);
+	CHECK(atomic_load(&disp_runs) == 1 + 1 + 200 + 1);
 }
 
 /* ---- completion queue ------------------------------------------------------ */

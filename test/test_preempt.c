@@ -391,6 +391,9 @@ static void alloc_body(void *arg)
 		keep[k] = malloc(sz);
 		if (keep[k])
 			((volatile char *)keep[k])[0] = (char)i;
+		/* a little work of our own between calls, as real code has */
+		for (int w = 0; w < 64; w++)
+			r = r * 6364136223846793005ull + 1442695040888963407ull;
 		alloc_ctr[i]++;
 	}
 	for (int k = 0; k < 16; k++)

@@ -72,12 +72,13 @@ static void test_cancel(void)
 	CHECK(xtc_loop_run(l) == 0);
 	CHECK(a.count == 0 && b.count == 1);
 	/* Cancelled everything: run returns at once. */
-	CHECK(xtc_timer_set(l, 50000000, rec_fire, &a, &ha) == 0);
+	CHECK(xtc_timer_set(l, 20000000000LL, rec_fire, &a, &ha) == 0);
 	CHECK(xtc_timer_cancel(ha) == 0);
 	{
+		/* 20 s vs 10 s: not a timing claim, a hang detector. */
 		int64_t t0 = xtc_clock_mono();
 		CHECK(xtc_loop_run(l) == 0);
-		CHECK(xtc_clock_mono() - t0 < 40000000);
+		CHECK(xtc_clock_mono() - t0 < 10000000000LL);
 	}
 	CHECK(a.count == 0);
 	CHECK(xtc_loop_fini(l) == 0);

@@ -43,7 +43,7 @@ func defaultConfig(mode string) Config {
 		Out:        "xtcbench-out",
 		Workloads:  append([]string(nil), WorkloadNames...),
 		Dists:      append([]string(nil), DistNames...),
-		Loads:      []float64{0.1, 0.3, 0.5, 0.7, 0.8, 0.9},
+		Loads:      []float64{0.1, 0.3, 0.5, 0.7, 0.9},
 		Point:      200 * time.Millisecond,
 		Carriers:   defaultCarriers(),
 		Slices:     []time.Duration{50 * time.Microsecond, 200 * time.Microsecond},
@@ -110,7 +110,7 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	out := fs.String("out", "", "output folder (default xtcbench-out)")
 	only := fs.String("only", "", "comma-separated workloads to run: "+strings.Join(WorkloadNames, ","))
 	dists := fs.String("dists", "", "comma-separated service distributions: "+strings.Join(DistNames, ","))
-	loads := fs.String("loads", "", "comma-separated loads in percent of capacity (short: 10,30,50,70,80,90; full: 10..90 by 10)")
+	loads := fs.String("loads", "", "comma-separated loads in percent of capacity (short: 10,30,50,70,90; full: 10..90 by 10)")
 	point := fs.Duration("point", 0, "arrival window of one load point (short 200ms, full 2s)")
 	carriers := fs.Int("carriers", 0, "worker carriers for xtc = GOMAXPROCS of the Go workers (default NumCPU-1, at least 1)")
 	slices := fs.String("slices", "", "fixed xtc preemption slices (default 50us,200us)")

@@ -25,7 +25,7 @@ func TestParseDefaultsAreShort(t *testing.T) {
 	assert.Equal(t, "short", c.Mode)
 	assert.Equal(t, WorkloadNames, c.Workloads)
 	assert.Equal(t, DistNames, c.Dists)
-	assert.Equal(t, []float64{0.1, 0.3, 0.5, 0.7, 0.8, 0.9}, c.Loads)
+	assert.Equal(t, []float64{0.1, 0.3, 0.5, 0.7, 0.9}, c.Loads)
 	assert.Equal(t, 200*time.Millisecond, c.Point)
 	assert.GreaterOrEqual(t, c.Carriers, 1)
 	assert.Equal(t, "xtcbench-out", c.Out)

@@ -90,6 +90,7 @@ func Execute(cfg *Config, progressOut *os.File, command string) (*Results, error
 	}
 	pb.Done()
 	res.Elapsed = time.Since(start).Seconds()
+	res.Host.LoadEnd = loadAvg()
 	computeVerdicts(res)
 	if cfg.Plots {
 		res.Plots, res.PlotErrors = writePlots(cfg.Out, res)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -44,12 +45,26 @@ func (durTicks) Ticks(min, max float64) []plot.Tick {
 	var ticks []plot.Tick
 	for e := math.Floor(math.Log10(min)); e <= math.Ceil(math.Log10(max)); e++ {
 		v := math.Pow(10, e)
-		ticks = append(ticks, plot.Tick{Value: v, Label: fmtDurF(v)})
+		ticks = append(ticks, plot.Tick{Value: v, Label: tickLabel(v)})
 		for k := 2; k < 10; k++ {
 			ticks = append(ticks, plot.Tick{Value: v * float64(k)})
 		}
 	}
 	return ticks
+}
+
+// tickLabel prints a power of ten of nanoseconds as "1 µs", "10 ms", ...
+func tickLabel(ns float64) string {
+	units := []struct {
+		div  float64
+		name string
+	}{{1e9, "s"}, {1e6, "ms"}, {1e3, "µs"}, {1, "ns"}}
+	for _, u := range units {
+		if ns >= u.div {
+			return strconv.FormatFloat(ns/u.div, 'g', 3, 64) + " " + u.name
+		}
+	}
+	return strconv.FormatFloat(ns, 'g', 3, 64) + " ns"
 }
 
 // writePlots renders every plot the results allow; it returns the file

@@ -120,17 +120,17 @@ func TestVerdicts(t *testing.T) {
 	for _, v := range r.Verdicts {
 		got[v.Check] = v.Result
 	}
-	assert.Equal(t, resMet, got["micro: yield (Go/xtc)"])
-	assert.Equal(t, resMissed, got["micro: spawn (Go/xtc)"])
-	assert.Equal(t, resUnavail, got["micro: switch (Go/xtc)"])
-	assert.Equal(t, resMet, got["A1 @ 70%: short-request p99, xtc a"])    // 20× and 15×
-	assert.Equal(t, resMissed, got["A1 @ 70%: short-request p99, xtc b"]) // 4× and 3×
-	assert.Equal(t, resMet, got["fairness 600:300:100: largest relative error of a class share"])
+	assert.Equal(t, resMet, got["micro yield (Go/xtc)"])
+	assert.Equal(t, resMissed, got["micro spawn (Go/xtc)"])
+	assert.Equal(t, resUnavail, got["micro switch (Go/xtc)"])
+	assert.Equal(t, resMet, got["A1 @ 70%: short p99, xtc a"])    // 20× and 15×
+	assert.Equal(t, resMissed, got["A1 @ 70%: short p99, xtc b"]) // 4× and 3×
+	assert.Equal(t, resMet, got["fairness 600:300:100, worst class error"])
 	for k, v := range got {
 		if strings.HasPrefix(k, "hog") {
 			assert.Equal(t, resMissed, v)
 		}
-		if strings.HasPrefix(k, "highest load") {
+		if strings.HasPrefix(k, "max load") {
 			assert.Equal(t, resInfo, v)
 		}
 	}

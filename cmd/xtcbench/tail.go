@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"math"
-	"os"
 	"runtime"
 	"sync"
 	"time"
@@ -16,6 +15,7 @@ type Contender struct {
 	Kind     string        `json:"kind"` // xtc | go | gocgo
 	Slice    time.Duration `json:"slice_ns,omitempty"`
 	Adaptive bool          `json:"adaptive,omitempty"`
+	Polled   bool          `json:"polled_ingress,omitempty"`
 }
 
 func contenders(cfg *Config) []Contender {
@@ -24,7 +24,17 @@ func contenders(cfg *Config) []Contender {
 		cs = append(cs, Contender{Key: "xtc-" + s.String(),
 			Label: "xtc, slice " + fmtDur(s.Nanoseconds()), Kind: "xtc", Slice: s})
 	}
+	// The same first slice with a different way in: the generator fills a
+	// ring that a dispatcher proc on the carrier polls (no wake-ups), which
+	// separates the scheduling from the runtime's cross-thread ingress.
+	s0 := cfg.Slices[0]
+	cs = append(cs, Contender{Key: "xtc-" + s0.String() + "-polled",
+		Label: "xtc, slice " + fmtDur(s0.Nanoseconds()) + ", polled ingress",
+		Kind:  "xtc", Slice: s0, Polled: true})
 	cs = append(cs,
+		// The control: the same executor without preemption (FIFO, each
+		// request runs to completion), to show what preemption changes.
+		Contender{Key: "xtc-nopreempt", Label: "xtc, no preemption", Kind: "xtc"},
 		// The controller starts from its own default quantum (100 µs).
 		Contender{Key: "xtc-adaptive", Label: "xtc, adaptive slice", Kind: "xtc",
 			Slice: 100 * time.Microsecond, Adaptive: true},
@@ -43,6 +53,7 @@ type TailPoint struct {
 	Why       string  `json:"why,omitempty"`
 	N         int     `json:"requests"`
 	Completed int     `json:"completed"`
+	Dropped   int64   `json:"dropped,omitempty"` // xtc: spawns refused (e.g. out of stacks)
 	All       Summary `json:"all"`
 	Short     Summary `json:"short"`
 	Lag       Summary `json:"generator_lag"`
@@ -90,10 +101,13 @@ func summarizeRun(s *Schedule, done, lag []int64, p *TailPoint) {
 	p.MeetsSLO = p.Completed == n && p.All.P99 <= p.SLO
 }
 
-// goTail replays the schedule on Go's runtime: a generator goroutine,
-// locked to its thread, spins until each arrival and starts one goroutine
-// per request. The workers get `carriers` Ps; the generator one more, as
-// the xtc generator has its own thread.
+// goTail replays the schedule on Go's runtime: a generator goroutine spins
+// until each arrival and starts one goroutine per request (what a Go
+// server does per incoming request). The workers get `carriers` Ps and the
+// generator one more, as the xtc generator has its own thread. The
+// generator is an ordinary goroutine: Go has no way to give it priority,
+// and when the runtime preempts it the arrivals it owes queue up, which
+// the generator-lag column shows.
 func goTail(s *Schedule, iters []uint64, cgo bool, carriers int) (done, lag []int64) {
 	prev := runtime.GOMAXPROCS(carriers + 1)
 	defer runtime.GOMAXPROCS(prev)
@@ -107,10 +121,6 @@ func goTail(s *Schedule, iters []uint64, cgo bool, carriers int) (done, lag []in
 	wg.Add(n)
 	genDone := make(chan struct{})
 	go func() {
-		if os.Getenv("XB_LOCK") != "" {
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-		}
 		base := time.Now().Add(2 * time.Millisecond)
 		for i := 0; i < n; i++ {
 			target := time.Duration(s.Arrival[i])
@@ -141,6 +151,14 @@ func goTail(s *Schedule, iters []uint64, cgo bool, carriers int) (done, lag []in
 	<-genDone
 	wg.Wait()
 	return done, lag
+}
+
+// drainBound is how long an xtc run may take to finish its backlog after
+// the last arrival before it is stopped; requests still pending then count
+// as not completed (the report says so). Go's goroutines cannot be
+// stopped, so the Go runs always drain fully.
+func drainBound(cfg *Config) time.Duration {
+	return cfg.Point/2 + 300*time.Millisecond
 }
 
 // adaptPeriod scales the controller's update period to the run: the paper
@@ -188,7 +206,7 @@ func runTail(cfg *Config, cal Calibration, pb *Progress) *TailResults {
 				switch c.Kind {
 				case "xtc":
 					r, st, why := xtcTail(s.Arrival, cIters, cfg.Carriers, c.Slice,
-						c.Adaptive, adaptPeriod(cfg), 2*cfg.Point+2*time.Second)
+						c.Adaptive, c.Polled, adaptPeriod(cfg), drainBound(cfg))
 					p.Status, p.Why = st.String(), why
 					if st == StatusUnavail {
 						unavailable[c.Key] = why
@@ -196,6 +214,10 @@ func runTail(cfg *Config, cal Calibration, pb *Progress) *TailResults {
 					if st == StatusOK {
 						summarizeRun(s, r.Done, r.Lag, &p)
 						p.Preemptions, p.Quantum, p.TailIndex = r.Preempts, int64(r.Quantum), r.TailIndex
+						p.Dropped = r.Dropped
+						if r.Dropped > 0 {
+							p.Why = fmt.Sprintf("%d requests dropped: the runtime refused to spawn them", r.Dropped)
+						}
 						if r.TimedOut {
 							p.Why = fmt.Sprintf("timed out: %d of %d requests completed", r.Completed, s.N())
 						}

@@ -41,6 +41,11 @@ double   xb_calibrate(void); /* iterations per ns of xb_spin */
 void     xb_noop(void);      /* the callee of the "C call" micro */
 int64_t  xb_now(void);       /* CLOCK_MONOTONIC ns */
 
+/* Process-wide preemption counters (zeros without xtc_preempt.h):
+ * signals, ticks, ring_ticks, preemptions, deferrals, honoured, stale,
+ * refused_gocb, signals sent by the monitor. */
+void xb_preempt_stats(uint64_t out[9]);
+
 /* ---- micro: ns per operation in *ns_per_op ---- */
 enum {
 	XB_MICRO_SWITCH = 0,
@@ -54,6 +59,8 @@ enum {
 int xb_micro(int which, int64_t n, double *ns_per_op, char *why);
 
 /* ---- tail latency: one open-loop run ---- */
+#define XB_INGRESS_SUBMIT 0 /* xtc_exec_submit, callback spawns the proc */
+#define XB_INGRESS_POLL   1 /* SPSC ring polled by a dispatcher proc */
 typedef struct xb_tail {
 	/* in */
 	int64_t         n;
@@ -63,11 +70,14 @@ typedef struct xb_tail {
 	int64_t         slice_ns;   /* executor preemption slice */
 	int             adaptive;   /* use the adaptive quantum controller */
 	int64_t         adapt_period_ns; /* its update period */
+	int             ingress;    /* XB_INGRESS_* */
 	int64_t         timeout_ns; /* give up this long after the last arrival */
 	/* out */
-	int64_t *done; /* completion offset (ns) per request, -1 = never */
+	int64_t *done; /* completion offset (ns) per request; -1 never ran,
+	                  -2 dropped (the spawn was refused) */
 	int64_t *lag;  /* spawn time minus scheduled arrival (ns) */
 	int64_t  completed;
+	int64_t  dropped;
 	int      timed_out;
 	int64_t  spawn_retries; /* spawns refused with AGAIN/RESOURCE and retried */
 	int64_t  final_quantum_ns; /* adaptive: the controller's last quantum */
@@ -97,6 +107,7 @@ typedef struct xb_hog {
 	int      with_hog; /* 0: the probe alone (baseline) */
 	int      probes;
 	int64_t  sleep_ns;
+	int64_t  budget_ns; /* the run ends after this even if probes remain */
 	int64_t  slice_ns;
 	int64_t *late; /* out: probes entries, ns */
 	int      done_probes;

@@ -163,3 +163,24 @@ const char *xb_io_backend(void)
 {
 	return XB_LINKED(xtc_io_backend_name) ? xtc_io_backend_name() : "unlinked";
 }
+
+void xb_preempt_stats(uint64_t out[9])
+{
+	memset(out, 0, 9 * sizeof out[0]);
+#if XB_HAVE_PREEMPT
+	xtc_preempt_stats_t s;
+	uint64_t            sent = 0;
+	if (!XB_LINKED(xtc_preempt_stats_global) ||
+	    xtc_preempt_stats_global(&s, &sent) != 0)
+		return;
+	out[0] = s.signals;
+	out[1] = s.ticks;
+	out[2] = s.ring_ticks;
+	out[3] = s.preemptions;
+	out[4] = s.deferrals;
+	out[5] = s.honoured;
+	out[6] = s.stale;
+	out[7] = s.refused_gocb;
+	out[8] = sent;
+#endif
+}

@@ -7,7 +7,8 @@
  * refuses to run then.
  *
  * The hog runs until the probe is done (it checks a flag between spin
- * chunks, which is not a yield), bounded by a safety deadline.
+ * chunks, which is not a yield); both stop at the time budget, so a probe
+ * never runs without the hog next to it.
  */
 #define _GNU_SOURCE
 #include <stdatomic.h>
@@ -44,6 +45,8 @@ static void probe_proc(void *arg)
 	xb_hog_t  *h = r->h;
 	for (int k = 0; k < h->probes; k++) {
 		int64_t t0 = xb_now();
+		if (t0 >= r->deadline)
+			break; /* out of budget: later probes would see no hog */
 		if (xtc_proc_sleep(h->sleep_ns))
 			break;
 		h->late[k] = xb_now() - t0 - h->sleep_ns;
@@ -65,7 +68,7 @@ int xb_hog_run(xb_hog_t *h, char *why)
 		         xb_feature_why(XB_F_PREEMPT));
 		return XB_UNAVAIL;
 	}
-	if (h->probes < 1 || h->sleep_ns <= 0 || !h->late ||
+	if (h->probes < 1 || h->sleep_ns <= 0 || !h->late || h->budget_ns <= 0 ||
 	    (h->with_hog && h->slice_ns <= 0)) {
 		snprintf(why, XB_WHY, "bad arguments");
 		return XB_FAIL;
@@ -92,9 +95,7 @@ int xb_hog_run(xb_hog_t *h, char *why)
 			goto out;
 		}
 	}
-	/* Safety bound: 20x the nominal probe time plus 5 s. */
-	r.deadline = xb_now() + 20 * (int64_t)h->probes * h->sleep_ns +
-	             5000000000LL;
+	r.deadline = xb_now() + h->budget_ns;
 	xtc_loop_t *loop = xtc_exec_loop(ex, 0);
 	if ((rc = xtc_proc_spawn(loop, probe_proc, &r, NULL, NULL)) ||
 	    (h->with_hog &&

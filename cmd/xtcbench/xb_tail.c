@@ -24,6 +24,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -41,12 +42,25 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/* The polled ingress: one single-producer single-consumer ring of
+ * request indices per carrier, filled by the generator and drained by a
+ * dispatcher proc on that carrier. */
+#define POLL_RING 65536
+typedef struct poll_ring {
+	_Alignas(64) _Atomic uint64_t head; /* consumer */
+	_Alignas(64) _Atomic uint64_t tail; /* producer */
+	int64_t idx[POLL_RING];
+} poll_ring_t;
+
 typedef struct tail_run {
 	xb_tail_t      *t;
 	xtc_exec_t     *ex;
 	int64_t         base;
-	_Atomic int64_t completed;
+	_Atomic int64_t completed; /* finished or dropped */
+	_Atomic int64_t dropped;
+	_Atomic int     stop;      /* polled ingress: dispatchers exit */
 	int             gen_rc;
+	poll_ring_t    *rings;     /* polled ingress: one per carrier */
 } tail_run_t;
 
 /* One run at a time: the request procs find their run here. */
@@ -63,18 +77,65 @@ static void tail_req(void *arg)
 
 /* Runs on the target carrier's own stack (xtc_exec_submit): the spawn is
  * then local to the loop, the cheap path. */
+static void tail_spawn_local(tail_run_t *r, int64_t i, xtc_loop_t *loop);
+
 static void tail_spawn_cb(void *arg)
 {
-	int64_t         i = (int64_t)(intptr_t)arg;
-	tail_run_t     *r = tail_cur;
+	int64_t     i = (int64_t)(intptr_t)arg;
+	tail_run_t *r = tail_cur;
+	int         loop = xtc_exec_loop_id();
+	/* A refused spawn (e.g. no stack left under a huge backlog) drops the
+	 * request, counted; the run goes on. */
+	tail_spawn_local(r, i, xtc_exec_loop(r->ex, loop < 0 ? 0 : loop));
+}
+
+static void tail_spawn_local(tail_run_t *r, int64_t i, xtc_loop_t *loop)
+{
 	xtc_proc_opts_t opts;
 	memset(&opts, 0, sizeof opts);
 	opts.migratable = r->t->carriers > 1;
-	int loop = xtc_exec_loop_id();
-	int rc = xtc_proc_spawn(xtc_exec_loop(r->ex, loop < 0 ? 0 : loop),
-	                        tail_req, (void *)(intptr_t)i, &opts, NULL);
-	if (rc)
-		r->gen_rc = rc; /* the request never completes: the run times out */
+	if (xtc_proc_spawn(loop, tail_req, (void *)(intptr_t)i, &opts, NULL)) {
+		r->t->done[i] = -2;
+		atomic_fetch_add_explicit(&r->dropped, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&r->completed, 1,
+		                          memory_order_release);
+	}
+}
+
+typedef struct dispatcher {
+	tail_run_t *r;
+	int         idx;
+} dispatcher_t;
+
+/* Drains its carrier's ring, spawning one proc per request locally, and
+ * yields when the ring is empty: the carrier never parks (busy polling,
+ * as the dispatcher cores of Shinjuku and LibPreemptible do). */
+static void tail_dispatcher(void *arg)
+{
+	dispatcher_t *d = arg;
+	tail_run_t   *r = d->r;
+	poll_ring_t  *q = &r->rings[d->idx];
+	xtc_loop_t   *loop = xtc_exec_loop(r->ex, d->idx);
+	while (!atomic_load_explicit(&r->stop, memory_order_acquire)) {
+		uint64_t h = atomic_load_explicit(&q->head, memory_order_relaxed);
+		uint64_t t = atomic_load_explicit(&q->tail, memory_order_acquire);
+		for (; h != t; h++)
+			tail_spawn_local(r, q->idx[h % POLL_RING], loop);
+		atomic_store_explicit(&q->head, h, memory_order_release);
+		xtc_yield();
+	}
+}
+
+static int poll_push(tail_run_t *r, int c, int64_t i)
+{
+	poll_ring_t *q = &r->rings[c];
+	uint64_t     t = atomic_load_explicit(&q->tail, memory_order_relaxed);
+	if (t - atomic_load_explicit(&q->head, memory_order_acquire) >=
+	    POLL_RING)
+		return XTC_E_AGAIN;
+	q->idx[t % POLL_RING] = i;
+	atomic_store_explicit(&q->tail, t + 1, memory_order_release);
+	return 0;
 }
 
 static void *tail_gen(void *arg)
@@ -89,8 +150,10 @@ static void *tail_gen(void *arg)
 			cpu_relax();
 		t->lag[i] = now - target;
 		for (;;) {
-			int rc = xtc_exec_submit(r->ex, (int)(i % t->carriers),
-			                         tail_spawn_cb, (void *)(intptr_t)i);
+			int c = (int)(i % t->carriers);
+			int rc = r->rings ? poll_push(r, c, i)
+			                  : xtc_exec_submit(r->ex, c, tail_spawn_cb,
+			                                    (void *)(intptr_t)i);
 			if (rc == 0)
 				break;
 			if (rc != XTC_E_AGAIN) {
@@ -114,6 +177,7 @@ static void *tail_gen(void *arg)
 		nanosleep(&ts, NULL);
 	}
 stop:
+	atomic_store_explicit(&r->stop, 1, memory_order_release);
 	xtc_exec_stop(r->ex);
 	return NULL;
 }
@@ -144,6 +208,7 @@ int xb_tail_run(xb_tail_t *t, char *why)
 		t->lag[i] = 0;
 	}
 	t->completed = 0;
+	t->dropped = 0;
 	t->timed_out = 0;
 	t->spawn_retries = 0;
 
@@ -193,6 +258,34 @@ int xb_tail_run(xb_tail_t *t, char *why)
 		}
 	}
 #endif
+	dispatcher_t disp[64];
+	if (t->ingress == XB_INGRESS_POLL) {
+		if (t->carriers > 64) {
+			snprintf(why, XB_WHY, "polled ingress: at most 64 carriers");
+			ret = XB_FAIL;
+			goto out;
+		}
+		r.rings = aligned_alloc(64, sizeof(poll_ring_t) * (size_t)t->carriers);
+		if (!r.rings) {
+			snprintf(why, XB_WHY, "out of memory");
+			ret = XB_FAIL;
+			goto out;
+		}
+		for (int c = 0; c < t->carriers; c++) {
+			atomic_init(&r.rings[c].head, 0);
+			atomic_init(&r.rings[c].tail, 0);
+			disp[c].r = &r;
+			disp[c].idx = c;
+			if ((rc = xtc_proc_spawn(xtc_exec_loop(r.ex, c),
+			                         tail_dispatcher, &disp[c], NULL,
+			                         NULL))) {
+				snprintf(why, XB_WHY, "xtc_proc_spawn(dispatcher): %s",
+				         xb_strerror(rc));
+				ret = XB_FAIL;
+				goto out;
+			}
+		}
+	}
 	tail_cur = &r;
 	/* Leave the carriers 2 ms to start before the first arrival. */
 	r.base = xb_now() + 2000000;
@@ -205,7 +298,8 @@ int xb_tail_run(xb_tail_t *t, char *why)
 	}
 	rc = xtc_exec_run(r.ex);
 	pthread_join(gen, NULL);
-	t->completed = atomic_load(&r.completed);
+	t->dropped = atomic_load(&r.dropped);
+	t->completed = atomic_load(&r.completed) - t->dropped;
 	if (rc) {
 		snprintf(why, XB_WHY, "xtc_exec_run: %s", xb_strerror(rc));
 		ret = XB_FAIL;
@@ -220,6 +314,7 @@ out:
 #endif
 	xtc_exec_fini(r.ex);
 	tail_cur = NULL;
+	free(r.rings);
 #if XB_HAVE_PREEMPT
 	if (XB_LINKED(xtc_preempt_stats_global) &&
 	    xtc_preempt_stats_global(&ps1, &sent) == 0)

@@ -95,6 +95,34 @@ func takeWhy(p *C.char) string {
 	return s
 }
 
+// PreemptStats are the runtime's process-wide preemption counters; the
+// difference across one run says what preemption did during it.
+type PreemptStats struct {
+	Signals     uint64 `json:"signals"`
+	Ticks       uint64 `json:"ticks"`
+	RingTicks   uint64 `json:"ring_ticks"`
+	Preemptions uint64 `json:"preemptions"`
+	Deferrals   uint64 `json:"deferrals"`
+	Honoured    uint64 `json:"honoured"`
+	Stale       uint64 `json:"stale"`
+	RefusedGoCb uint64 `json:"refused_gocb"`
+	Sent        uint64 `json:"signals_sent"`
+}
+
+func preemptStats() PreemptStats {
+	var v [9]C.uint64_t
+	C.xb_preempt_stats(&v[0])
+	return PreemptStats{uint64(v[0]), uint64(v[1]), uint64(v[2]), uint64(v[3]),
+		uint64(v[4]), uint64(v[5]), uint64(v[6]), uint64(v[7]), uint64(v[8])}
+}
+
+// Sub returns s - o, field by field.
+func (s PreemptStats) Sub(o PreemptStats) PreemptStats {
+	return PreemptStats{s.Signals - o.Signals, s.Ticks - o.Ticks, s.RingTicks - o.RingTicks,
+		s.Preemptions - o.Preemptions, s.Deferrals - o.Deferrals, s.Honoured - o.Honoured,
+		s.Stale - o.Stale, s.RefusedGoCb - o.RefusedGoCb, s.Sent - o.Sent}
+}
+
 // cSpin runs the C busy loop (the work of the Go+cgo contender).
 func cSpin(iters uint64) uint64 { return uint64(C.xb_spin(C.uint64_t(iters))) }
 
@@ -126,6 +154,7 @@ type tailResult struct {
 	Done      []int64 // completion offset per request, -1 = never
 	Lag       []int64
 	Completed int64
+	Dropped   int64
 	TimedOut  bool
 	Retries   int64
 	Quantum   time.Duration // adaptive: the controller's last quantum
@@ -134,7 +163,7 @@ type tailResult struct {
 }
 
 func xtcTail(arrival []int64, iters []uint64, carriers int, slice time.Duration,
-	adaptive bool, adaptPeriod, timeout time.Duration) (*tailResult, Status, string) {
+	adaptive, polled bool, adaptPeriod, timeout time.Duration) (*tailResult, Status, string) {
 	n := len(arrival)
 	if n == 0 || len(iters) != n {
 		return nil, StatusFail, "empty or mismatched schedule"
@@ -163,6 +192,10 @@ func xtcTail(arrival []int64, iters []uint64, carriers int, slice time.Duration,
 		t.adapt_period_ns = C.int64_t(adaptPeriod.Nanoseconds())
 	}
 	t.timeout_ns = C.int64_t(timeout.Nanoseconds())
+	t.ingress = C.XB_INGRESS_SUBMIT
+	if polled {
+		t.ingress = C.XB_INGRESS_POLL
+	}
 	t.done = (*C.int64_t)(cDone)
 	t.lag = (*C.int64_t)(cLag)
 	why := whyBuf()
@@ -175,6 +208,7 @@ func xtcTail(arrival []int64, iters []uint64, carriers int, slice time.Duration,
 		Done:      append([]int64(nil), unsafe.Slice((*int64)(cDone), n)...),
 		Lag:       append([]int64(nil), unsafe.Slice((*int64)(cLag), n)...),
 		Completed: int64(t.completed),
+		Dropped:   int64(t.dropped),
 		TimedOut:  t.timed_out != 0,
 		Retries:   int64(t.spawn_retries),
 		Quantum:   time.Duration(t.final_quantum_ns),
@@ -224,7 +258,7 @@ func xtcFair(dur, window time.Duration, shares [3]int, preempt bool,
 	return out, st, w
 }
 
-func xtcHog(withHog bool, probes int, sleep, slice time.Duration) ([]int64, Status, string) {
+func xtcHog(withHog bool, probes int, sleep, slice, budget time.Duration) ([]int64, Status, string) {
 	late := C.calloc(C.size_t(probes), 8)
 	defer C.free(late)
 	h := (*C.xb_hog_t)(C.calloc(1, C.size_t(unsafe.Sizeof(C.xb_hog_t{}))))
@@ -234,6 +268,7 @@ func xtcHog(withHog bool, probes int, sleep, slice time.Duration) ([]int64, Stat
 	}
 	h.probes = C.int(probes)
 	h.sleep_ns = C.int64_t(sleep.Nanoseconds())
+	h.budget_ns = C.int64_t(budget.Nanoseconds())
 	h.slice_ns = C.int64_t(slice.Nanoseconds())
 	h.late = (*C.int64_t)(late)
 	why := whyBuf()

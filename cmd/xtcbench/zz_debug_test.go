@@ -59,7 +59,7 @@ func TestDebugXtcTail(t *testing.T) {
 		s, _ := NewSchedule("A1", load, 1, 300*time.Millisecond, 1)
 		for _, sl := range []time.Duration{0, 50 * time.Microsecond} {
 			t0 := time.Now()
-			r, st, why := xtcTail(s.Arrival, s.Iterations(cal.CItersPerNs), 1, sl, false, 0, 3*time.Second)
+			r, st, why := xtcTail(s.Arrival, s.Iterations(cal.CItersPerNs), 1, sl, false, os.Getenv("XB_POLL") != "", 0, 3*time.Second)
 			if st != StatusOK {
 				t.Fatalf("%v %s", st, why)
 			}
@@ -69,4 +69,18 @@ func TestDebugXtcTail(t *testing.T) {
 				fmtDur(p.Short.P50), fmtDur(p.Short.P99), fmtDur(p.All.P99), fmtDur(p.Lag.P50), fmtDur(p.Lag.P99), r.Preempts, r.Retries)
 		}
 	}
+}
+
+func TestDebugHog(t *testing.T) {
+	if os.Getenv("XB_DEBUG") == "" {
+		t.Skip()
+	}
+	s0 := preemptStats()
+	late, st, why := xtcHog(true, 300, time.Millisecond, 500*time.Microsecond, 3*time.Second)
+	s1 := preemptStats()
+	t.Logf("%v %s %+v", st, why, s1.Sub(s0))
+	sm := Summarize(late)
+	t.Logf("p50 %s p99 %s max %s", fmtDur(sm.P50), fmtDur(sm.P99), fmtDur(sm.Max))
+	n := 0
+	for i, v := range late { if v > 5e6 && n < 10 { t.Logf("probe %d late %s", i, fmtDur(v)); n++ } }
 }

@@ -141,9 +141,12 @@ XTC_API int  xtc_future_notify(xtc_future_t *fut, xtc_cq_t *cq, uint64_t tag);
  * fn started, or when the fiber is released unfinished (loop finalised). */
 typedef struct xtc_dispatch_handle xtc_dispatch_handle_t;
 
-/* out_future must not be NULL; out_handle may be NULL.
+/* out_future must not be NULL; out_handle may be NULL. From another
+ * thread the spawn itself is posted to the loop (the fiber's stack then
+ * comes from the carrier's cache), so a spawn failure there (XTC_E_NOMEM,
+ * XTC_E_RESOURCE) completes the future with that status instead.
  * XTC_E_INVAL: NULL loop/fn/out_future, finalised loop; XTC_E_NOMEM;
- * XTC_E_RESOURCE: the loop's task cap. */
+ * XTC_E_RESOURCE: the loop's task cap (on the loop's own thread). */
 XTC_API int  xtc_dispatch(xtc_loop_t *loop, int (*fn)(void *), void *arg,
                           xtc_future_t **out_future,
                           xtc_dispatch_handle_t **out_handle);
