@@ -315,6 +315,25 @@ static void test_foreign_threads_service(void)
 	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
 }
 
+/* xtc_loop_stop on one executor loop ends the whole run. */
+static void test_loop_stop_stops_exec(void)
+{
+	xtc_exec_t *e;
+	struct runner r;
+	pthread_t th;
+
+	CHECK_EQ(xtc_exec_init(&e, 2), XTC_OK);
+	xtc_exec_set_service_mode(e, 1);
+	r.e = e;
+	r.rc = -100;
+	CHECK_EQ(pthread_create(&th, NULL, run_thread, &r), 0);
+	usleep(20000);
+	CHECK_EQ(xtc_loop_stop(xtc_exec_loop(e, 1)), XTC_OK);
+	pthread_join(th, NULL);
+	CHECK_EQ(r.rc, XTC_OK);
+	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+}
+
 static void test_submit_backpressure(void)
 {
 	xtc_exec_t *e;
@@ -539,6 +558,7 @@ int main(void)
 	RUN(test_quiescence);
 	RUN(test_foreign_threads_service);
 	RUN(test_submit_backpressure);
+	RUN(test_loop_stop_stops_exec);
 	RUN(test_pinned_and_migratable);
 	RUN(test_no_starvation_mixed);
 	RUN(test_standalone_ids);

@@ -34,6 +34,7 @@ static void *dbg_gen(void *a) {
 void xb_dbg(int mode, long n) {
 	dbg_n = n; dbg_mode = mode; atomic_store(&dbg_cnt, 0);
 	xtc_exec_init(&dbg_ex, 1);
+	if (mode >= 3) { xtc_preempt_set_involuntary(1); xtc_exec_set_preempt(dbg_ex, 50000); mode -= 3; dbg_mode = mode; }
 	if (mode == 0) {
 		xtc_proc_spawn(xtc_exec_loop(dbg_ex, 0), dbg_driver, NULL, NULL, NULL);
 		xtc_exec_run(dbg_ex);
