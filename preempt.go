@@ -87,7 +87,7 @@ func PreemptSetInvoluntary(on bool) {
 func PreemptSupported() bool { return C.xtc_preempt_supported() != 0 }
 
 // PreemptInvoluntarySupported reports whether the involuntary path exists
-// here (Linux x86-64).
+// here (Linux x86-64 and aarch64).
 func PreemptInvoluntarySupported() bool {
 	return C.xtc_preempt_involuntary_supported() != 0
 }

@@ -5,8 +5,13 @@
  *   preempt_loss_1ms_pct / _200us_pct / _100us_pct
  *        throughput loss of a call-free C loop (two never-yielding fibers
  *        on one executor loop, involuntary path on) against the same work
- *        with preemption off
+ *        with preemption off, in the carrier's CPU time (signal delivery
+ *        included; robust to other load on the machine)
+ *   preempt_loss_wall_<slice>_pct  the same in wall time (noisy when the
+ *        machine is shared; includes the monitor competing for a CPU)
  *   preempt_rate_<slice>         preemptions per second at that slice
+ *   preempt_cost_per_preemption_<slice>  extra carrier CPU per preemption
+ *   monitor_cpu_<slice>_pct      the monitor thread's CPU use
  *   due_check_flag_ns            xtc__preempt_due() on the signal-flag path
  *   due_check_ring_ns            the same with an io_uring tick ring armed
  *   due_check_none_ns            the loop without any check (baseline)
@@ -59,7 +64,14 @@ static double median(double *v, int n)
 /* ---- throughput loss ---------------------------------------------------- */
 
 static uint64_t work_iters;
-static _Atomic int64_t first_start, last_end;
+static _Atomic int64_t first_start, last_end, cpu_first, cpu_last;
+
+static int64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 /* call-free dependent loop: no yield point, no library call */
 __attribute__((noinline)) static uint64_t kernel(uint64_t n, uint64_t x)
@@ -71,24 +83,32 @@ __attribute__((noinline)) static uint64_t kernel(uint64_t n, uint64_t x)
 
 static volatile uint64_t sink;
 
+/* Both workers run on the one carrier thread: its CPU clock read by the
+ * first to start and the last to end is the carrier's CPU time for the
+ * work, signal delivery included, other processes' noise excluded. */
 static intptr_t worker(void *arg)
 {
-	int64_t t0 = now_ns();
+	int64_t t0 = now_ns(), c0 = thread_cpu_ns();
 	int64_t expect = 0;
-	atomic_compare_exchange_strong(&first_start, &expect, t0);
+	if (atomic_compare_exchange_strong(&first_start, &expect, t0))
+		atomic_store(&cpu_first, c0);
 	sink += kernel(work_iters, (uint64_t)(uintptr_t)arg);
-	int64_t t1 = now_ns(), cur = atomic_load(&last_end);
-	while (t1 > cur && !atomic_compare_exchange_weak(&last_end, &cur, t1))
-		;
+	int64_t t1 = now_ns(), c1 = thread_cpu_ns();
+	atomic_store(&last_end, t1);
+	atomic_store(&cpu_last, c1);
 	return 0;
 }
 
-/* Wall time of two workers on one loop, ns; *rate = preemptions/s. */
-static double run_pair(int64_t slice, double *rate)
+struct pair_res {
+	double wall, cpu, rate, monitor_pct;
+};
+
+static struct pair_res run_pair(int64_t slice)
 {
+	struct pair_res r = { -1, -1, 0, 0 };
 	xtc_exec_t *e = NULL;
 	if (xtc_exec_init(&e, 1) != XTC_OK)
-		return -1;
+		return r;
 	if (slice > 0)
 		xtc_exec_set_preempt(e, slice);
 	xtc_preempt_set_involuntary(slice > 0);
@@ -98,14 +118,17 @@ static double run_pair(int64_t slice, double *rate)
 	xtc_exec_async_on(e, 0, worker, (void *)2, NULL);
 	xtc_preempt_stats_t a, b;
 	xtc_preempt_stats_global(&a, NULL);
+	int64_t m0 = xtc__monitor_cpu_ns();
 	xtc_exec_run(e);
+	int64_t m1 = xtc__monitor_cpu_ns();
 	xtc_preempt_stats_global(&b, NULL);
 	xtc_exec_fini(e);
 	xtc_preempt_set_involuntary(0);
-	double wall = (double)(atomic_load(&last_end) - atomic_load(&first_start));
-	if (rate)
-		*rate = (double)(b.preemptions - a.preemptions) / (wall / 1e9);
-	return wall;
+	r.wall = (double)(atomic_load(&last_end) - atomic_load(&first_start));
+	r.cpu = (double)(atomic_load(&cpu_last) - atomic_load(&cpu_first));
+	r.rate = (double)(b.preemptions - a.preemptions) / (r.wall / 1e9);
+	r.monitor_pct = (double)(m1 - m0) / r.wall * 100;
+	return r;
 }
 
 static void bench_loss(void)
@@ -114,19 +137,32 @@ static void bench_loss(void)
 	const int64_t slices[] = { 1000000, 200000, 100000 };
 	const char *names[] = { "1ms", "200us", "100us" };
 	work_iters = quick ? 50000000 : 200000000;
-	double base[16], with[3][16], rate[3][16];
+	double bw[16], bc[16], w[3][16], c[3][16], rate[3][16], mon[3][16];
 	/* interleave configurations so machine noise hits them alike */
-	for (int r = 0; r < runs; r++) {
-		base[r] = run_pair(0, NULL);
-		for (int s = 0; s < 3; s++)
-			with[s][r] = run_pair(slices[s], &rate[s][r]);
+	for (int i = 0; i < runs; i++) {
+		struct pair_res b = run_pair(0);
+		bw[i] = b.wall;
+		bc[i] = b.cpu;
+		for (int s = 0; s < 3; s++) {
+			struct pair_res p = run_pair(slices[s]);
+			w[s][i] = p.wall;
+			c[s][i] = p.cpu;
+			rate[s][i] = p.rate;
+			mon[s][i] = p.monitor_pct;
+		}
 	}
-	double b = median(base, runs);
-	printf("preempt_base_wall %.1f ms\n", b / 1e6);
+	double bwm = median(bw, runs), bcm = median(bc, runs);
+	printf("preempt_base_wall %.1f ms\n", bwm / 1e6);
+	printf("preempt_base_cpu %.1f ms\n", bcm / 1e6);
 	for (int s = 0; s < 3; s++) {
-		double w = median(with[s], runs);
-		printf("preempt_loss_%s_pct %.2f %%\n", names[s], (w - b) / b * 100);
+		double wm = median(w[s], runs), cm = median(c[s], runs);
+		printf("preempt_loss_%s_pct %.2f %%\n", names[s], (cm - bcm) / bcm * 100);
+		printf("preempt_loss_wall_%s_pct %.2f %%\n", names[s],
+		       (wm - bwm) / bwm * 100);
 		printf("preempt_rate_%s %.0f /s\n", names[s], median(rate[s], runs));
+		printf("preempt_cost_per_preemption_%s %.2f us\n", names[s],
+		       (cm - bcm) / 1e3 / (median(rate[s], runs) * cm / 1e9));
+		printf("monitor_cpu_%s_pct %.2f %%\n", names[s], median(mon[s], runs));
 	}
 }
 

@@ -60,6 +60,7 @@ static _Atomic int64_t wake_at;         /* 0 while awake */
 static _Atomic uint32_t monitor_futex;
 static _Atomic uint64_t signals_sent;
 static pid_t self_pid;
+static pthread_t monitor_thread;
 
 static int64_t mono_now(void)
 {
@@ -94,6 +95,18 @@ void xtc__monitor_kick(int64_t deadline)
 		atomic_fetch_add(&monitor_futex, 1);
 		futex_wake(&monitor_futex);
 	}
+}
+
+/* Benchmarks: CPU time the monitor thread used so far (ns), 0 if none. */
+int64_t xtc__monitor_cpu_ns(void)
+{
+	clockid_t cid;
+	struct timespec ts;
+	if (!atomic_load(&monitor_started) ||
+	    pthread_getcpuclockid(monitor_thread, &cid) != 0 ||
+	    clock_gettime(cid, &ts) != 0)
+		return 0;
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 uint64_t xtc__monitor_signals_sent(void)
@@ -250,6 +263,7 @@ int xtc__monitor_start(void)
 		if (pthread_create(&th, &a, monitor_main, NULL) != 0)
 			rc = XTC_E_INTERNAL;
 		else {
+			monitor_thread = th;
 			pthread_setname_np(th, "xtc-monitor");
 			atomic_store_explicit(&monitor_started, 1, memory_order_release);
 		}

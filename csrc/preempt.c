@@ -192,6 +192,7 @@ struct phdr_ctx {
 	uintptr_t rt_bias;   /* load bias of the object holding it */
 	int rt_is_main;
 	int idx;
+	int main_static;
 	unsigned long long adds;
 };
 
@@ -216,8 +217,17 @@ static int phdr_cb(struct dl_phdr_info *info, size_t sz, void *arg)
 		c->rt_is_main = is_main;
 	}
 	/* A shared libxtc is runtime as a whole; in the main program only the
-	 * runtime's functions are (added from the symbol table). */
-	int allow = !has_substr(name, system_objs) && !(holds_rt && !is_main);
+	 * runtime's functions are (added from the symbol table). A static
+	 * program has libc inside it, indistinguishable from user code: none
+	 * of it is preemptible. */
+	int dynamic = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+			dynamic = 1;
+	if (is_main)
+		c->main_static = !dynamic;
+	int allow = !has_substr(name, system_objs) && !(holds_rt && !is_main) &&
+	            dynamic;
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
@@ -305,9 +315,7 @@ static int marker_range(vec_t *rt)
 	uintptr_t b = (uintptr_t)&xtc__rt_text_begin;
 	uintptr_t e = (uintptr_t)&xtc__rt_text_end;
 	uintptr_t probes[] = { (uintptr_t)&xtc_preempt_arm,
-#if defined(__x86_64__)
 	                       (uintptr_t)&xtc__preempt_trampoline,
-#endif
 	                       (uintptr_t)&xtc_yield,
 	                       (uintptr_t)&xtc__preempt_run_begin };
 	if (b == 0 || e == 0 || e <= b || e - b > ((uintptr_t)64 << 20))
@@ -331,7 +339,9 @@ static int build_map(void)
 	struct phdr_ctx c = { .objs = &objs,
 	                      .rt_addr = (uintptr_t)&xtc_preempt_arm };
 	dl_iterate_phdr(phdr_cb, &c);
-	if (c.rt_is_main) {
+	if (c.main_static) {
+		pm->rt_known = 0; /* decline: see phdr_cb */
+	} else if (c.rt_is_main) {
 		pm->rt_known = load_runtime_syms(c.rt_bias, &rt, &pm->n_local) == 0;
 		if (!pm->rt_known) {
 			rt.n = 0;
@@ -497,7 +507,7 @@ static void xsave_probe(void)
 
 int xtc_preempt_involuntary_supported(void)
 {
-#if defined(__x86_64__) && defined(__linux__)
+#if (defined(__x86_64__) || defined(__aarch64__)) && defined(__linux__)
 	return 1;
 #else
 	return 0;
@@ -543,6 +553,23 @@ static int safe_point(xtc__ptls_t *p, const ucontext_t *uc)
 	if (sp > hi || sp < lo + need)
 		return 0;
 	return pc_preemptible((uintptr_t)uc->uc_mcontext.gregs[REG_RIP]);
+#elif defined(__aarch64__) && defined(__linux__)
+	if (xtc__gocb_depth > 0) {
+		p->st.refused_gocb++;
+		return 0;
+	}
+	xtc__fiber_t *f = xtc__fiber_cur;
+	if (f == NULL || f != p->fiber || f->is_root || f->stack.lo == NULL)
+		return 0;
+	if (f->nopreempt > 0)
+		return 0;
+	uintptr_t sp = (uintptr_t)uc->uc_mcontext.sp;
+	uintptr_t lo = (uintptr_t)f->stack.lo, hi = (uintptr_t)f->stack.hi;
+	uintptr_t need = XTC__PREEMPT_HEADROOM + sizeof(siginfo_t) +
+	                 sizeof(ucontext_t) + 256;
+	if (sp > hi || sp < lo + need)
+		return 0;
+	return pc_preemptible((uintptr_t)uc->uc_mcontext.pc);
 #else
 	(void)p;
 	(void)uc;
@@ -550,15 +577,59 @@ static int safe_point(xtc__ptls_t *p, const ucontext_t *uc)
 #endif
 }
 
-static void redirect(ucontext_t *uc)
+#if defined(__aarch64__) && defined(__linux__)
+/* The frame the kernel built must be siginfo immediately followed by the
+ * ucontext, with no record pointing outside it (an SVE extra_context). */
+static int frame_copyable(const siginfo_t *si, const ucontext_t *uc)
+{
+	if ((const char *)uc != (const char *)si + sizeof(siginfo_t))
+		return 0;
+	const unsigned char *r = (const unsigned char *)uc->uc_mcontext.__reserved;
+	size_t off = 0, cap = sizeof uc->uc_mcontext.__reserved;
+	while (off + 8 <= cap) {
+		uint32_t magic, size;
+		memcpy(&magic, r + off, 4);
+		memcpy(&size, r + off + 4, 4);
+		if (magic == 0)
+			return 1;
+		if (magic == 0x45585401u /* EXTRA_MAGIC */ || size < 8 ||
+		    off + size > cap)
+			return 0;
+		off += size;
+	}
+	return 0;
+}
+#endif
+
+/* 0: redirected; -1: cannot (the caller defers). */
+static int redirect(siginfo_t *si, ucontext_t *uc)
 {
 #if defined(__x86_64__) && defined(__linux__)
+	(void)si;
 	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP] - 128 - 8;
 	*(uintptr_t *)sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
 	uc->uc_mcontext.gregs[REG_RSP] = (greg_t)sp;
 	uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)&xtc__preempt_trampoline;
+	return 0;
+#elif defined(__aarch64__) && defined(__linux__)
+	if (!frame_copyable(si, uc))
+		return -1;
+	size_t n = sizeof(siginfo_t) + sizeof(ucontext_t);
+	uintptr_t sp = ((uintptr_t)uc->uc_mcontext.sp - 128 - n) & ~(uintptr_t)15;
+	/* word copy: memcpy is not on every async-signal-safe list */
+	const uint64_t *src = (const uint64_t *)(const void *)si;
+	uint64_t *dst = (uint64_t *)sp;
+	for (size_t i = 0; i < n / 8; i++)
+		dst[i] = src[i];
+	/* the copy keeps the interrupted state; the live one goes to the
+	 * trampoline with sp at the copy */
+	uc->uc_mcontext.sp = sp;
+	uc->uc_mcontext.pc = (uintptr_t)&xtc__preempt_trampoline;
+	return 0;
 #else
+	(void)si;
 	(void)uc;
+	return -1;
 #endif
 }
 
@@ -579,8 +650,8 @@ static void handler(int sig, siginfo_t *si, void *ucv)
 	p->st.ticks++;
 	p->pend |= XTC__PF_TICK;
 	int64_t now = now_ns();
-	int invol = atomic_load_explicit(&involuntary_on, memory_order_relaxed) ||
-	            p->force_invol;
+	int invol = (atomic_load_explicit(&involuntary_on, memory_order_relaxed) ||
+	             p->force_invol) && xtc_preempt_involuntary_supported();
 	if (!invol || p->fiber == NULL) {
 		/* seam semantics: tick again one interval later */
 		int64_t sl = p->fiber ? p->slice :
@@ -593,10 +664,13 @@ static void handler(int sig, siginfo_t *si, void *ucv)
 		defer(p, now);
 		goto out;
 	}
+	if (redirect(si, ucv) != 0) {
+		defer(p, now);
+		goto out;
+	}
 	/* The run ends at the trampoline's yield; the next run re-arms. */
 	xtc__preempt_set_deadline(INT64_MAX);
 	p->pend = 0;
-	redirect(ucv);
 out:
 	errno = saved;
 }

@@ -186,6 +186,7 @@ void          xtc__monitor_slot_put(xtc__pslot_t *s);
  * A fence and one load when it does not. */
 void xtc__monitor_kick(int64_t deadline);
 uint64_t xtc__monitor_signals_sent(void);
+int64_t  xtc__monitor_cpu_ns(void); /* benchmarks */
 int  xtc__monitor_start(void);
 void xtc__monitor_after_fork(void);
 int  xtc__monitor_poke_all(void); /* tests/benches: signal every busy carrier */

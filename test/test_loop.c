@@ -198,6 +198,7 @@ struct xw {
 	int64_t delay;
 	int stop_instead;
 	_Atomic int acted; /* set by the other thread just before it acts */
+	_Atomic int ran;   /* set by the task: it ran (and is about to park) */
 };
 
 static int xparked(xtc_task_t *self, void *u)
@@ -205,6 +206,7 @@ static int xparked(xtc_task_t *self, void *u)
 	struct xw *x = u;
 
 	x->t = self;
+	atomic_store(&x->ran, 1);
 	return ++x->runs >= 2 ? XTC_TASK_DONE : XTC_TASK_PENDING;
 }
 
@@ -212,6 +214,8 @@ static void *xwaker(void *p)
 {
 	struct xw *x = p;
 
+	while (!atomic_load(&x->ran))
+		xtc_sleep_ns(100000);
 	xtc_sleep_ns(x->delay);
 	atomic_store(&x->acted, 1);
 	if (x->stop_instead) {
@@ -248,6 +252,7 @@ static void test_cross_thread_wake(void)
 	x.runs = 0;
 	x.stop_instead = 1;
 	atomic_store(&x.acted, 0);
+	atomic_store(&x.ran, 0);
 	CHECK(xtc_task_spawn(l, xparked, &x, NULL) == 0);
 	pthread_create(&th, NULL, xwaker, &x);
 	CHECK(xtc_loop_run(l) == 0);

@@ -166,16 +166,25 @@ static void test_identity(void)
 struct cls_ctx {
 	xtc_exec_class_t mine, other;
 	int rc_mine, rc_other, rc_null;
+	uint64_t in_class, after_null;
 };
 
 static void cls_body(void *arg)
 {
 	struct cls_ctx *c = arg;
+	uint64_t r0;
+
 	c->rc_mine = xtc_proc_set_class(c->mine);
-	xtc_yield();
+	r0 = xtc_exec_class_runs(c->mine);
+	for (int i = 0; i < 10; i++)
+		xtc_yield(); /* each yield is a pick from `mine` */
+	c->in_class = xtc_exec_class_runs(c->mine) - r0;
 	c->rc_other = xtc_proc_set_class(c->other);
 	c->rc_null = xtc_proc_set_class(NULL);
-	xtc_yield();
+	r0 = xtc_exec_class_runs(c->mine);
+	for (int i = 0; i < 10; i++)
+		xtc_yield();
+	c->after_null = xtc_exec_class_runs(c->mine) - r0;
 }
 
 static void test_classes(void)
@@ -192,11 +201,16 @@ static void test_classes(void)
 	o.sched_class = c.other;
 	CHECK(xtc_proc_spawn(l, noop, NULL, &o, NULL) == XTC_E_INVAL);
 	o.sched_class = c.mine;
-	CHECK(xtc_proc_spawn(l, cls_body, &c, &o, NULL) == XTC_OK);
-	run_fini(l);
+	CHECK(xtc_proc_spawn(l, noop, NULL, &o, NULL) == XTC_OK);
+	CHECK(xtc_proc_spawn(l, cls_body, &c, NULL, NULL) == XTC_OK);
+	CHECK(xtc_loop_run(l) == XTC_OK);
 	CHECK(c.rc_mine == XTC_OK);
 	CHECK(c.rc_other == XTC_E_INVAL);
 	CHECK(c.rc_null == XTC_OK);
+	CHECK(c.in_class >= 10);
+	CHECK(c.after_null <= 1);
+	CHECK(xtc_exec_class_runs(c.mine) >= 11); /* + the one spawned in it */
+	CHECK(xtc_loop_fini(l) == XTC_OK);
 	CHECK(xtc_loop_fini(l2) == XTC_OK);
 }
 

@@ -394,11 +394,17 @@ static void timed(const char *name, void (*fn)(void))
 	        (double)(xtc_clock_mono() - t0) / 1e6);
 }
 
-int main(void)
+/* usage: test_proc_stress [churn|cross-thread|cross-monitor] (default all) */
+int main(int argc, char **argv)
 {
-	timed("churn", test_churn);
-	timed("cross-thread", test_cross_thread);
-	timed("cross-monitor", test_cross_monitor);
+	const char *only = argc > 1 ? argv[1] : NULL;
+
+	if (!only || !strcmp(only, "churn"))
+		timed("churn", test_churn);
+	if (!only || !strcmp(only, "cross-thread"))
+		timed("cross-thread", test_cross_thread);
+	if (!only || !strcmp(only, "cross-monitor"))
+		timed("cross-monitor", test_cross_monitor);
 	if (failures) {
 		fprintf(stderr, "test_proc_stress: %d failure(s)\n", failures);
 		return 1;

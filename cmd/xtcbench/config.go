@@ -83,8 +83,9 @@ const usageHeader = `xtcbench: xtc against Go's runtime on the same workloads, i
 Usage: xtcbench [--short | --full] [flags]
 
 Workloads (--only):
-  micro  switch, yield, spawn, ping-pong, cross-loop handoff, C call:
-         xtc (timed inside C) vs Go (timed in Go), with ratios
+  micro  yield, spawn, spawn fan-out, ping-pong, cross-loop handoff,
+         C call: xtc (timed inside C) vs Go (timed in Go), with ratios
+         (the raw context switch needs the internal API: make bench)
   tail   open-loop Poisson arrivals, service A1/A2/B/C (LibPreemptible),
          loads 10%..90%: p50/p99/p99.9 sojourn, highest load under the SLO
          (p99 <= 200x mean service); xtc with involuntary preemption vs

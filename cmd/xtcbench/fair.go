@@ -18,14 +18,14 @@ var fairShares = [3]int{600, 300, 100}
 
 // FairSeries is one side's run.
 type FairSeries struct {
-	Key       string    `json:"key"`
-	Label     string    `json:"label"`
-	Status    string    `json:"status"`
-	Why       string    `json:"why,omitempty"`
-	Mode      string    `json:"mode,omitempty"`
-	Times     []float64 `json:"window_end_s"`
+	Key       string       `json:"key"`
+	Label     string       `json:"label"`
+	Status    string       `json:"status"`
+	Why       string       `json:"why,omitempty"`
+	Mode      string       `json:"mode,omitempty"`
+	Times     []float64    `json:"window_end_s"`
 	Fractions [][3]float64 `json:"window_fractions"`
-	Overall   [3]float64 `json:"overall_fractions"`
+	Overall   [3]float64   `json:"overall_fractions"`
 	// Deviation is the largest relative error |f - target| / target over
 	// the three classes, for the whole run and for the worst window.
 	Deviation      float64 `json:"max_rel_deviation"`

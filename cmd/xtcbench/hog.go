@@ -128,7 +128,6 @@ func runHog(cfg *Config, pb *Progress) *HogResults {
 		add(HogSeries{Key: "go", Label: "Go, GOMAXPROCS=1, hog = the same loop in Go",
 			Status: StatusOK.String(), Threads: "1 P"}, goHog("go", cfg.HogProbes))
 	}
-	// Keep the listing order: hog runs first, then the idle floors.
 	return res
 }
 

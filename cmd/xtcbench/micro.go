@@ -46,9 +46,6 @@ type microDef struct {
 // side (one loop = GOMAXPROCS 1; two loops = GOMAXPROCS 2).
 func microDefs() []microDef {
 	return []microDef{
-		{microSwitch, "switch", "yield with one proc alone (fiber→loop→fiber), per switch",
-			"runtime.Gosched with one goroutine, per switch (GOMAXPROCS=1)",
-			400_000, 1, goSwitch, 0, "info (raw asm switch: make bench)"},
 		{microYield, "yield", "xtc_yield between two procs on one loop",
 			"runtime.Gosched between two goroutines (GOMAXPROCS=1)",
 			400_000, 1, goYield, 3.5, "≥ 3.5×"},
@@ -57,7 +54,7 @@ func microDefs() []microDef {
 			100_000, 1, goSpawnBatch(1), 2, "≥ 2×"},
 		{microFanout, "spawn fan-out", "a proc spawns 256 procs, yields until all exited",
 			"a goroutine starts 256 goroutines, WaitGroup (GOMAXPROCS=1)",
-			100_000, 1, goSpawnBatch(256), 0, "info"},
+			25_600, 1, goSpawnBatch(256), 0, "info"},
 		{microPingPong, "ping-pong", "mailbox round trip, two procs, one loop",
 			"unbuffered channel round trip (GOMAXPROCS=1)",
 			100_000, 1, goPingPong, 2.5, "≥ 2.5×"},
@@ -103,14 +100,6 @@ func runMicro(cfg *Config, pb *Progress) []MicroRow {
 
 func perOp(d time.Duration, n int64) float64 {
 	return float64(d.Nanoseconds()) / float64(n)
-}
-
-func goSwitch(n int64) float64 {
-	t0 := time.Now()
-	for i := int64(0); i < n; i++ {
-		runtime.Gosched()
-	}
-	return perOp(time.Since(t0), n) / 2
 }
 
 func goYield(n int64) float64 {

@@ -136,6 +136,11 @@ func plotTail(path string, t *TailResults, dist string) error {
 		p.Legend.TextStyle.Font.Size = vg.Points(8)
 		p.Add(plotter.NewGrid())
 		ymin, ymax := math.Inf(1), 0.0
+		type dnf struct {
+			x  float64
+			ci int
+		}
+		var unfinished []dnf
 		for ci, c := range t.Contenders {
 			var xy plotter.XYs
 			for _, pt := range t.Points {
@@ -147,7 +152,11 @@ func plotTail(path string, t *TailResults, dist string) error {
 				if which == "short requests" {
 					v = pt.Short.P99
 				}
-				if v == incomplete || v <= 0 {
+				if v == incomplete {
+					unfinished = append(unfinished, dnf{100 * pt.Load, ci})
+					continue
+				}
+				if v <= 0 {
 					continue
 				}
 				xy = append(xy, plotter.XY{X: 100 * pt.Load, Y: float64(v)})
@@ -181,6 +190,22 @@ func plotTail(path string, t *TailResults, dist string) error {
 		}
 		if ymax > 0 {
 			p.Y.Min, p.Y.Max = ymin/2, ymax*8 // headroom for the legend
+		} else {
+			p.Y.Min, p.Y.Max = 1e3, 1e9
+		}
+		// Points whose p99 request never completed: a cross on the top edge.
+		for _, u := range unfinished {
+			sc, err := plotter.NewScatter(plotter.XYs{{X: u.x, Y: p.Y.Max / 1.5}})
+			if err != nil {
+				return err
+			}
+			sc.GlyphStyle.Shape = draw.CrossGlyph{}
+			sc.GlyphStyle.Color = colorOf(u.ci)
+			sc.GlyphStyle.Radius = vg.Points(4)
+			p.Add(sc)
+		}
+		if len(unfinished) > 0 {
+			p.Title.Text += " (× = did not finish)"
 		}
 		p.X.Min, p.X.Max = 0, 100
 		panels = append(panels, p)

@@ -68,11 +68,11 @@ type Verdict struct {
 }
 
 const (
-	resMet      = "MET"
-	resMissed   = "MISSED"
-	resUnavail  = "NOT AVAILABLE"
-	resNotMeas  = "NOT MEASURED"
-	resInfo     = "info"
+	resMet     = "MET"
+	resMissed  = "MISSED"
+	resUnavail = "NOT AVAILABLE"
+	resNotMeas = "NOT MEASURED"
+	resInfo    = "info"
 )
 
 // Results is everything one run produced; it is also results.json.
@@ -366,6 +366,15 @@ func WriteReport(dir string, r *Results) error {
 	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(js, '\n'), 0o644); err != nil {
 		return err
 	}
+	// summary.md: the summary table alone, for pasting into the README.
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "Measured %s by `%s` (%s, %d CPUs, load average %s).\n\n",
+		r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Command, r.Host.CPU,
+		r.Host.NumCPU, r.Host.LoadStart)
+	mdTable(&sb, summaryHead, summaryRows(r))
+	if err := os.WriteFile(filepath.Join(dir, "summary.md"), []byte(sb.String()), 0o644); err != nil {
+		return err
+	}
 	f, err := os.Create(filepath.Join(dir, "report.md"))
 	if err != nil {
 		return err
@@ -449,7 +458,10 @@ func orDash(s string) string {
 func writeMicro(w io.Writer, r *Results) {
 	fmt.Fprintf(w, "## 1. Micro operations\n\n")
 	fmt.Fprintf(w, "Median of %d repetitions, ns per operation. The xtc side is timed inside C "+
-		"(one cgo call per measurement), the Go side in Go. Go/xtc > 1 means xtc is faster.\n\n",
+		"(one cgo call per measurement), the Go side in Go. Go/xtc > 1 means xtc is faster. "+
+		"The raw context switch is not in this table: the public API has no bare switch "+
+		"(a proc yielding alone takes the loop's fast path and does not switch); "+
+		"`make bench` measures it with the internal API (bench_switch).\n\n",
 		r.Config.MicroReps)
 	var rows [][]string
 	for _, m := range r.Micro {
@@ -473,12 +485,12 @@ func writeTail(w io.Writer, r *Results) {
 		"the same loop in Go for Go). Sojourn = completion − *scheduled* arrival, so a "+
 		"generator or runtime that falls behind pays for it. %d worker carrier(s): xtc runs "+
 		"an executor with %d loop(s) plus a load-generator thread (and the preemption monitor); "+
-		"Go runs with GOMAXPROCS=%d, one P being held by the generator goroutine. "+
+		"Go runs with GOMAXPROCS=%d (%d for the workers, one for the generator goroutine). "+
 		"Capacity = carriers / mean service time; each load point receives %v of arrivals. "+
 		"\"Short\" requests are the 99.5%% class of A1/A2 and the requests below the median of B. "+
 		"SLO = 200× the mean service time (as in the paper); \"meets SLO\" needs p99 of all "+
 		"requests ≤ SLO and every request completed.\n\n",
-		cfg.Seed, cfg.Carriers, cfg.Carriers, cfg.Carriers+1, cfg.Point)
+		cfg.Seed, cfg.Carriers, cfg.Carriers, cfg.Carriers+1, cfg.Carriers, cfg.Point)
 	fmt.Fprintf(w, "Contenders:\n\n")
 	for _, c := range t.Contenders {
 		fmt.Fprintf(w, "- **%s** (`%s`)\n", c.Label, c.Key)
@@ -535,6 +547,28 @@ func writeTail(w io.Writer, r *Results) {
 		}
 		mdTable(w, []string{"load", "contender", "short p50", "short p99", "short p99.9",
 			"all p50", "all p99", "all p99.9", "gen. lag p99", "completed", "meets SLO"}, rows)
+		var notes []string
+		for _, load := range cfg.Loads {
+			for _, c := range t.Contenders {
+				p := t.point(d, load, c.Key)
+				if p == nil || !p.ok() || c.Kind != "xtc" {
+					continue
+				}
+				if c.Adaptive && p.Quantum > 0 {
+					notes = append(notes, fmt.Sprintf("%s at %s: last quantum %s, tail index %.2f, %d preemptions",
+						c.Key, loadStr(load), fmtDur(p.Quantum), p.TailIndex, p.Preemptions))
+				}
+				if p.Dropped > 0 || p.Why != "" {
+					notes = append(notes, fmt.Sprintf("%s at %s: %s", c.Key, loadStr(load), p.Why))
+				}
+			}
+		}
+		for _, n := range notes {
+			fmt.Fprintf(w, "- %s\n", n)
+		}
+		if len(notes) > 0 {
+			fmt.Fprintln(w)
+		}
 	}
 }
 

@@ -45,6 +45,10 @@ func TestTinyRunWritesReportAndPlots(t *testing.T) {
 		assert.Contains(t, text, "not available")
 	}
 
+	sm, err := os.ReadFile(filepath.Join(dir, "summary.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(sm), "| check | xtc | Go | Go+cgo | target | result |")
+
 	js, err := os.ReadFile(filepath.Join(dir, "results.json"))
 	require.NoError(t, err)
 	var back map[string]any
@@ -101,7 +105,7 @@ func TestVerdicts(t *testing.T) {
 		Micro: []MicroRow{
 			{Name: "yield", XtcNs: 20, GoNs: 100, Status: StatusOK, Target: 3.5},
 			{Name: "spawn", XtcNs: 80, GoNs: 100, Status: StatusOK, Target: 2},
-			{Name: "switch", Status: StatusUnavail, GoNs: 50},
+			{Name: "fan-out", Status: StatusUnavail, GoNs: 50},
 		},
 		Tail: &TailResults{
 			Contenders: []Contender{{Key: "xtc-a", Label: "xtc a", Kind: "xtc"},
@@ -122,7 +126,7 @@ func TestVerdicts(t *testing.T) {
 	}
 	assert.Equal(t, resMet, got["micro yield (Go/xtc)"])
 	assert.Equal(t, resMissed, got["micro spawn (Go/xtc)"])
-	assert.Equal(t, resUnavail, got["micro switch (Go/xtc)"])
+	assert.Equal(t, resUnavail, got["micro fan-out (Go/xtc)"])
 	assert.Equal(t, resMet, got["A1 @ 70%: short p99, xtc a"])    // 20× and 15×
 	assert.Equal(t, resMissed, got["A1 @ 70%: short p99, xtc b"]) // 4× and 3×
 	assert.Equal(t, resMet, got["fairness 600:300:100, worst class error"])

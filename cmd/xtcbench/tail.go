@@ -170,8 +170,8 @@ func adaptPeriod(cfg *Config) time.Duration {
 
 // TailResults holds every point plus the per-distribution SLO verdicts.
 type TailResults struct {
-	Contenders []Contender          `json:"contenders"`
-	Points     []TailPoint          `json:"points"`
+	Contenders []Contender                   `json:"contenders"`
+	Points     []TailPoint                   `json:"points"`
 	MaxLoad    map[string]map[string]float64 `json:"max_load_under_slo"` // dist -> contender -> load (0 = none)
 }
 

@@ -48,7 +48,6 @@ void xb_preempt_stats(uint64_t out[9]);
 
 /* ---- micro: ns per operation in *ns_per_op ---- */
 enum {
-	XB_MICRO_SWITCH = 0,
 	XB_MICRO_YIELD = 1,
 	XB_MICRO_SPAWN = 2,
 	XB_MICRO_PINGPONG = 3,

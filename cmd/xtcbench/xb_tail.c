@@ -2,16 +2,23 @@
  * xb_tail.c - the xtc contender of the tail-latency workload.
  *
  * One executor with `carriers` loops, involuntary preemption at a fixed
- * slice (or the adaptive controller), service mode on so that an idle gap
- * between arrivals does not end the run. A load-generator pthread replays
- * the precomputed schedule: it spins until each scheduled arrival and
- * submits the request to the loops in turn (xtc_exec_submit, the bounded
- * cross-thread ring); the submitted callback spawns one proc per request
- * on its carrier (migratable, so an idle loop may steal). The proc runs the calibrated busy loop and stamps
- * its completion. Sojourn = completion - scheduled arrival, computed by the
- * caller. The generator stops the executor when every request completed, or
- * `timeout_ns` after the last arrival (the report then counts the missing
- * requests).
+ * slice (or the adaptive controller, or none for the control run), service
+ * mode on so that an idle gap between arrivals does not end the run. A
+ * load-generator pthread replays the precomputed schedule: it spins until
+ * each scheduled arrival and hands the request to the loops in turn, by
+ * one of two ingress paths:
+ *  - submit: xtc_exec_submit (the runtime's bounded cross-thread ring); the
+ *    callback, on the carrier's stack, spawns one proc for the request;
+ *  - polled: a single-producer ring per carrier that a dispatcher proc on
+ *    that carrier drains (spawning the procs locally) and yields between
+ *    polls, so the carrier never parks: this separates the scheduling of
+ *    the requests from the cost of waking a parked carrier.
+ * Procs are migratable, so an idle loop may steal. A request proc runs the
+ * calibrated busy loop and stamps its completion; sojourn = completion -
+ * scheduled arrival, computed by the caller. The generator stops the
+ * executor when every request completed (or was dropped because its spawn
+ * was refused), or `timeout_ns` after the last arrival (the caller then
+ * counts the missing requests).
  *
  * Rejected: stamping the arrival when the spawn happens (hides generator
  * lag); xtc_proc_spawn straight from the generator thread (measured about

@@ -133,7 +133,6 @@ func cNoop() { C.xb_noop() }
 
 // Micro benchmark ids (xb.h).
 const (
-	microSwitch    = C.XB_MICRO_SWITCH
 	microYield     = C.XB_MICRO_YIELD
 	microSpawn     = C.XB_MICRO_SPAWN
 	microPingPong  = C.XB_MICRO_PINGPONG

@@ -32,7 +32,7 @@ XTC_API int      xtc_preempt_tick_pending(void);
 
 /* Process-wide involuntary path; off by default. */
 XTC_API void xtc_preempt_set_involuntary(int on);
-/* 1 where the involuntary redirect exists (Linux x86-64), else 0. */
+/* 1 where the involuntary redirect exists (Linux x86-64 and aarch64). */
 XTC_API int  xtc_preempt_involuntary_supported(void);
 
 /* io_uring tick ring for the calling thread: cooperative ticks with no
