@@ -6,7 +6,7 @@
 #   make test       every C suite that fits CI (asm, sim, ucontext builds)
 #                   + go vet + go test (both tag sets)
 #   make test-asan  whole C suite under ASan+UBSan (build-asan/) + go test -asan
-#   make test-tsan  executor/stress suites under TSan (build-tsan/) + go test -race
+#   make test-tsan  executor suite under TSan (build-tsan/) + go test -race
 #   make bench      C benches and Go benchmarks, one comparison table
 #   make run        the demonstration
 #   make shims      regenerate the zz_csrc_* cgo shims
@@ -38,7 +38,7 @@ GO_ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 
 # The demonstration. xtcbench replaces this with one line:
 #   RUN_CMD = $(GO) run ./cmd/xtcbench --short
-RUN_CMD = $(GO) run ./examples/go/proc && $(MAKE) --no-print-directory bench BENCH_REPS=3
+RUN_CMD = $(GO) run ./examples/go/proc && XTC_BENCH_QUICK=1 $(MAKE) --no-print-directory bench BENCH_REPS=3 BENCH_ONLY=bench_switch,bench_yield,bench_spawn,bench_proc
 
 .PHONY: all setup build c-build go-build test c-test sim-test ucontext-test go-test \
 	test-asan test-tsan bench run shims check-shims generate clean
@@ -133,17 +133,20 @@ test-tsan:
 		-Dbenches=false $(MESON_OPTS)
 	$(MESON) compile -C $(BUILD)-tsan -j $(JOBS)
 	TSAN_OPTIONS=halt_on_error=1 $(MESON) test -C $(BUILD)-tsan --print-errorlogs \
-		--timeout-multiplier 5 --suite exec --suite stress
+		--timeout-multiplier 3 --suite exec
 	@# the race detector sees the Go side (wrappers, callbacks, goroutines)
 	$(GO) test -race $(GOTESTFLAGS) .
 
 # ------------------------------------------------------------------ bench
 BENCH_REPS ?= 5
+BENCH_ONLY ?=
+BENCH_ARGS ?=
 BENCH_EXES = $(patsubst bench/%.c,%,$(wildcard bench/bench_*.c))
 bench:
 	@$(SETUP) $(BUILD) $(MESON_OPTS)
 	$(MESON) compile -C $(BUILD) -j $(JOBS) $(BENCH_EXES)
-	$(GO) run ./tools/benchtable -builddir $(BUILD) -reps $(BENCH_REPS)
+	$(GO) run ./tools/benchtable -builddir $(BUILD) -reps $(BENCH_REPS) \
+		$(if $(BENCH_ONLY),-only $(BENCH_ONLY)) $(BENCH_ARGS)
 
 run:
 	$(RUN_CMD)

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -504,7 +503,6 @@ func TestErrorsIsAndAs(t *testing.T) {
 	require.True(t, errors.As(err, &xe))
 	assert.Equal(t, "xtc_task_spawn", xe.Op)
 	assert.NotEmpty(t, xtc.LinkInfo)
-	_ = unsafe.Pointer(nil)
 }
 
 // Go callbacks run with the depth guard raised: the loop refuses fiber

@@ -15,6 +15,10 @@
  *   due_check_flag_ns            xtc__preempt_due() on the signal-flag path
  *   due_check_ring_ns            the same with an io_uring tick ring armed
  *   due_check_none_ns            the loop without any check (baseline)
+ *   yield_dispatch_preempt_off_ns / _on_ns
+ *        per xtc_yield of two fibers that always yield in time (executor
+ *        loop; the run clock read, deadline publication and fence with
+ *        preemption on; no signal is ever sent)
  *   slice_expiry_to_next_p50_us / _p99_us
  *        from a run's deadline to the next fiber of the loop running
  *        (200 us slice, two spinners)
@@ -321,6 +325,48 @@ static void bench_latency(void)
 	printf("slice_expiry_samples %d count\n", n);
 }
 
+/* ---- dispatch cost of yielding fibers with preemption on ----------------- */
+
+static volatile uint64_t yield_n;
+static intptr_t yielder(void *arg)
+{
+	(void)arg;
+	for (uint64_t i = 0; i < yield_n; i++)
+		xtc_yield();
+	return 0;
+}
+
+static double yield_ns(int64_t slice)
+{
+	xtc_exec_t *e = NULL;
+	if (xtc_exec_init(&e, 1) != XTC_OK)
+		return -1;
+	if (slice > 0)
+		xtc_exec_set_preempt(e, slice);
+	xtc_preempt_set_involuntary(slice > 0);
+	xtc_exec_async_on(e, 0, yielder, NULL, NULL);
+	xtc_exec_async_on(e, 0, yielder, NULL, NULL);
+	int64_t t0 = now_ns();
+	xtc_exec_run(e);
+	int64_t t1 = now_ns();
+	xtc_exec_fini(e);
+	xtc_preempt_set_involuntary(0);
+	return (double)(t1 - t0) / (double)(2 * yield_n);
+}
+
+static void bench_yield(void)
+{
+	yield_n = quick ? 200000 : 2000000;
+	double off[9], on[9];
+	int runs = quick ? 3 : 7;
+	for (int r = 0; r < runs; r++) {
+		off[r] = yield_ns(0);
+		on[r] = yield_ns(200000);
+	}
+	printf("yield_dispatch_preempt_off_ns %.1f ns\n", median(off, runs));
+	printf("yield_dispatch_preempt_on_ns %.1f ns\n", median(on, runs));
+}
+
 int main(void)
 {
 	quick = getenv("XTC_BENCH_QUICK") != NULL;
@@ -330,6 +376,7 @@ int main(void)
 		return 0;
 	}
 	bench_due();
+	bench_yield();
 	bench_latency();
 	bench_loss();
 	return 0;

@@ -460,6 +460,17 @@ static void migrate_out(xtc_loop_t *l, xtc__post_t *p)
 
 	if (l->magic != XTC__LOOP_LIVE)
 		return; /* still on our task list: fini releases it */
+	/* A task woken early from a timed or fd park still has its timer in
+	 * our heap and its fd in our poller; only we may touch those, so end
+	 * the registration here (the resumed park finds nothing armed). */
+	if (t->park_armed) {
+		xtc__timer_disarm(&t->park_timer);
+		if (t->park_io != NULL) {
+			xtc__io_disarm(l, t->park_io);
+			t->park_io = NULL;
+		}
+		t->park_armed = 0;
+	}
 	all_unlink(l, t);
 	l->live_tasks--;
 	t->loop = to;

@@ -29,7 +29,7 @@
 static const xtc__io_ops_t *chosen_ops;
 static pthread_mutex_t choose_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static int want_epoll(void)
+static __attribute__((unused)) int want_epoll(void)
 {
 	const char *e = getenv("XTC_IO_BACKEND");
 

@@ -59,8 +59,11 @@ static int ep_init(struct xtc_io *io)
 		return XTC_E_NOMEM;
 	ep->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (ep->epfd < 0) {
+		int e = errno;
 		free(ep);
-		return err_from_errno(errno);
+		if (e == EMFILE || e == ENFILE)
+			return XTC_E_RESOURCE;
+		return e == ENOMEM ? XTC_E_NOMEM : XTC_E_INTERNAL;
 	}
 	if (epoll_ctl(ep->epfd, EPOLL_CTL_ADD, io->wake_fd, &ev) != 0) {
 		int rc = err_from_errno(errno);

@@ -22,6 +22,7 @@
 #ifdef XTC_HAVE_URING
 
 #include <errno.h>
+#include <fcntl.h>
 #include <liburing.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -100,8 +101,14 @@ static void ur_fini(struct xtc_io *io)
 
 static int ur_arm(struct xtc_io *io, xtc__io_req_t *r)
 {
-	struct io_uring_sqe *sqe = get_sqe(UR(io));
+	struct io_uring_sqe *sqe;
 
+	/* The poll is submitted later, so the kernel would report a bad fd
+	 * only in its completion; check now to return the error like epoll
+	 * does (one cheap syscall; parking is not the yield hot path). */
+	if (fcntl(r->fd, F_GETFD) < 0)
+		return XTC_E_INVAL;
+	sqe = get_sqe(UR(io));
 	if (sqe == NULL)
 		return XTC_E_AGAIN;
 	io_uring_prep_poll_add(sqe, r->fd, xtc__io_to_poll(r->interest));

@@ -15,9 +15,11 @@
  *    and may yield/park; returning from the body finishes the task).
  *  - Task states: NEW -> READY -> RUNNING -> (READY | PARKED | DONE).
  *    The only transition another thread may make is PARKED -> READY (a
- *    wake, by CAS), and a wake that finds RUNNING sets wake_pending instead;
- *    the loop re-checks wake_pending after publishing PARKED (both sides use
- *    seq_cst), so a wake racing RUNNING->PARKED is never lost. Whoever wins
+ *    wake, by CAS), and a wake that finds READY or RUNNING sets wake_pending
+ *    instead; the task re-checks (and consumes) wake_pending after
+ *    publishing PARKED (both sides use seq_cst), so a wake racing
+ *    RUNNING->PARKED is never lost; at worst a latched wake makes one later
+ *    park return at once (a spurious wake-up). Whoever wins
  *    the CAS to READY owns the single queue link (node.next) until the task
  *    is dispatched: no allocation per wake, no double enqueue.
  *  - A fiber that yields switches directly to the next ready fiber when
@@ -239,21 +241,23 @@ int xtc__task_spawn_fn(xtc_loop_t *loop, xtc_task_fn fn, void *user,
                        const xtc__spawn_opts_t *opts, xtc_task_t **out);
 
 /* Any thread; idempotent. PARKED -> READY (requeue, through the inbox and an
- * io wakeup when not on the owner thread); RUNNING -> latched; READY, NEW,
- * DONE -> no-op. 0, or XTC_E_INVAL for NULL. The task must not have been
+ * io wakeup when not on the owner thread); READY or RUNNING -> latched (the
+ * next park returns at once); NEW, DONE -> no-op. 0, or XTC_E_INVAL for
+ * NULL. The task must not have been
  * reaped: callers that may race the task's exit (procs) post to the loop and
  * wake from the loop thread after re-checking their own generation. */
 int xtc__task_wake(xtc_task_t *t);
 
 /* Park the current fiber task until a wake, fd readiness (fd >= 0) or the
  * timeout (< 0 forever, 0 poll, > 0 bounded). Spurious wakes are possible;
- * loop on your condition.
+ * loop on your condition. Checked in this order:
+ *  XTC_E_DEADLK    inside a Go callback (xtc__gocb_depth > 0), even on the
+ *                  carrier stack
+ *  XTC_E_INVAL     off a fiber task, fd >= 0 without READABLE/WRITABLE,
+ *                  fd not a descriptor, or a park already outstanding
+ *  other           fd registration error from the backend (XTC_E_NOMEM..)
  *  0               woken, or fd ready (*out_revents = XTC_IO_* bits fired)
- *  XTC_E_AGAIN     timeout (out_revents = 0)
- *  XTC_E_INVAL     off a fiber task, fd < 0 with interest, or a park is
- *                  already outstanding
- *  XTC_E_DEADLK    inside a Go callback (xtc__gocb_depth > 0)
- *  other           fd registration error from the backend
+ *  XTC_E_AGAIN     timeout (out_revents = 0); with timeout 0: not ready
  * After resuming, if t->kill_pending, xtc__proc_resumed() is called. */
 int xtc__park(int64_t timeout_ns, int fd, uint32_t interest,
               uint32_t *out_revents);

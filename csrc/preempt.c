@@ -20,7 +20,10 @@
  *    RSP skips the red zone and "pushes" the old RIP, RIP points at the
  *    trampoline (arch/preempt_x86_64_sysv_elf.S). The switch happens after
  *    sigreturn, on the fiber's own stack. Never inside the handler: the
- *    alternate stack and the signal mask belong to the handler.
+ *    alternate stack and the signal mask belong to the handler. On aarch64
+ *    (no memory-indirect branch, so no register is free for the return
+ *    jump) the handler copies the whole signal frame onto the fiber's stack
+ *    and the trampoline resumes with rt_sigreturn on the copy.
  *  - Preemptible code is decided from a table built once (and again when
  *    the involuntary path is switched on): the executable segments of every
  *    loaded object are allowed, except libc, ld.so, the vDSO and the other
@@ -696,6 +699,25 @@ void xtc__preempt_trampoline_yield(void)
 	preempt_yield_now();
 	f->nopreempt--;
 }
+
+#if defined(__aarch64__) && defined(__linux__)
+/* aarch64 trampoline: yield, then make the frame copy fit the thread we
+ * resume on (rt_sigreturn installs its mask and alternate stack). */
+void xtc__preempt_trampoline_yield_frame(void *frame);
+void xtc__preempt_trampoline_yield_frame(void *frame)
+{
+	xtc__preempt_trampoline_yield();
+	ucontext_t *uc = (ucontext_t *)((char *)frame + sizeof(siginfo_t));
+	stack_t ss;
+	if (sigaltstack(NULL, &ss) == 0) {
+		ss.ss_flags &= ~SS_ONSTACK;
+		uc->uc_stack = ss;
+	}
+	sigset_t cur;
+	if (pthread_sigmask(SIG_BLOCK, NULL, &cur) == 0)
+		uc->uc_sigmask = cur;
+}
+#endif
 
 /* ------------------------------------------------------------------ */
 /* Setup                                                                */

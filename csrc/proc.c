@@ -10,13 +10,14 @@
  * Exit. Returning from the body, xtc_exit_self and a kill (xtc_exit_pid sets
  * a flag that loop.c acts on at the next yield/park by calling
  * xtc__proc_resumed) all run proc_teardown on the proc's own fiber:
- *   1. under the slot lock: ALIVE -> DEAD (sends and links now fail), take
- *      the mailbox, links, watchers and held monitors out of the slot;
+ *   1. under the slot lock: ALIVE -> DEAD and gen bumped (every pid of it
+ *      is stale: sends, links, kills now fail), take the mailbox (queues
+ *      and a pending handoff), links, watchers and held monitors out;
  *   2. free undelivered messages;
  *   3. links: remove ourselves from each peer, EXIT message if reason != 0;
  *      watchers: DOWN message (only if the watcher still holds the ref);
  *      held monitors: remove our watcher entry from each target;
- *   4. bump gen, slot back on the free list; then the fiber finishes and
+ *   4. slot FREE and back on the free list; then the fiber finishes and
  *      loop.c reaps the task (stack back to the cache).
  * Loop fini runs the same teardown (reason XTC_E_ABORTED) for procs that
  * never finished, from the task cleanup hook, after closing the table.
@@ -26,6 +27,13 @@
  * chunks. The small table header itself stays in the global array for the
  * next loop that gets the same id; its gen_floor keeps old pids stale.
  *
+ * Cross-thread wakes never run under a slot lock: each slot embeds a post
+ * node queued on the task's loop after the lock is dropped (proc_post_fn).
+ *
+ * Limits: 65535 live procs per loop (local ids); link/monitor sets are
+ * small vectors, scanned linearly (fine for tens, slow for a proc holding
+ * 10^5 monitors).
+ *
  * Alternatives rejected:
  *  - slot pointers in pids / refcounted procs: a pid must stay a plain
  *    value that can be checked stale forever;
@@ -33,6 +41,8 @@
  *  - longjmp to unwind exit: xtc__task_exit already abandons the frames,
  *    and a jmp_buf per proc costs 200 bytes of stack.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -137,7 +147,8 @@ static xtc__ptab_t *tab_get(xtc_loop_t *loop)
 			t->loop_id = loop->id;
 			t->hwm = 1;
 			t->free_head = 0;
-			t->nlive = 0;
+			t->local_head = 0;
+			t->local_n = 0;
 			atomic_store(&t->live, 1);
 			__atomic_store_n((xtc__ptab_t **)&loop->procs, t,
 			                 __ATOMIC_RELEASE);
@@ -158,7 +169,7 @@ xtc__proc_t *xtc__proc_ref(xtc_pid_t pid, xtc__ptab_t **ref)
 		return NULL;
 	if (cur && cur->id == pid.loop_id) {
 		/* owner thread: the table cannot be finalised under us */
-		t = cur->procs;
+		t = tab_of(cur);
 		if (!t || !atomic_load_explicit(&t->live, memory_order_relaxed))
 			return NULL;
 	} else {
@@ -185,17 +196,30 @@ xtc__proc_t *xtc__proc_ref(xtc_pid_t pid, xtc__ptab_t **ref)
 
 static void proc_post_fn(xtc_loop_t *loop, xtc__post_t *n);
 
+#define LOCAL_FREE_MAX 64u
+
+static xtc__proc_t *slot_at(xtc__ptab_t *t, uint32_t id)
+{
+	xtc__proc_t *c = atomic_load_explicit(&t->chunks[id >> XTC__PROC_CHUNK_SHIFT],
+	                                      memory_order_relaxed);
+	return &c[id & (XTC__PROC_CHUNK - 1)];
+}
+
 static xtc__proc_t *slot_alloc(xtc__ptab_t *t, int *err)
 {
 	xtc__proc_t *p = NULL, *c;
 	uint32_t id;
 
+	if (t->loop == xtc__tls_loop && t->local_head) {
+		p = slot_at(t, t->local_head);
+		t->local_head = p->next_free;
+		t->local_n--;
+		return p;
+	}
 	xtc__spin_lock(&t->lock);
 	id = t->free_head;
 	if (id) {
-		c = atomic_load_explicit(&t->chunks[id >> XTC__PROC_CHUNK_SHIFT],
-		                         memory_order_relaxed);
-		p = &c[id & (XTC__PROC_CHUNK - 1)];
+		p = slot_at(t, id);
 		t->free_head = p->next_free;
 	} else if (t->hwm > XTC__PROC_MAX_LOCAL) {
 		*err = XTC_E_RESOURCE;
@@ -223,8 +247,6 @@ static xtc__proc_t *slot_alloc(xtc__ptab_t *t, int *err)
 		p = &c[id & (XTC__PROC_CHUNK - 1)];
 		t->hwm++;
 	}
-	if (p)
-		t->nlive++;
 out:
 	xtc__spin_unlock(&t->lock);
 	return p;
@@ -245,10 +267,15 @@ static void slot_release(xtc__proc_t *p)
 
 	p->task = NULL;
 	atomic_store_explicit(&p->state, XTC__PROC_FREE, memory_order_release);
+	if (t->loop == xtc__tls_loop && t->local_n < LOCAL_FREE_MAX) {
+		p->next_free = t->local_head;
+		t->local_head = p->local_id;
+		t->local_n++;
+		return;
+	}
 	xtc__spin_lock(&t->lock);
 	p->next_free = t->free_head;
 	t->free_head = p->local_id;
-	t->nlive--;
 	xtc__spin_unlock(&t->lock);
 }
 
@@ -371,7 +398,10 @@ static void proc_teardown(xtc__proc_t *p, int reason)
 	me = xtc__proc_pid(p);
 	slot_die_locked(p);
 	p->waiting = 0;
-	handoff = atomic_exchange(&p->handoff, NULL); /* killed in xtc_recv */
+	/* a message handed to us while killed in xtc_recv (only written
+	 * under this lock: no exchange needed) */
+	handoff = atomic_load_explicit(&p->handoff, memory_order_relaxed);
+	atomic_store_explicit(&p->handoff, NULL, memory_order_relaxed);
 	links = p->links;
 	watchers = p->watchers;
 	held = p->held;
@@ -438,8 +468,11 @@ static void proc_task_cleanup(xtc_task_t *t, void *proc)
 	if (!p)
 		return;
 	/* fini: same-loop peers are being destroyed too; closing the table
-	 * first makes every lookup of them fail instead of touching them */
-	tab_close(p->tab);
+	 * first makes every lookup of them fail instead of touching them.
+	 * (A proc that migrated here from a live loop keeps its home table
+	 * open; peers that migrated here are not covered: executor fini.) */
+	if (p->tab->loop == t->loop)
+		tab_close(p->tab);
 	proc_teardown(p, XTC_E_ABORTED);
 }
 
@@ -736,6 +769,11 @@ int xtc_proc_sleep(int64_t ns)
 
 static uint32_t poll_fd(int fd, uint32_t interest);
 
+static int fd_is_bad(int fd)
+{
+	return fcntl(fd, F_GETFD) < 0 && errno == EBADF;
+}
+
 int xtc_proc_wait_fd(int fd, uint32_t interest, int64_t timeout_ns,
                      uint32_t *out_revents)
 {
@@ -790,6 +828,12 @@ int xtc_proc_wait_fd(int fd, uint32_t interest, int64_t timeout_ns,
 		p->waiting = 0;
 		mail = p->in.n ? XTC_WAIT_MAILBOX : 0;
 		xtc__spin_unlock(&p->lock);
+		if (rc == XTC_OK && (rev & XTC_IO_ERR) && fd_is_bad(fd)) {
+			/* io_uring reports a bad fd as an error event; make it
+			 * the same XTC_E_INVAL as epoll and the poll path */
+			*out_revents = 0;
+			return XTC_E_INVAL;
+		}
 		if (rc == XTC_OK && (rev || mail)) {
 			*out_revents = rev | mail;
 			return XTC_OK;
@@ -1104,7 +1148,8 @@ void xtc__proc_loop_fini(xtc_loop_t *loop)
 	t->loop = NULL;
 	t->hwm = 1;
 	t->free_head = 0;
-	t->nlive = 0;
+	t->local_head = 0;
+	t->local_n = 0;
 	loop->procs = NULL;
 	pthread_mutex_unlock(&g_tab_mu);
 }

@@ -174,8 +174,10 @@ struct xtc__ptab {
 	uint16_t loop_id;
 	xtc__spin_t lock;        /* free list and chunk growth */
 	uint32_t hwm;            /* next never-used local id */
-	uint32_t free_head;      /* 0 = empty */
-	uint32_t nlive;
+	uint32_t free_head;      /* shared free list (lock); 0 = empty */
+	/* owner-thread cache of free ids: spawn/exit on the loop thread
+	 * skip the lock; bounded so foreign spawners still find slots */
+	uint32_t local_head, local_n;
 	uint32_t gen_floor;      /* slots of a reused loop id start above it */
 	xtc__proc_t *_Atomic chunks[XTC__PROC_NCHUNKS];
 };

@@ -471,6 +471,74 @@ static void test_no_starvation_mixed(void)
 	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
 }
 
+/* Migratable procs woken from a timed park (a recv with a timeout, ended by
+ * a message) are stolen by the idle loop: their park registration must be
+ * cancelled on the loop that armed it, never by the thief (TSan/ASan). */
+#define TW_N 6
+#define TW_MSGS 300
+
+static xtc_pid_t tw_pids[TW_N];
+static atomic_int tw_got[TW_N], tw_moves, tw_ready;
+
+static void timed_waiter(void *a)
+{
+	int idx = (int)(intptr_t)a, id = xtc_exec_loop_id();
+
+	tw_pids[idx] = xtc_self();
+	atomic_fetch_add(&tw_ready, 1);
+	while (atomic_load(&tw_got[idx]) < TW_MSGS) {
+		void *m;
+		size_t sz;
+		if (xtc_recv(&m, &sz, 50 * 1000 * 1000) == XTC_OK) {
+			xtc_free(m);
+			atomic_fetch_add(&tw_got[idx], 1);
+			spin_us(2);
+		}
+		if (xtc_exec_loop_id() != id) {
+			atomic_fetch_add(&tw_moves, 1);
+			id = xtc_exec_loop_id();
+		}
+	}
+}
+
+static void tw_sender(void *a)
+{
+	(void)a;
+	while (atomic_load(&tw_ready) < TW_N)
+		xtc_yield();
+	for (int r = 0; r < TW_MSGS; r++) {
+		for (int i = 0; i < TW_N; i++)
+			while (xtc_send(tw_pids[i], &r, sizeof(r)) == XTC_E_AGAIN)
+				xtc_yield();
+		xtc_yield();
+	}
+}
+
+static void test_migrate_timed_park(void)
+{
+	xtc_exec_t *e;
+	xtc_proc_opts_t o;
+
+	atomic_store(&tw_moves, 0);
+	atomic_store(&tw_ready, 0);
+	CHECK_EQ(xtc_exec_init(&e, 2), XTC_OK);
+	memset(&o, 0, sizeof(o));
+	o.migratable = 1;
+	for (int i = 0; i < TW_N; i++) {
+		atomic_store(&tw_got[i], 0);
+		CHECK_EQ(xtc_proc_spawn(xtc_exec_loop(e, 0), timed_waiter,
+		    (void *)(intptr_t)i, &o, NULL), XTC_OK);
+	}
+	CHECK_EQ(xtc_proc_spawn(xtc_exec_loop(e, 0), tw_sender, NULL, NULL,
+	    NULL), XTC_OK);
+	CHECK_EQ(xtc_exec_run(e), XTC_OK);
+	for (int i = 0; i < TW_N; i++)
+		CHECK_EQ(atomic_load(&tw_got[i]), TW_MSGS);
+	fprintf(stderr, "  %d migrations after timed parks\n",
+	    atomic_load(&tw_moves));
+	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+}
+
 static int standalone_task(xtc_task_t *t, void *u)
 {
 	(void)t;
@@ -561,6 +629,7 @@ int main(void)
 	RUN(test_loop_stop_stops_exec);
 	RUN(test_pinned_and_migratable);
 	RUN(test_no_starvation_mixed);
+	RUN(test_migrate_timed_park);
 	RUN(test_standalone_ids);
 	RUN(test_nested_run);
 	RUN(test_preempt_slice);

@@ -346,6 +346,8 @@ static int fd_parker(xtc_task_t *self, void *u)
 	if (p->runs++ == 0) {
 		CHECK(xtc_task_park_on_fd(self, p->fd, 0) == XTC_E_INVAL);
 		CHECK(xtc_task_park_on_fd(self, -1, XTC_IO_READABLE) == XTC_E_INVAL);
+		CHECK(xtc_task_park_on_fd(self, 1000000, XTC_IO_READABLE) ==
+		      XTC_E_INVAL); /* not a descriptor, on both backends */
 		CHECK(xtc_task_park_on_fd(self, p->fd, XTC_IO_READABLE) == 0);
 		p->second_rc = xtc_task_park_on_fd(self, p->fd, XTC_IO_READABLE);
 		return XTC_TASK_PENDING;
@@ -458,6 +460,7 @@ static void fiber_body(void *a)
 	p->t_timeout = xtc_clock_mono() - t0;
 	p->rc_poll = xtc__park(0, p->fd, XTC_IO_READABLE, &p->rev_poll);
 	p->rc_bad = xtc__park(-1, p->fd, 0, NULL);
+	CHECK(xtc__park(-1, 1000000, XTC_IO_READABLE, NULL) == XTC_E_INVAL);
 	atomic_store(&p->go, 1);
 	p->rc_fd = xtc__park(1000000000, p->fd, XTC_IO_READABLE, &p->rev);
 	p->rc_poll_ready = xtc__park(0, p->fd, XTC_IO_READABLE, &p->rev_poll);

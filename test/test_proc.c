@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "loop_int.h"
+#include "proc_int.h"
 #include "xtc.h"
 
 static int failures;
@@ -250,7 +251,8 @@ static void test_sleep(void)
 struct wfd {
 	int rfd, wfd;
 	xtc_pid_t waiter;
-	int rc_null, rc_neg, rc_noint, rc_bad;
+	int rc_null, rc_neg, rc_noint, rc_bad, rc_closed, rc_closed_poll;
+	int closed_fd;
 	int rc_to, rc_poll, rc_read, rc_mail, rc_poll_ready;
 	uint32_t rev_to, rev_poll, rev_read, rev_mail, rev_poll_ready;
 	int64_t elapsed_to;
@@ -266,6 +268,10 @@ static void wfd_waiter(void *arg)
 	w->rc_neg = xtc_proc_wait_fd(-1, XTC_IO_READABLE, 0, &rev);
 	w->rc_noint = xtc_proc_wait_fd(w->rfd, 0, 0, &rev);
 	w->rc_bad = xtc_proc_wait_fd(w->rfd, 0x100, 0, &rev);
+	w->rc_closed = xtc_proc_wait_fd(w->closed_fd, XTC_IO_READABLE, 2 * MS,
+	                                &rev);
+	w->rc_closed_poll = xtc_proc_wait_fd(w->closed_fd, XTC_IO_READABLE, 0,
+	                                     &rev);
 	w->rc_poll = xtc_proc_wait_fd(w->rfd, XTC_IO_READABLE, 0, &w->rev_poll);
 	int64_t t0 = xtc_clock_mono();
 	w->rc_to = xtc_proc_wait_fd(w->rfd, XTC_IO_READABLE, 2 * MS, &w->rev_to);
@@ -304,6 +310,10 @@ static void test_wait_fd(void)
 	CHECK(pipe(fds) == 0);
 	w.rfd = fds[0];
 	w.wfd = fds[1];
+	CHECK(pipe(fds) == 0); /* a number that names no open fd */
+	close(fds[0]);
+	close(fds[1]);
+	w.closed_fd = fds[0];
 	CHECK(xtc_proc_spawn(l, wfd_waiter, &w, NULL, &w.waiter) == XTC_OK);
 	CHECK(xtc_proc_spawn(l, wfd_writer, &w, NULL, NULL) == XTC_OK);
 	run_fini(l);
@@ -311,6 +321,8 @@ static void test_wait_fd(void)
 	CHECK(w.rc_neg == XTC_E_INVAL);
 	CHECK(w.rc_noint == XTC_E_INVAL);
 	CHECK(w.rc_bad == XTC_E_INVAL);
+	CHECK(w.rc_closed < 0 && w.rc_closed != XTC_E_AGAIN);
+	CHECK(w.rc_closed_poll == XTC_E_INVAL);
 	CHECK(w.rc_poll == XTC_E_AGAIN && w.rev_poll == XTC_WAIT_TIMEOUT);
 	CHECK(w.rc_to == XTC_E_AGAIN && w.rev_to == XTC_WAIT_TIMEOUT);
 	CHECK(w.elapsed_to >= 2 * MS);
@@ -319,8 +331,8 @@ static void test_wait_fd(void)
 	CHECK(w.rc_poll_ready == XTC_OK &&
 	      (w.rev_poll_ready & XTC_IO_READABLE));
 	CHECK(w.rc_mail == XTC_OK && w.rev_mail == XTC_WAIT_MAILBOX);
-	close(fds[0]);
-	close(fds[1]);
+	close(w.rfd);
+	close(w.wfd);
 }
 
 /* ---- wake from a pthread ------------------------------------------------ */
@@ -599,6 +611,48 @@ static void test_links(void)
 	CHECK(lr.link_dead && lr.link_self && lr.link_none && lr.link_twice);
 }
 
+/* ---- spawn failure unwinds relationships -------------------------------- */
+
+struct capres {
+	int rc_plain, rc_link, rc_mon, demon_nf, no_msg, pid_untouched;
+};
+
+static void cap_driver(void *arg)
+{
+	struct capres *r = arg;
+	xtc_loop_t *l = xtc__loop_current();
+	xtc_pid_t p = XTC_PID_NONE;
+	uint64_t ref = 0;
+
+	/* the driver is the only live task: cap it there */
+	l->max_tasks = l->live_tasks;
+	r->rc_plain = xtc_proc_spawn(l, noop, NULL, NULL, &p);
+	r->rc_link = xtc_proc_spawn_link(l, noop, NULL, NULL, &p);
+	r->rc_mon = xtc_proc_spawn_monitor(l, noop, NULL, NULL, &p, &ref);
+	r->pid_untouched = xtc_pid_is_none(p) && ref == 0;
+	l->max_tasks = 0;
+	/* nothing of the failed spawns survives: no held monitor, no link */
+	r->demon_nf = xtc_demonitor(ref ? ref : 1) == XTC_E_NOTFOUND &&
+	              xtc__proc_current()->held.n == 0 &&
+	              xtc__proc_current()->links.n == 0;
+	xtc_exit_self(0);
+}
+
+static void test_spawn_cap(void)
+{
+	xtc_loop_t *l = new_loop();
+	struct capres r;
+
+	memset(&r, 0, sizeof r);
+	CHECK(xtc_proc_spawn(l, cap_driver, &r, NULL, NULL) == XTC_OK);
+	run_fini(l);
+	CHECK(r.rc_plain == XTC_E_RESOURCE);
+	CHECK(r.rc_link == XTC_E_RESOURCE);
+	CHECK(r.rc_mon == XTC_E_RESOURCE);
+	CHECK(r.pid_untouched);
+	CHECK(r.demon_nf);
+}
+
 /* ---- decoders ----------------------------------------------------------- */
 
 static void test_decode(void)
@@ -715,6 +769,7 @@ int main(void)
 	test_monitors();
 	test_links();
 	test_decode();
+	test_spawn_cap();
 	test_fini_live();
 	if (failures) {
 		fprintf(stderr, "test_proc: %d failure(s)\n", failures);

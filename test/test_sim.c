@@ -182,6 +182,42 @@ static void yielder(void *a)
 	}
 }
 
+/* Migratable receivers parked with a timeout and woken early by a message:
+ * they may be stolen while their park timer is still armed. */
+#define NTR 3
+#define TR_MSGS 15
+static xtc_pid_t tr_pids[NTR];
+static atomic_int tr_ready;
+
+static void timed_receiver(void *a)
+{
+	int idx = (int)(intptr_t)a, got = 0;
+
+	tr_pids[idx] = xtc_self();
+	atomic_fetch_add(&tr_ready, 1);
+	while (got < TR_MSGS) {
+		void *m;
+		size_t sz;
+		if (xtc_recv(&m, &sz, 10 * SEC) == XTC_OK) {
+			xtc_free(m);
+			got++;
+		}
+	}
+	atomic_fetch_add(&mix.slept, 1);
+}
+
+static void tr_sender(void *a)
+{
+	(void)a;
+	while (atomic_load(&tr_ready) < NTR)
+		xtc_yield();
+	for (int r = 0; r < TR_MSGS; r++)
+		for (int i = 0; i < NTR; i++) {
+			CHECK_EQ(xtc_send(tr_pids[i], &r, sizeof(r)), XTC_OK);
+			xtc_yield();
+		}
+}
+
 static struct pinger_arg pargs[NPAIRS];
 
 static int run_mix(uint64_t seed, uint64_t *hash)
@@ -209,12 +245,18 @@ static int run_mix(uint64_t seed, uint64_t *hash)
 	for (int i = 0; i < 6; i++)
 		CHECK_EQ(xtc_proc_spawn(xtc_exec_loop(e, 0), yielder, NULL, &o,
 		    NULL), XTC_OK);
+	atomic_store(&tr_ready, 0);
+	for (int i = 0; i < NTR; i++)
+		CHECK_EQ(xtc_proc_spawn(xtc_exec_loop(e, 1), timed_receiver,
+		    (void *)(intptr_t)i, &o, NULL), XTC_OK);
+	CHECK_EQ(xtc_proc_spawn(xtc_exec_loop(e, 1), tr_sender, NULL, NULL,
+	    NULL), XTC_OK);
 	rc = xtc_sim_exec_run(e, seed, 1000000);
 	*hash = xtc_sim_state_hash(e);
 	if (rc == XTC_OK) {
 		CHECK_EQ(xtc_sim_check(e), XTC_OK);
 		CHECK_EQ(atomic_load(&mix.pongs), NPAIRS * ROUNDS);
-		CHECK_EQ(atomic_load(&mix.slept), 1);
+		CHECK_EQ(atomic_load(&mix.slept), 1 + NTR);
 		CHECK_EQ(atomic_load(&mix.yields), 6 * 50);
 	}
 	CHECK_EQ(xtc_exec_fini(e), XTC_OK);

@@ -11,8 +11,10 @@
  * a 128-byte gap, and points the interrupted context at this trampoline
  * with sp = the copy. Here we yield (an ordinary call: the copy is above
  * sp, untouched), and when the fiber is resumed, rt_sigreturn on the copy
- * restores every register bit for bit, the signal mask and the alternate
- * stack setting, and continues at the interrupted instruction.
+ * restores every register bit for bit and continues at the interrupted
+ * instruction. The fiber may resume on another carrier: before returning,
+ * the C side rewrites the copy's signal mask and alternate-stack fields
+ * with the current thread's, which rt_sigreturn also installs.
  *
  * Frame at sp on entry (16-byte aligned):
  *
@@ -35,7 +37,8 @@ xtc__preempt_trampoline:
 	.cfi_startproc
 	.cfi_undefined x30
 	mov	x29, #0                 /* end of the frame chain for unwinders */
-	bl	xtc__preempt_trampoline_yield
+	mov	x0, sp                  /* the frame copy */
+	bl	xtc__preempt_trampoline_yield_frame
 	mov	x8, #139                /* __NR_rt_sigreturn; sp is the copy */
 	svc	#0
 	brk	#0x1                    /* not reached */

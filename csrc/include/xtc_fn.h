@@ -101,10 +101,10 @@ XTC_API int64_t xtc_fn_quantum_get(const xtc_fn_quantum_t *q);
 XTC_API double  xtc_fn_quantum_tail_index(const xtc_fn_quantum_t *q);
 XTC_API double  xtc_fn_quantum_load(const xtc_fn_quantum_t *q);
 
-/* Let q drive the slice of every carrier of the executor (whose preemption
- * must be on, xtc_exec_set_preempt): each run's length is recorded, and the
- * monitor thread runs the controller every period. NULL q turns it off.
- * XTC_E_INVAL for a NULL exec. */
+/* Let q drive the slice of every carrier (process-wide: the last call wins;
+ * the executor's preemption must be on, xtc_exec_set_preempt): each run's
+ * length is recorded, and the monitor thread runs the controller every
+ * period. NULL q turns it off. XTC_E_INVAL for a NULL exec. */
 struct xtc_exec;
 XTC_API int xtc_exec_set_preempt_adaptive(struct xtc_exec *exec,
                                           xtc_fn_quantum_t *q);

@@ -10,7 +10,7 @@
 // are matched to Go workloads by name (see rows). C lines with no Go
 // counterpart are listed with "-" in the Go column.
 //
-// Usage: go run ./tools/benchtable [-builddir build] [-reps 5]
+// Usage: go run ./tools/benchtable [-builddir build] [-reps 5] [-only bench_a,bench_b] [-all]
 package main
 
 import (
@@ -44,6 +44,8 @@ var rows = []row{
 		[]string{"yield_proc", "proc_yield", "yield"}, func() float64 { return gobench.Gosched(1_000_000) }, "ns"},
 	{"proc spawn + run + exit, one at a time, vs go f() + wait",
 		[]string{"spawn_proc"}, func() float64 { return gobench.Spawn(200_000) }, "ns"},
+	{"coroutine spawn + run + exit, one at a time, vs go f() + wait",
+		[]string{"spawn_one"}, func() float64 { return gobench.Spawn(200_000) }, "ns"},
 	{"coroutine spawn + run + exit, batches of 32, vs go f() x32 + wait",
 		[]string{"spawn"}, func() float64 { return gobench.SpawnBatch(320_000, 32) }, "ns"},
 	{"mailbox ping-pong round trip vs unbuffered chan",
@@ -55,13 +57,15 @@ var rows = []row{
 func main() {
 	builddir := flag.String("builddir", "build", "meson build directory")
 	reps := flag.Int("reps", 5, "repetitions (medians are reported)")
+	only := flag.String("only", "", "comma-separated bench executables to run (default: all)")
+	all := flag.Bool("all", false, "also list the C figures that have no Go counterpart")
 	flag.Parse()
 
 	// Interleave: each repetition runs every C bench once, then every Go
 	// workload once, so slow drifts of a shared machine hit both sides.
 	cres, units := map[string][]float64{}, map[string]string{}
 	gres := make([][]float64, len(rows))
-	exes := cBenches(*builddir)
+	exes := cBenches(*builddir, *only)
 	if len(exes) == 0 {
 		fmt.Fprintf(os.Stderr, "benchtable: no C benches in %s/bench (not written yet, or not built)\n", *builddir)
 	}
@@ -102,6 +106,10 @@ func main() {
 		}
 	}
 	sort.Strings(rest)
+	if !*all && len(rest) > 0 {
+		fmt.Printf("\n%d more xtc-only figures: go run ./tools/benchtable -all\n", len(rest))
+		rest = nil
+	}
 	for _, n := range rest {
 		fmt.Printf("| %s (xtc only) | %s | - | - |\n", n, fmtv(median(cres[n]), units[n]))
 	}
@@ -119,10 +127,19 @@ func pick(cres map[string][]float64, units map[string]string, names []string, us
 }
 
 // cBenches lists the bench executables of builddir.
-func cBenches(builddir string) []string {
+func cBenches(builddir, only string) []string {
 	exes, _ := filepath.Glob(filepath.Join(builddir, "bench", "bench_*"))
+	want := map[string]bool{}
+	for _, n := range strings.Split(only, ",") {
+		if n != "" {
+			want[n] = true
+		}
+	}
 	var runnable []string
 	for _, e := range exes {
+		if len(want) > 0 && !want[filepath.Base(e)] {
+			continue
+		}
 		if st, err := os.Stat(e); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
 			runnable = append(runnable, e)
 		}
