@@ -18,7 +18,13 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
 
-GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+# A Go >= 1.26 from PATH, else the one `make setup` installs.
+GO_OK_RE := go1\.\(2[6-9]\|[3-9][0-9]\)
+ifeq ($(origin GO),undefined)
+GO := $(shell g=$$(command -v go 2>/dev/null); \
+	if [ -n "$$g" ] && "$$g" version 2>/dev/null | grep -q '$(GO_OK_RE)'; \
+	then echo "$$g"; else echo /usr/local/go/bin/go; fi)
+endif
 export PATH := $(dir $(GO)):$(PATH)
 MESON ?= meson
 JOBS ?= 2
@@ -52,9 +58,9 @@ setup:
 	if [ -n "$$missing" ]; then \
 		echo "apt-get install:$$missing"; \
 		$(SUDO) apt-get update && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y $$missing; \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
 	else echo "apt packages: all present"; fi
-	@if ! $(GO) version 2>/dev/null | grep -q 'go1\.2[6-9]\|go1\.[3-9][0-9]'; then \
+	@if ! $(GO) version 2>/dev/null | grep -q '$(GO_OK_RE)'; then \
 		echo "installing Go $(GO_VERSION) from the Go module proxy"; \
 		t=$$(mktemp -d) && \
 		curl -fsSL -o $$t/go.zip "$(GO_TOOLCHAIN_BASE)/v0.0.1-go$(GO_VERSION).linux-$(GO_ARCH).zip" && \

@@ -139,3 +139,30 @@ func TestPreemptTimeSlicesNeverYieldingKernel(t *testing.T) {
 	require.NoError(t, e.Stop())
 	require.NoError(t, run.Wait(context.Background()))
 }
+
+// A Go callback that runs long on a carrier with a 200 us slice receives no
+// preemption signal: Go code is never interrupted by xtc.
+func TestPreemptNoSignalDuringGoCallback(t *testing.T) {
+	e, err := ExecInit(1)
+	require.NoError(t, err)
+	defer e.Fini()
+	require.NoError(t, e.SetPreempt(200*time.Microsecond))
+	e.SetServiceMode(true)
+	PreemptSetInvoluntary(true)
+	defer PreemptSetInvoluntary(false)
+	run, err := e.Start()
+	require.NoError(t, err)
+	_, sent0 := PreemptStatsGlobal()
+	done := make(chan struct{})
+	require.NoError(t, e.Submit(0, func() {
+		t0 := time.Now()
+		for time.Since(t0) < 20*time.Millisecond {
+		}
+		close(done)
+	}))
+	<-done
+	_, sent1 := PreemptStatsGlobal()
+	assert.Equal(t, sent0, sent1)
+	require.NoError(t, e.Stop())
+	require.NoError(t, run.Wait(context.Background()))
+}

@@ -214,9 +214,10 @@ static void hook_run_begin(xtc_loop_t *l, xtc_task_t *t, int64_t now)
 	(void)now;
 	if (l->feat & XTC__LF_STALL)
 		xtc__stall_begin(l, t);
-	/* latency classes shorten the slice as they tighten the budget */
+	/* latency classes shorten the slice as they tighten the budget;
+	 * `now` is the run's start: no second clock read (H6) */
 	if ((l->feat & XTC__LF_PREEMPT) && t->is_fiber)
-		xtc__preempt_run_begin(&t->fiber, l->lat_budget);
+		xtc__preempt_run_begin_at(&t->fiber, l->lat_budget, now);
 }
 
 static void hook_run_end(xtc_loop_t *l, xtc_task_t *t, int64_t ran_ns)

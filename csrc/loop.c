@@ -259,6 +259,8 @@ static void task_reset(xtc_task_t *t)
 	t->park_armed = 0;
 	t->exec_flags = 0;
 	atomic_store_explicit(&t->wlock, 0, memory_order_relaxed);
+	t->stack_lazy = 0;
+	t->stack_size = 0;
 	t->fn = NULL;
 	t->user = NULL;
 	t->body = NULL;
@@ -403,7 +405,7 @@ static void task_reap(xtc_loop_t *loop, xtc_task_t *t)
 	loop->live_tasks--;
 	if (t->cleanup != NULL)
 		t->cleanup(t, t->proc);
-	if (t->is_fiber)
+	if (t->is_fiber && !t->stack_lazy)
 		xtc__fiber_release(&t->fiber);
 	if (!t->retain) {
 		all_unlink(loop, t);
@@ -419,12 +421,12 @@ static void spawn_post_fn(xtc_loop_t *loop, xtc__post_t *p)
 {
 	xtc_task_t *t = (xtc_task_t *)p;
 
+	atomic_fetch_sub_explicit(&loop->remote_pending, 1,
+	                          memory_order_relaxed);
 	if (loop->magic != XTC__LOOP_LIVE) {
-		/* Finalising: the task never ran. */
+		/* Finalising: the task never ran (and has no stack yet). */
 		if (t->cleanup != NULL)
 			t->cleanup(t, t->proc);
-		if (t->is_fiber)
-			xtc__fiber_release(&t->fiber);
 		free(t);
 		return;
 	}
@@ -466,6 +468,18 @@ static int task_spawn(xtc_loop_t *loop, const struct spawn_body *proto,
 	on_owner = xtc__loop_on_owner_thread(loop);
 	if (loop->max_tasks > 0 && loop->live_tasks >= loop->max_tasks)
 		return XTC_E_RESOURCE;
+	if (!on_owner) {
+		/* Validate what the lazy stack allocation would refuse. */
+		size_t ss = opts ? opts->stack_size : 0;
+		if (proto->is_fiber && ss != 0 && ss < XTC__STACK_MIN)
+			return XTC_E_INVAL;
+		if (proto->is_fiber && ss > XTC__STACK_MAX)
+			return XTC_E_RANGE;
+		if (atomic_load_explicit(&loop->remote_pending,
+		                         memory_order_relaxed) >=
+		    XTC__REMOTE_SPAWN_MAX)
+			return XTC_E_AGAIN;
+	}
 	t = task_alloc(loop, on_owner);
 	if (t == NULL)
 		return XTC_E_NOMEM;
@@ -485,16 +499,16 @@ static int task_spawn(xtc_loop_t *loop, const struct spawn_body *proto,
 	} else {
 		t->pinned = 1;
 	}
-	if (t->is_fiber) {
+	if (t->is_fiber && on_owner) {
 		rc = xtc__fiber_init(&t->fiber, opts ? opts->stack_size : 0,
 		                     fiber_main, t);
 		if (rc != 0) {
-			if (on_owner)
-				task_free(loop, t);
-			else
-				free(t);
-			return rc == XTC_E_INVAL ? XTC_E_INVAL : rc;
+			task_free(loop, t);
+			return rc;
 		}
+	} else if (t->is_fiber) {
+		t->stack_lazy = 1;
+		t->stack_size = opts ? opts->stack_size : 0;
 	}
 	if (out != NULL)
 		*out = t;
@@ -505,7 +519,15 @@ static int task_spawn(xtc_loop_t *loop, const struct spawn_body *proto,
 		return 0;
 	}
 	t->node.fn = spawn_post_fn;
-	return xtc__loop_post(loop, &t->node);
+	atomic_fetch_add_explicit(&loop->remote_pending, 1,
+	                          memory_order_relaxed);
+	rc = xtc__loop_post(loop, &t->node);
+	if (rc != 0) {
+		atomic_fetch_sub_explicit(&loop->remote_pending, 1,
+		                          memory_order_relaxed);
+		free(t);
+	}
+	return rc;
 }
 
 int xtc__task_spawn_fiber(xtc_loop_t *loop, xtc__fiber_entry body, void *arg,
@@ -637,7 +659,8 @@ static void fiber_switch_out(xtc_loop_t *loop, xtc_task_t *t)
 	xtc_task_t *next;
 
 	if (XTC__LIKELY(loop->feat == 0) && --loop->fair_left > 0 &&
-	    (next = loop->rq_head) != NULL && next->is_fiber) {
+	    (next = loop->rq_head) != NULL && next->is_fiber &&
+	    !next->stack_lazy) {
 		xtc__rq_pop(loop);
 		if (next == t) {
 			atomic_store_explicit(&t->state, XTC__T_RUNNING,
@@ -739,10 +762,29 @@ static void run_stackless(xtc_loop_t *loop, xtc_task_t *t)
 	}
 }
 
+/* First run of a fiber spawned from another thread: map its stack here. A
+ * failure finishes the task unrun (result XTC_E_NOMEM or the error). */
+static int stack_materialize(xtc_loop_t *loop, xtc_task_t *t)
+{
+	int rc = xtc__fiber_init(&t->fiber, t->stack_size, fiber_main, t);
+
+	if (rc == 0) {
+		t->stack_lazy = 0;
+		return 0;
+	}
+	t->result = rc;
+	task_complete(t);
+	task_reap(loop, t);
+	return rc;
+}
+
 static void run_task(xtc_loop_t *loop, xtc_task_t *t)
 {
 	int64_t start = 0;
 	uint32_t feat = loop->feat;
+
+	if (XTC__UNLIKELY(t->stack_lazy) && stack_materialize(loop, t) != 0)
+		return;
 
 	atomic_store_explicit(&t->state, XTC__T_RUNNING, memory_order_relaxed);
 	loop->runs++;
@@ -1211,7 +1253,7 @@ static void release_all_tasks(xtc_loop_t *loop)
 			task_abandon(loop, t);
 			if (t->cleanup != NULL)
 				t->cleanup(t, t->proc);
-			if (t->is_fiber)
+			if (t->is_fiber && !t->stack_lazy)
 				xtc__fiber_release(&t->fiber);
 		}
 		free(t);

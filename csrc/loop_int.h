@@ -177,6 +177,8 @@ struct xtc_task {
 	uint8_t park_armed;      /* an fd or timer registration is outstanding */
 	uint8_t exec_flags;      /* free for the executor */
 	_Atomic uint8_t wlock;   /* guards waiters (tiny spinlock) */
+	uint8_t stack_lazy;      /* fiber whose stack is mapped at first run */
+	size_t stack_size;       /* requested size for the lazy stack */
 
 	/* body */
 	xtc_task_fn fn;          /* stackless */
@@ -226,14 +228,25 @@ typedef struct xtc__spawn_opts {
 	int retain;          /* keep the task struct until fini (public handles) */
 } xtc__spawn_opts_t;
 
+/* Backpressure on cross-thread spawns: at most this many spawns may sit in
+ * a loop's inbox, posted and not yet drained; beyond, a spawn from another
+ * thread returns XTC_E_AGAIN. */
+#define XTC__REMOTE_SPAWN_MAX 65536
+
 /* Any thread. Creates a fiber task running body(arg) and makes it READY
- * (directly on the owner thread, through the inbox otherwise). The stack
- * comes from the calling thread's cache. Returning from body finishes the
+ * (directly on the owner thread, through the inbox otherwise). On the owner
+ * thread the stack comes from its cache at once; a spawn from another
+ * thread maps it lazily when the task first runs, so spawns waiting in the
+ * inbox cost no stack (and no VMA). If that late allocation fails the task
+ * finishes without running: result XTC_E_NOMEM, cleanup called, waiters
+ * woken. Returning from body finishes the
  * task (DONE): waiters are woken, cleanup runs, the stack goes back to the
  * cache, and the struct is recycled unless retain. out may be NULL; without
  * retain the pointer is only valid until the task is reaped.
- * Errors: XTC_E_INVAL (NULL loop/body, finalised loop), XTC_E_NOMEM,
- * XTC_E_RESOURCE (loop->max_tasks reached), XTC_E_INTERNAL. */
+ * Errors: XTC_E_INVAL (NULL loop/body, finalised loop, stack_size below
+ * 16 KiB), XTC_E_RANGE (stack_size above 1 GiB), XTC_E_NOMEM,
+ * XTC_E_RESOURCE (loop->max_tasks reached), XTC_E_AGAIN (cross-thread:
+ * XTC__REMOTE_SPAWN_MAX spawns already pending), XTC_E_INTERNAL. */
 int xtc__task_spawn_fiber(xtc_loop_t *loop, xtc__fiber_entry body, void *arg,
                           const xtc__spawn_opts_t *opts, xtc_task_t **out);
 /* Same for a stackless task (xtc_task_spawn): fn(t, user) per run. */
@@ -402,6 +415,7 @@ struct xtc_loop {
 
 	/* quiescence */
 	int64_t live_tasks;            /* spawned and not reaped (owner) */
+	_Atomic int64_t remote_pending; /* cross-thread spawns not yet drained */
 	int64_t pending_timers;        /* armed public/anon timers (owner) */
 	int64_t max_tasks;             /* 0 = unlimited -> XTC_E_RESOURCE */
 

@@ -1021,19 +1021,28 @@ int xtc_preempt_enable(void)
 /* Run boundaries                                                       */
 /* ------------------------------------------------------------------ */
 
-static void run_begin(xtc__fiber_t *f, int64_t slice_ns, int exact);
+static void run_begin(xtc__fiber_t *f, int64_t slice_ns, int exact,
+                      int64_t now);
 
 void xtc__preempt_run_begin(xtc__fiber_t *f, int64_t slice_ns)
 {
-	run_begin(f, slice_ns, 0);
+	run_begin(f, slice_ns, 0, 0);
+}
+
+void xtc__preempt_run_begin_at(xtc__fiber_t *f, int64_t slice_ns, int64_t now)
+{
+	/* the loop's clock is the monotonic clock unless the simulator
+	 * replaced it with virtual time */
+	run_begin(f, slice_ns, 0, xtc__clock_hook == NULL ? now : 0);
 }
 
 void xtc__preempt_run_begin_exact(xtc__fiber_t *f, int64_t slice_ns)
 {
-	run_begin(f, slice_ns, 1);
+	run_begin(f, slice_ns, 1, 0);
 }
 
-static void run_begin(xtc__fiber_t *f, int64_t slice_ns, int exact)
+static void run_begin(xtc__fiber_t *f, int64_t slice_ns, int exact,
+                      int64_t now)
 {
 	xtc__ptls_t *p = &xtc__ptls;
 	p->fiber = f;
@@ -1055,7 +1064,8 @@ static void run_begin(xtc__fiber_t *f, int64_t slice_ns, int exact)
 		if (slice_ns < XTC__PREEMPT_MIN_SLICE_NS)
 			slice_ns = XTC__PREEMPT_MIN_SLICE_NS;
 	}
-	int64_t now = now_ns();
+	if (now <= 0)
+		now = now_ns();
 	p->run_start = now;
 	p->slice = slice_ns;
 	uint32_t g = atomic_load_explicit(&s->gen, memory_order_relaxed);

@@ -134,6 +134,10 @@ static inline int xtc__preempt_due(void)
  * the carrier's slice. _exact (xtc_fn, the tests) uses slice_ns as given. */
 void xtc__preempt_run_begin(xtc__fiber_t *f, int64_t slice_ns);
 void xtc__preempt_run_begin_exact(xtc__fiber_t *f, int64_t slice_ns);
+/* Same as run_begin with the run's start time the loop already read
+ * (xtc__now(): saves a clock read per dispatch). */
+void xtc__preempt_run_begin_at(xtc__fiber_t *f, int64_t slice_ns,
+                               int64_t now);
 void xtc__preempt_run_end(void);
 /* Called before the carrier blocks in its poller: no deadline, ring stopped. */
 void xtc__preempt_idle(void);

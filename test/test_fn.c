@@ -192,6 +192,9 @@ static intptr_t fiber_launcher(void *arg)
 	int preempted = rc == XTC_E_AGAIN;
 	while (rc == XTC_E_AGAIN)
 		rc = xtc_fn_resume(&f, 200 * US);
+	if (!(rc == XTC_OK && preempted && f.result == expect_sum(20000000)))
+		fprintf(stderr, "test_fn: inside fiber: rc %d preempted %d\n", rc,
+		        preempted);
 	return rc == XTC_OK && preempted && f.result == expect_sum(20000000);
 }
 

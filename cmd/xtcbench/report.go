@@ -23,6 +23,7 @@ type HostInfo struct {
 	// shared, and a loaded machine inflates every cross-thread figure.
 	LoadStart string `json:"loadavg_start"`
 	LoadEnd   string `json:"loadavg_end"`
+	Nice      int    `json:"nice"` // the process's nice value (both sides share it)
 }
 
 func loadAvg() string {
@@ -40,7 +41,7 @@ func loadAvg() string {
 func hostInfo() HostInfo {
 	h := HostInfo{NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(),
 		OSArch: runtime.GOOS + "/" + runtime.GOARCH, CPU: "unknown", Kernel: "unknown",
-		LoadStart: loadAvg()}
+		LoadStart: loadAvg(), Nice: niceValue()}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {
 			if strings.HasPrefix(l, "model name") {
@@ -85,7 +86,7 @@ type Results struct {
 	Features    Features     `json:"features"`
 	Calibration Calibration  `json:"calibration"`
 	Carriers    int          `json:"carriers"`
-	Config      *Config      `json:"-"`
+	Config      *Config      `json:"config"`
 	Micro       []MicroRow   `json:"micro,omitempty"`
 	Tail        *TailResults `json:"tail,omitempty"`
 	Fair        *FairResults `json:"fair,omitempty"`
@@ -406,10 +407,11 @@ func writeMarkdown(w io.Writer, r *Results) {
 		r.Host.CPU, r.Host.NumCPU, r.Host.Kernel, r.Host.GoVersion, r.Host.OSArch,
 		r.Features.Version, orDash(r.Features.Backend),
 		r.Calibration.CItersPerNs, r.Calibration.GoItersPerNs)
-	fmt.Fprintf(w, "Load average (1, 5, 15 min) at the start: %s; at the end: %s. "+
-		"The machine is shared: with a load above its %d CPUs, every figure that "+
-		"involves two threads (wake-ups, cross-thread submission, the load generator) "+
-		"is inflated for both sides.\n\n", r.Host.LoadStart, r.Host.LoadEnd, r.Host.NumCPU)
+	fmt.Fprintf(w, "Load average (1, 5, 15 min) at the start: %s; at the end: %s; the "+
+		"process ran at nice %d (both sides alike). The machine is shared: with a load "+
+		"above its %d CPUs, every figure that involves two threads (wake-ups, "+
+		"cross-thread submission, the load generator) is inflated for both sides.\n\n",
+		r.Host.LoadStart, r.Host.LoadEnd, r.Host.Nice, r.Host.NumCPU)
 	fmt.Fprintf(w, "Both sides ran in the same process, one after the other, on the same "+
 		"machine, with the same work and the same number of worker threads. "+
 		"Nothing was tuned per side; a target that is missed is reported as missed.\n\n")

@@ -66,6 +66,7 @@ typedef struct tail_run {
 	_Atomic int64_t completed; /* finished or dropped */
 	_Atomic int64_t dropped;
 	_Atomic int     stop;      /* polled ingress: dispatchers exit */
+	_Atomic int     ready;     /* carriers that have started running */
 	int             gen_rc;
 	poll_ring_t    *rings;     /* polled ingress: one per carrier */
 } tail_run_t;
@@ -145,10 +146,25 @@ static int poll_push(tail_run_t *r, int c, int64_t i)
 	return 0;
 }
 
+/* Submitted to every carrier before the run: the clock starts only when
+ * all carriers run, so thread start-up is not a burst of late arrivals. */
+static void tail_ready_cb(void *arg)
+{
+	atomic_fetch_add_explicit(&((tail_run_t *)arg)->ready, 1,
+	                          memory_order_release);
+}
+
 static void *tail_gen(void *arg)
 {
 	tail_run_t *r = arg;
 	xb_tail_t  *t = r->t;
+
+	int64_t wait_until = xb_now() + 1000000000LL;
+	while (atomic_load_explicit(&r->ready, memory_order_acquire) <
+	           t->carriers &&
+	       xb_now() < wait_until)
+		cpu_relax();
+	r->base = xb_now() + 1000000; /* first arrivals 1 ms from now */
 
 	for (int64_t i = 0; i < t->n; i++) {
 		int64_t target = r->base + t->arrival[i];
@@ -293,9 +309,14 @@ int xb_tail_run(xb_tail_t *t, char *why)
 			}
 		}
 	}
+	for (int c = 0; c < t->carriers; c++)
+		if ((rc = xtc_exec_submit(r.ex, c, tail_ready_cb, &r))) {
+			snprintf(why, XB_WHY, "xtc_exec_submit: %s",
+			         xb_strerror(rc));
+			ret = XB_FAIL;
+			goto out;
+		}
 	tail_cur = &r;
-	/* Leave the carriers 2 ms to start before the first arrival. */
-	r.base = xb_now() + 2000000;
 
 	pthread_t gen;
 	if (pthread_create(&gen, NULL, tail_gen, &r)) {
