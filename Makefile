@@ -60,16 +60,12 @@ setup:
 		$(SUDO) apt-get update && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
 	else echo "apt packages: all present"; fi
+	@if ! $(GO) version >/dev/null 2>&1; then \
+		echo "make setup: Go >= 1.26 is required (expected at /usr/local/go)" >&2; exit 1; \
+	fi
 	@if ! $(GO) version 2>/dev/null | grep -q '$(GO_OK_RE)'; then \
-		echo "installing Go $(GO_VERSION) from the Go module proxy"; \
-		t=$$(mktemp -d) && \
-		curl -fsSL -o $$t/go.zip "$(GO_TOOLCHAIN_BASE)/v0.0.1-go$(GO_VERSION).linux-$(GO_ARCH).zip" && \
-		(cd $$t && unzip -q go.zip) && \
-		$(SUDO) rm -rf /usr/local/go && \
-		$(SUDO) mv $$t/toolchain@v0.0.1-go$(GO_VERSION).linux-$(GO_ARCH) /usr/local/go && \
-		$(SUDO) chmod -R a+rX /usr/local/go && \
-		$(SUDO) chmod a+x /usr/local/go/bin/* /usr/local/go/pkg/tool/*/* && \
-		rm -rf $$t; \
+		echo "Go is older than 1.26: fetching go$(GO_VERSION) through the Go module proxy"; \
+		GOTOOLCHAIN=go$(GO_VERSION) $(GO) version; \
 	fi
 	$(GO) version
 	$(GO) mod download
