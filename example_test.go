@@ -3,6 +3,7 @@
 package xtc_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -83,4 +84,31 @@ func ExampleErrno() {
 	// Output:
 	// true
 	// xtc_task_spawn XTC_E_INVAL
+}
+
+// A parked task is woken from another goroutine; RunContext bounds the run.
+func ExampleWaker() {
+	loop, _ := xtc.LoopInit()
+	defer loop.Fini()
+
+	wakers := make(chan xtc.Waker, 1)
+	runs := 0
+	xtc.TaskSpawn(loop, func(t *xtc.Task) xtc.TaskResult {
+		runs++
+		if runs == 1 {
+			w, _ := t.Waker()
+			wakers <- w
+			return xtc.TaskPending // until woken
+		}
+		return xtc.TaskDone
+	})
+	go func() { (<-wakers).Wake() }()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := loop.RunContext(ctx); err != nil {
+		panic(err)
+	}
+	fmt.Println("runs:", runs)
+	// Output: runs: 2
 }

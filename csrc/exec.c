@@ -599,6 +599,9 @@ static void carrier_idle(xtc__carrier_t *c)
 	atomic_store(&l->sleeping, 1);
 	if (!has_input(c))
 		(void)xtc__io_poll(l, park_timeout(c));
+#ifdef XTC_EXEC_TRACE
+	{ extern _Atomic int64_t xtc__exec_trace_wake; atomic_store(&xtc__exec_trace_wake, xtc_clock_mono()); }
+#endif
 	atomic_store(&l->sleeping, 0);
 	atomic_store(&c->parked, 0);
 	atomic_store(&c->idle_gen, 0);

@@ -898,6 +898,57 @@ static void test_wake_race(void)
 	race_consumed = 0;
 }
 
+/* ---- cross-thread spawn backpressure and lazy stacks ---------------- */
+
+struct bp { xtc_loop_t *l; int n_ok, rc_last, rc_small, rc_big; };
+
+static void nop_fiber(void *a)
+{
+	(void)a;
+}
+
+static void *bp_spawner(void *a)
+{
+	struct bp *b = a;
+	xtc__spawn_opts_t small = { .stack_size = 4096 };
+	xtc__spawn_opts_t big = { .stack_size = (size_t)4 << 30 };
+	int rc;
+
+	b->rc_small = xtc__task_spawn_fiber(b->l, nop_fiber, NULL, &small, NULL);
+	b->rc_big = xtc__task_spawn_fiber(b->l, nop_fiber, NULL, &big, NULL);
+	while ((rc = xtc__task_spawn_fiber(b->l, nop_fiber, NULL, NULL, NULL)) == 0)
+		b->n_ok++;
+	b->rc_last = rc;
+	return NULL;
+}
+
+static void test_spawn_backpressure(void)
+{
+	xtc_loop_t *l;
+	struct bp b = { 0 };
+	pthread_t th;
+
+	CHECK(xtc_loop_init(&l) == 0);
+	b.l = l;
+	pthread_create(&th, NULL, bp_spawner, &b);
+	pthread_join(th, NULL);
+	CHECK(b.rc_small == XTC_E_INVAL);
+	CHECK(b.rc_big == XTC_E_RANGE);
+	CHECK(b.rc_last == XTC_E_AGAIN);
+	CHECK(b.n_ok == XTC__REMOTE_SPAWN_MAX);
+	CHECK(atomic_load(&l->remote_pending) == XTC__REMOTE_SPAWN_MAX);
+	/* Pending fibers hold no stack until they run; running them all
+	 * drains the inbox. */
+	CHECK(xtc_loop_run(l) == 0);
+	CHECK(atomic_load(&l->remote_pending) == 0);
+	CHECK(l->live_tasks == 0);
+	/* Pending at fini: released without running. */
+	b.n_ok = 0;
+	pthread_create(&th, NULL, bp_spawner, &b);
+	pthread_join(th, NULL);
+	CHECK(xtc_loop_fini(l) == 0);
+}
+
 /* ---- backends -------------------------------------------------------- */
 
 static int run_all(void)
@@ -914,6 +965,7 @@ static int run_all(void)
 	test_io_api();
 	test_hooks();
 	test_wake_race();
+	test_spawn_backpressure();
 	return failures;
 }
 
