@@ -802,8 +802,16 @@ static void run_task(xtc_loop_t *loop, xtc_task_t *t)
 	/* STALL CHECK / CLASS CHARGE: t is still valid here even when it
 	 * finished (state DONE); it is reaped only afterwards. With feat == 0
 	 * a fiber chain may have run several tasks; no hook cares then. */
-	if (XTC__UNLIKELY(feat & XTC__LF_TIMED) && loop->hooks.run_end != NULL)
-		loop->hooks.run_end(loop, t, xtc__now() - start);
+	if (XTC__UNLIKELY(feat & XTC__LF_TIMED)) {
+		int64_t end = xtc__now();
+		if (loop->hooks.run_end != NULL)
+			loop->hooks.run_end(loop, t, end - start);
+		/* Time-based fairness: a due timer or XTC__FAIR_NS since the
+		 * last poll forces the poll at the end of this step. */
+		if ((loop->heap_len > 0 && loop->heap[0]->deadline <= end) ||
+		    end - loop->fair_last >= XTC__FAIR_NS)
+			loop->fair_left = 0;
+	}
 	if (loop->reap != NULL) {
 		xtc_task_t *dead = loop->reap;
 		loop->reap = NULL;
@@ -855,6 +863,8 @@ int xtc__loop_step(xtc_loop_t *loop, int may_block)
 		if (--loop->fair_left <= 0) {
 			loop->fair_left = XTC__FAIR_RUNS;
 			fairness_poll(loop);
+			if (loop->feat & XTC__LF_TIMED)
+				loop->fair_last = xtc__now();
 		}
 		return 1;
 	}

@@ -59,6 +59,11 @@
 #define XTC__LIKELY(x)   __builtin_expect(!!(x), 1)
 #define XTC__UNLIKELY(x) __builtin_expect(!!(x), 0)
 
+/* With a timed feature on (XTC__LF_TIMED: runs are clocked anyway), the
+ * fairness poll also happens after any run that ends with a timer due or
+ * XTC__FAIR_NS after the previous poll, so a long (e.g. preempted) run
+ * cannot delay timers by XTC__FAIR_RUNS runs. */
+#define XTC__FAIR_NS 1000000
 /* Every XTC__FAIR_RUNS task runs the loop does a non-blocking io poll, fires
  * due timers and drains the inbox, even when the run queue never empties. */
 #define XTC__FAIR_RUNS 64
@@ -392,6 +397,7 @@ struct xtc_loop {
 	xtc_task_t *rq_head, *rq_tail; /* plain FIFO, owner only */
 	uint32_t feat;                 /* XTC__LF_* */
 	int32_t fair_left;             /* runs until the next fairness poll */
+	int64_t fair_last;             /* clock of the last poll (timed feats) */
 	xtc__fiber_t *root;            /* carrier fiber of the owner thread */
 	uint64_t runs;                 /* tasks run (stats: tasks_run) */
 

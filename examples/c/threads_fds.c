@@ -44,10 +44,13 @@ reader(void *arg)
 		if (rev & XTC_IO_READABLE) {
 			ssize_t n = read(sh->fds[0], buf, sizeof buf - 1);
 
+			/* A pipe is a byte stream: one read may carry several
+			 * lines, so count newlines, not reads. */
+			for (ssize_t i = 0; i < n; i++)
+				sh->lines += buf[i] == '\n';
 			if (n > 0) {
 				buf[n] = '\0';
 				printf("reader: pipe: %s", buf);
-				sh->lines++;
 			}
 		}
 		if (rev & XTC_WAIT_MAILBOX) {
