@@ -406,7 +406,9 @@ func (e *Exec) SetServiceMode(on bool) {
 }
 
 // ServiceMode reports the service-mode knob.
-func (e *Exec) ServiceMode() bool { return e.getKnob(func(c *C.xtc_exec_t) C.int { return C.xtc_exec_get_service_mode(c) }) }
+func (e *Exec) ServiceMode() bool {
+	return e.getKnob(func(c *C.xtc_exec_t) C.int { return C.xtc_exec_get_service_mode(c) })
+}
 
 // SetEagerRebalance makes idle loops steal migratable work before parking
 // and wakes a parked peer when migratable work is queued.
@@ -501,47 +503,43 @@ func ExecClassCreate(loop *Loop, shares int, latency time.Duration) (*ExecClass,
 	if rc != 0 {
 		return nil, mkerr(op, int(rc))
 	}
-	return &ExecClass{c: cls}, nil
+	return &ExecClass{c: cls, l: loop}, nil
 }
 
-// Shares returns the class's shares (0 for nil).
+// Shares returns the class's shares (0 for nil or after its loop's Fini).
 func (c *ExecClass) Shares() int {
-	if c == nil {
-		return 0
-	}
-	return int(C.xtc_exec_class_shares(c.c))
+	var v C.int
+	c.with(func(cls C.xtc_exec_class_t) { v = C.xtc_exec_class_shares(cls) })
+	return int(v)
 }
 
-// Latency returns the class's latency bound (0 for nil or none).
+// Latency returns the class's latency bound (0 for nil, none, or after
+// its loop's Fini).
 func (c *ExecClass) Latency() time.Duration {
-	if c == nil {
-		return 0
-	}
-	return time.Duration(C.xtc_exec_class_latency(c.c))
+	var v C.int64_t
+	c.with(func(cls C.xtc_exec_class_t) { v = C.xtc_exec_class_latency(cls) })
+	return time.Duration(v)
 }
 
 // Runs returns how many times a task of the class was picked.
 func (c *ExecClass) Runs() uint64 {
-	if c == nil {
-		return 0
-	}
-	return uint64(C.xtc_exec_class_runs(c.c))
+	var v C.uint64_t
+	c.with(func(cls C.xtc_exec_class_t) { v = C.xtc_exec_class_runs(cls) })
+	return uint64(v)
 }
 
 // VRuntime returns the class's weighted virtual runtime.
 func (c *ExecClass) VRuntime() uint64 {
-	if c == nil {
-		return 0
-	}
-	return uint64(C.xtc_exec_class_vruntime(c.c))
+	var v C.uint64_t
+	c.with(func(cls C.xtc_exec_class_t) { v = C.xtc_exec_class_vruntime(cls) })
+	return uint64(v)
 }
 
 // CPU returns the measured run time charged to the class.
 func (c *ExecClass) CPU() time.Duration {
-	if c == nil {
-		return 0
-	}
-	return time.Duration(C.xtc_exec_class_cpu_ns(c.c))
+	var v C.uint64_t
+	c.with(func(cls C.xtc_exec_class_t) { v = C.xtc_exec_class_cpu_ns(cls) })
+	return time.Duration(v)
 }
 
 // ---- stall watchdog ----------------------------------------------------------

@@ -176,6 +176,39 @@ func TestExecClassErrors(t *testing.T) {
 	assert.Zero(t, nc.CPU())
 }
 
+// A class lives (in C) until its loop is finalised: afterwards the getters
+// answer zero instead of reading freed memory, and a spawn naming it (or a
+// class of another loop) is refused before C sees the handle.
+func TestExecClassAfterFini(t *testing.T) {
+	l, err := LoopInit()
+	require.NoError(t, err)
+	other, err := LoopInit()
+	require.NoError(t, err)
+	defer other.Fini()
+	c, err := ExecClassCreate(l, 42, time.Microsecond)
+	require.NoError(t, err)
+	assert.Equal(t, 42, c.Shares())
+	_, err = ProcSpawn(other, testWorker(), nil, &ProcOpts{SchedClass: c})
+	assert.ErrorIs(t, err, ErrInval, "class of another loop")
+	require.NoError(t, l.Fini())
+	assert.Zero(t, c.Shares())
+	assert.Zero(t, c.Latency())
+	assert.Zero(t, c.Runs())
+	assert.Zero(t, c.VRuntime())
+	assert.Zero(t, c.CPU())
+	_, err = ProcSpawn(other, testWorker(), nil, &ProcOpts{SchedClass: c})
+	assert.ErrorIs(t, err, ErrInval, "class of a finalised loop")
+
+	// the same through an executor's Fini
+	e, err := ExecInit(1)
+	require.NoError(t, err)
+	ec, err := ExecClassCreate(e.Loop(0), 7, 0)
+	require.NoError(t, err)
+	assert.Equal(t, 7, ec.Shares())
+	require.NoError(t, e.Fini())
+	assert.Zero(t, ec.Shares())
+}
+
 // classesAttempt runs three classes 600:300:100 of equal-cost C workers on
 // an executor loop and returns the picks of each.
 func classesAttempt(t *testing.T) []uint64 {

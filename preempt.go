@@ -30,6 +30,7 @@ static int xtc_go_preempt_map_info(int *n_rt, int *n_local)
 import "C"
 
 import (
+	"sync"
 	"time"
 )
 
@@ -145,7 +146,10 @@ type QuantumOpts struct {
 // and the load, and shortens the quantum under load with heavy tails,
 // lengthens it when load is low or the tail is light.
 type Quantum struct {
-	c *C.xtc_fn_quantum_t
+	// mu keeps c alive while a method uses it: Close takes it for writing,
+	// so a concurrent Record/Get/... never reaches the freed controller.
+	mu sync.RWMutex
+	c  *C.xtc_fn_quantum_t
 }
 
 // NewQuantum creates a controller (xtc_fn_quantum_create). ErrInval for a
@@ -172,47 +176,70 @@ func NewQuantum(o QuantumOpts) (*Quantum, error) {
 	return &Quantum{c: c}, nil
 }
 
-// Close frees the controller; detach it from executors first.
+// Close frees the controller (xtc_fn_quantum_destroy), detaching it from
+// executors first; concurrent methods and a second Close are safe (ErrInval
+// / zero values afterwards).
 func (q *Quantum) Close() {
-	if q != nil && q.c != nil {
+	if q == nil {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.c != nil {
 		C.xtc_fn_quantum_destroy(q.c)
 		q.c = nil
 	}
 }
 
-func (q *Quantum) ok() bool { return q != nil && q.c != nil }
+// use calls f with the live controller (read-locked); false for nil or
+// closed.
+func (q *Quantum) use(f func(c *C.xtc_fn_quantum_t)) bool {
+	if q == nil {
+		return false
+	}
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	if q.c == nil {
+		return false
+	}
+	f(q.c)
+	return true
+}
 
 // Record adds one request's service time.
 func (q *Quantum) Record(service time.Duration) error {
-	if !q.ok() {
-		return &Error{Op: "xtc_fn_quantum_record", Code: ErrInval}
-	}
-	return mkerr("xtc_fn_quantum_record", int(C.xtc_fn_quantum_record(q.c, C.int64_t(service))))
+	return q.call("xtc_fn_quantum_record", func(c *C.xtc_fn_quantum_t) C.int {
+		return C.xtc_fn_quantum_record(c, C.int64_t(service))
+	})
 }
 
 // AddBusy adds time spent serving, for the measured load.
 func (q *Quantum) AddBusy(d time.Duration) error {
-	if !q.ok() {
-		return &Error{Op: "xtc_fn_quantum_add_busy", Code: ErrInval}
-	}
-	return mkerr("xtc_fn_quantum_add_busy", int(C.xtc_fn_quantum_add_busy(q.c, C.int64_t(d))))
+	return q.call("xtc_fn_quantum_add_busy", func(c *C.xtc_fn_quantum_t) C.int {
+		return C.xtc_fn_quantum_add_busy(c, C.int64_t(d))
+	})
 }
 
 // SetLoad fixes the load (fraction of capacity) used by the next updates;
 // a negative value goes back to measuring busy time.
 func (q *Quantum) SetLoad(load float64) error {
-	if !q.ok() {
-		return &Error{Op: "xtc_fn_quantum_set_load", Code: ErrInval}
-	}
-	return mkerr("xtc_fn_quantum_set_load", int(C.xtc_fn_quantum_set_load(q.c, C.double(load))))
+	return q.call("xtc_fn_quantum_set_load", func(c *C.xtc_fn_quantum_t) C.int {
+		return C.xtc_fn_quantum_set_load(c, C.double(load))
+	})
+}
+
+// call runs an int-returning C function on the live controller; ErrInval
+// for nil or closed.
+func (q *Quantum) call(op string, f func(c *C.xtc_fn_quantum_t) C.int) error {
+	rc := C.int(ErrInval)
+	q.use(func(c *C.xtc_fn_quantum_t) { rc = f(c) })
+	return mkerr(op, int(rc))
 }
 
 // Update runs the controller now and returns the new quantum.
 func (q *Quantum) Update() (time.Duration, error) {
-	if !q.ok() {
-		return 0, &Error{Op: "xtc_fn_quantum_update", Code: ErrInval}
-	}
-	v := int64(C.xtc_fn_quantum_update(q.c))
+	v := int64(ErrInval)
+	q.use(func(c *C.xtc_fn_quantum_t) { v = int64(C.xtc_fn_quantum_update(c)) })
 	if v < 0 {
 		return 0, mkerr("xtc_fn_quantum_update", int(v))
 	}
@@ -221,40 +248,40 @@ func (q *Quantum) Update() (time.Duration, error) {
 
 // Get returns the current quantum (0 for a nil or closed controller).
 func (q *Quantum) Get() time.Duration {
-	if !q.ok() {
-		return 0
-	}
-	return time.Duration(C.xtc_fn_quantum_get(q.c))
+	var v C.int64_t
+	q.use(func(c *C.xtc_fn_quantum_t) { v = C.xtc_fn_quantum_get(c) })
+	return time.Duration(v)
 }
 
 // TailIndex returns the last Hill estimate of the service-time tail index.
 func (q *Quantum) TailIndex() float64 {
-	if !q.ok() {
-		return 0
-	}
-	return float64(C.xtc_fn_quantum_tail_index(q.c))
+	var v C.double
+	q.use(func(c *C.xtc_fn_quantum_t) { v = C.xtc_fn_quantum_tail_index(c) })
+	return float64(v)
 }
 
 // Load returns the load used by the last update.
 func (q *Quantum) Load() float64 {
-	if !q.ok() {
-		return 0
-	}
-	return float64(C.xtc_fn_quantum_load(q.c))
+	var v C.double
+	q.use(func(c *C.xtc_fn_quantum_t) { v = C.xtc_fn_quantum_load(c) })
+	return float64(v)
 }
 
 // SetPreemptAdaptive lets q drive the slice of every carrier
 // (xtc_exec_set_preempt_adaptive); preemption must be on (SetPreempt). nil
 // turns it off.
 func (e *Exec) SetPreemptAdaptive(q *Quantum) error {
-	var c *C.xtc_fn_quantum_t
-	if q != nil {
-		if !q.ok() {
-			return &Error{Op: "xtc_exec_set_preempt_adaptive", Code: ErrInval}
-		}
-		c = q.c
+	attach := func(c *C.xtc_fn_quantum_t) error {
+		return e.withC("xtc_exec_set_preempt_adaptive", func(ce *C.xtc_exec_t) C.int {
+			return C.xtc_exec_set_preempt_adaptive((*C.struct_xtc_exec)(ce), c)
+		})
 	}
-	return e.withC("xtc_exec_set_preempt_adaptive", func(ce *C.xtc_exec_t) C.int {
-		return C.xtc_exec_set_preempt_adaptive((*C.struct_xtc_exec)(ce), c)
-	})
+	if q == nil {
+		return attach(nil)
+	}
+	// attached under the read lock: a concurrent Close waits, then its
+	// destroy detaches the controller again
+	err := error(&Error{Op: "xtc_exec_set_preempt_adaptive", Code: ErrInval})
+	q.use(func(c *C.xtc_fn_quantum_t) { err = attach(c) })
+	return err
 }

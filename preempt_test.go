@@ -39,6 +39,47 @@ func TestPreemptErrors(t *testing.T) {
 	assert.ErrorIs(t, ne.SetPreemptAdaptive(nil), ErrInval)
 }
 
+// Close is safe against concurrent use and twice; a closed controller
+// answers ErrInval / zero and cannot be attached.
+func TestQuantumClosed(t *testing.T) {
+	q, err := NewQuantum(QuantumOpts{})
+	require.NoError(t, err)
+	e, err := ExecInit(1)
+	require.NoError(t, err)
+	defer e.Fini()
+	require.NoError(t, e.SetPreemptAdaptive(q))
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // hammers the controller while it is closed under it
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = q.Record(time.Microsecond)
+			_ = q.Get()
+			_, _ = q.Update()
+		}
+	}()
+	time.Sleep(5 * time.Millisecond)
+	q.Close() // detaches from e as well
+	close(stop)
+	<-done
+	q.Close()
+	assert.ErrorIs(t, q.Record(time.Microsecond), ErrInval)
+	assert.ErrorIs(t, q.AddBusy(time.Microsecond), ErrInval)
+	assert.ErrorIs(t, q.SetLoad(0.5), ErrInval)
+	_, err = q.Update()
+	assert.ErrorIs(t, err, ErrInval)
+	assert.Zero(t, q.Get())
+	assert.Zero(t, q.TailIndex())
+	assert.Zero(t, q.Load())
+	assert.ErrorIs(t, e.SetPreemptAdaptive(q), ErrInval)
+	assert.NoError(t, e.SetPreemptAdaptive(nil))
+}
+
 func TestPreemptArmLocked(t *testing.T) {
 	// A locked goroutine's thread ticks while it runs and stops when
 	// disarmed.

@@ -31,6 +31,22 @@ func pidFromC(c C.xtc_pid_t) Pid {
 // loop's default lane. Created by the executor/classes wrappers.
 type ExecClass struct {
 	c C.xtc_exec_class_t
+	l *Loop // the class lives (in C) until this loop is finalised
+}
+
+// with calls get with the C handle while the class's loop is held open;
+// false for nil or once the loop was finalised (the C class is freed then).
+func (c *ExecClass) with(get func(cls C.xtc_exec_class_t)) bool {
+	if c == nil || c.l == nil {
+		return false
+	}
+	c.l.cmu.RLock()
+	defer c.l.cmu.RUnlock()
+	if c.l.closed.Load() {
+		return false
+	}
+	get(c.c)
+	return true
 }
 
 // ProcSpawn starts a process on l running the C function fn(arg), where fn
@@ -57,6 +73,11 @@ func ProcSpawn(l *Loop, fn unsafe.Pointer, arg unsafe.Pointer, opts *ProcOpts) (
 			co.migratable = 1
 		}
 		if opts.SchedClass != nil {
+			// a class of another loop is refused by C too; refusing it
+			// here also covers one whose loop was finalised (freed)
+			if opts.SchedClass.l != l {
+				return PidNone, &Error{Op: "xtc_proc_spawn", Code: ErrInval}
+			}
 			co.sched_class = opts.SchedClass.c
 		}
 		if opts.Name != "" {

@@ -2,16 +2,22 @@
  * bench_preempt.c - cost of preemption.
  *
  * Prints `name value unit` lines (medians):
- *   preempt_loss_1ms_pct / _200us_pct / _100us_pct
- *        throughput loss of a call-free C loop (two never-yielding fibers
- *        on one executor loop, involuntary path on) against the same work
+ *   preempt_loss_<case>_1ms_pct / _200us_pct / _100us_pct
+ *        throughput loss of a call-free C loop (never-yielding fibers on
+ *        one executor loop, involuntary path on) against the same work
  *        with preemption off, in the carrier's CPU time (signal delivery
- *        included; robust to other load on the machine)
- *   preempt_loss_wall_<slice>_pct  the same in wall time (noisy when the
- *        machine is shared; includes the monitor competing for a CPU)
- *   preempt_rate_<slice>         preemptions per second at that slice
- *   preempt_cost_per_preemption_<slice>  extra carrier CPU per preemption
- *   monitor_cpu_<slice>_pct      the monitor thread's CPU use
+ *        included; robust to other load on the machine). Two cases:
+ *          lone: one spinner alone on its loop. Nothing else could run, so
+ *                the run is not sliced (only the XTC__PREEMPT_ALONE_NS
+ *                safety net signals it): the cost of preemption being on.
+ *          pair: two spinners on one loop. Every slice really switches, so
+ *                loss = cost per preemption x preemption rate.
+ *   preempt_loss_wall_<case>_<slice>_pct  the same in wall time (noisy when
+ *        the machine is shared; includes the monitor competing for a CPU)
+ *   preempt_rate_<case>_<slice>   preemptions per second at that slice
+ *   preempt_cost_per_preemption_<case>_<slice>  extra carrier CPU per
+ *        preemption (pair only: the lone loss is too small to divide)
+ *   monitor_cpu_<case>_<slice>_pct  the monitor thread's CPU use
  *   due_check_flag_ns            xtc__preempt_due() on the signal-flag path
  *   due_check_ring_ns            the same with an io_uring tick ring armed
  *   due_check_none_ns            the loop without any check (baseline)
@@ -107,7 +113,7 @@ struct pair_res {
 	double wall, cpu, rate, monitor_pct;
 };
 
-static struct pair_res run_pair(int64_t slice)
+static struct pair_res run_pair(int64_t slice, int nworkers)
 {
 	struct pair_res r = { -1, -1, 0, 0 };
 	xtc_exec_t *e = NULL;
@@ -118,8 +124,8 @@ static struct pair_res run_pair(int64_t slice)
 	xtc_preempt_set_involuntary(slice > 0);
 	atomic_store(&first_start, 0);
 	atomic_store(&last_end, 0);
-	xtc_exec_async_on(e, 0, worker, (void *)1, NULL);
-	xtc_exec_async_on(e, 0, worker, (void *)2, NULL);
+	for (int i = 0; i < nworkers; i++)
+		xtc_exec_async_on(e, 0, worker, (void *)(intptr_t)(i + 1), NULL);
 	xtc_preempt_stats_t a, b;
 	xtc_preempt_stats_global(&a, NULL);
 	int64_t m0 = xtc__monitor_cpu_ns();
@@ -135,20 +141,19 @@ static struct pair_res run_pair(int64_t slice)
 	return r;
 }
 
-static void bench_loss(void)
+static void bench_loss_case(const char *name, int nworkers)
 {
 	const int runs = quick ? 3 : 7;
 	const int64_t slices[] = { 1000000, 200000, 100000 };
 	const char *names[] = { "1ms", "200us", "100us" };
-	work_iters = quick ? 50000000 : 200000000;
 	double bw[16], bc[16], w[3][16], c[3][16], rate[3][16], mon[3][16];
 	/* interleave configurations so machine noise hits them alike */
 	for (int i = 0; i < runs; i++) {
-		struct pair_res b = run_pair(0);
+		struct pair_res b = run_pair(0, nworkers);
 		bw[i] = b.wall;
 		bc[i] = b.cpu;
 		for (int s = 0; s < 3; s++) {
-			struct pair_res p = run_pair(slices[s]);
+			struct pair_res p = run_pair(slices[s], nworkers);
 			w[s][i] = p.wall;
 			c[s][i] = p.cpu;
 			rate[s][i] = p.rate;
@@ -156,18 +161,31 @@ static void bench_loss(void)
 		}
 	}
 	double bwm = median(bw, runs), bcm = median(bc, runs);
-	printf("preempt_base_wall %.1f ms\n", bwm / 1e6);
-	printf("preempt_base_cpu %.1f ms\n", bcm / 1e6);
+	printf("preempt_base_wall_%s %.1f ms\n", name, bwm / 1e6);
+	printf("preempt_base_cpu_%s %.1f ms\n", name, bcm / 1e6);
 	for (int s = 0; s < 3; s++) {
 		double wm = median(w[s], runs), cm = median(c[s], runs);
-		printf("preempt_loss_%s_pct %.2f %%\n", names[s], (cm - bcm) / bcm * 100);
-		printf("preempt_loss_wall_%s_pct %.2f %%\n", names[s],
+		double rm = median(rate[s], runs);
+		printf("preempt_loss_%s_%s_pct %.2f %%\n", name, names[s],
+		       (cm - bcm) / bcm * 100);
+		printf("preempt_loss_wall_%s_%s_pct %.2f %%\n", name, names[s],
 		       (wm - bwm) / bwm * 100);
-		printf("preempt_rate_%s %.0f /s\n", names[s], median(rate[s], runs));
-		printf("preempt_cost_per_preemption_%s %.2f us\n", names[s],
-		       (cm - bcm) / 1e3 / (median(rate[s], runs) * cm / 1e9));
-		printf("monitor_cpu_%s_pct %.2f %%\n", names[s], median(mon[s], runs));
+		printf("preempt_rate_%s_%s %.0f /s\n", name, names[s], rm);
+		if (nworkers > 1 && rm > 0)
+			printf("preempt_cost_per_preemption_%s_%s %.2f us\n", name,
+			       names[s], (cm - bcm) / 1e3 / (rm * cm / 1e9));
+		printf("monitor_cpu_%s_%s_pct %.2f %%\n", name, names[s],
+		       median(mon[s], runs));
 	}
+}
+
+static void bench_loss(void)
+{
+	/* the same total work in both cases */
+	work_iters = quick ? 100000000 : 400000000;
+	bench_loss_case("lone", 1);
+	work_iters /= 2;
+	bench_loss_case("pair", 2);
 }
 
 /* ---- due-check cost ----------------------------------------------------- */
@@ -367,9 +385,15 @@ static void bench_yield(void)
 	printf("yield_dispatch_preempt_on_ns %.1f ns\n", median(on, runs));
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	const char *only = argc > 1 ? argv[1] : NULL;
 	quick = getenv("XTC_BENCH_QUICK") != NULL;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (only && !strcmp(only, "loss")) {
+		bench_loss();
+		return 0;
+	}
 	if (!xtc_preempt_involuntary_supported()) {
 		fprintf(stderr, "bench_preempt: no involuntary path here\n");
 		bench_due();

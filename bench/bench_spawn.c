@@ -6,6 +6,8 @@
  * Prints `name value unit` lines (medians of RUNS runs):
  *   spawn          ns per coroutine: a driver coroutine spawns a batch of
  *                  BATCH, yields until they all ran to completion, repeats
+ *   spawn_burst    batches of 1024 live at once (above the per-thread
+ *                  stack cache; served by the loop's overflow stack pool)
  *   spawn_one      one at a time: spawn, yield until it finished, repeat
  *                  (the shape of Go's `go f()` + wait)
  *   spawn_task     batches of stackless tasks (xtc_task_spawn)
@@ -116,6 +118,8 @@ int main(void)
 	long n = getenv("XTC_BENCH_QUICK") ? 10000 : 1000000;
 
 	printf("spawn %.2f ns\n", bench(n, 0));
+	batch = 1024;
+	printf("spawn_burst %.2f ns\n", bench(n / 1024 * 1024, 0));
 	batch = 1;
 	printf("spawn_one %.2f ns\n", bench(n, 0));
 	batch = 32;

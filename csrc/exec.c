@@ -35,11 +35,13 @@
  * while blocked in io_uring).
  */
 #include <errno.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -52,6 +54,7 @@
 #define MAX_LOOPS    1024
 #define DEQUE_CAP    4096
 #define SPIN_ROUNDS  256        /* ~ a few us of pause before parking */
+#define SPIN_MAX_NS  20000      /* adaptive spin: longest window */
 #define DRAIN_BATCH  256        /* submissions run between two loop steps */
 #define STEAL_POLL_NS 1000000   /* idle re-steal interval (1 ms) */
 #define STEAL_POLL_MAX_SHIFT 5  /* backoff cap: 32 ms */
@@ -86,8 +89,9 @@ typedef struct xtc__carrier {
 	xtc__deque_t dq;
 	uint64_t *dq_seq;      /* enqueue sequence per deque slot (owner only) */
 	sub_slot_t *ring;
+	int64_t gap_avg;       /* recent idle gaps ended by input (ns) */
+	_Atomic(xtc__pslot_t *) pslot; /* preemption slot, NULL: none */
 	_Alignas(64) _Atomic uint64_t idle_gen; /* 0 = busy */
-	_Atomic int parked;
 	_Alignas(64) _Atomic uint64_t sub_tail; /* producers */
 	_Alignas(64) _Atomic uint64_t sub_head; /* consumer */
 	_Alignas(64) char pad;
@@ -173,11 +177,29 @@ static xtc_task_t *hook_pick(xtc_loop_t *l)
 	return deque_oldest(c);
 }
 
+/* Wake a parked carrier (Dekker with carrier_idle: the caller published
+ * its work with a seq_cst operation before this load). The exchange makes
+ * only the first waker after a park pay the futex or eventfd syscall. */
+static void carrier_kick(xtc__carrier_t *c)
+{
+	xtc_loop_t *l = c->loop;
+	int s;
+
+	if (atomic_load_explicit(&l->sleeping, memory_order_relaxed) &&
+	    (s = atomic_exchange(&l->sleeping, 0)) != 0)
+		xtc__loop_ring(l, s);
+}
+
 static int hook_enqueue(xtc_loop_t *l, xtc_task_t *t)
 {
 	xtc__carrier_t *c;
 	uint64_t seq;
 
+	/* work made ready during a run (not the run's own yield): that run
+	 * now competes, so its slice applies (see hook_run_begin) */
+	if ((l->feat & XTC__LF_PREEMPT) && xtc__ptls.fiber != NULL &&
+	    t != xtc__task_current())
+		xtc__preempt_contend(xtc__ptls.slot);
 	if ((l->feat & XTC__LF_CLASSES) && xtc__class_enqueue(l, t))
 		return 1;
 	c = carrier_of(l);
@@ -200,8 +222,9 @@ pushed:
 		xtc_exec_t *e = c->exec;
 		for (int i = 1; i < e->n; i++) {
 			xtc__carrier_t *p = &e->c[(c->idx + i) % e->n];
-			if (atomic_load(&p->parked)) {
-				xtc__io_wakeup(p->loop);
+			int s = atomic_load(&p->loop->sleeping);
+			if (s == XTC__SLEEP_POLL || s == XTC__SLEEP_FUTEX) {
+				carrier_kick(p);
 				break;
 			}
 		}
@@ -209,21 +232,74 @@ pushed:
 	return 1;
 }
 
+static int ring_nonempty(xtc__carrier_t *c);
+
+/* Ready work other than the run about to start, visible to the owner. */
+static int others_ready(xtc_loop_t *l, xtc__carrier_t *c)
+{
+	return l->rq_head != NULL || xtc__class_queued(l) > 0 ||
+	    (can_steal(c) && xtc__deque_size(&c->dq) > 0);
+}
+
+/*
+ * Publish the run's preemption deadline. A run with nothing to compete
+ * with is published "alone" (preempt_int.h: only its hard deadline counts
+ * until someone contends), then the loop announces it through `sleeping`
+ * (XTC__SLEEP_RUN) and re-checks the inbox and the ring: a producer that
+ * posted before the announcement is seen here, one that posts after it
+ * finds XTC__SLEEP_RUN and contends through xtc__exec_ring_run (Dekker on
+ * `sleeping`, as for a parked carrier). The alone state is published
+ * first, so a contention can never be overwritten by it.
+ */
+static void preempt_begin(xtc_loop_t *l, xtc_task_t *t, int64_t now)
+{
+	xtc__carrier_t *c = carrier_of(l);
+	xtc__pslot_t *s = xtc__preempt_slot();
+	int64_t until;
+
+	if (c == NULL || s == NULL || others_ready(l, c))
+		goto contended;
+	until = xtc__timers_next(l);
+	if (until >= 0 && until <= now)
+		goto contended; /* a due timer is other work */
+	xtc__preempt_run_begin_alone(&t->fiber, l->lat_budget, now,
+	    until < 0 ? INT64_MAX : until);
+	atomic_store(&l->sleeping, XTC__SLEEP_RUN);
+	if (atomic_load(&l->inbox) != NULL || ring_nonempty(c))
+		xtc__preempt_contend(s);
+	return;
+contended:
+	xtc__preempt_run_begin_at(&t->fiber, l->lat_budget, now);
+}
+
+void xtc__exec_ring_run(xtc_loop_t *l)
+{
+	xtc__carrier_t *c = carrier_of(l);
+
+	if (c != NULL)
+		xtc__preempt_contend(atomic_load_explicit(&c->pslot,
+		    memory_order_relaxed));
+}
+
 static void hook_run_begin(xtc_loop_t *l, xtc_task_t *t, int64_t now)
 {
-	(void)now;
 	if (l->feat & XTC__LF_STALL)
 		xtc__stall_begin(l, t);
 	/* latency classes shorten the slice as they tighten the budget;
 	 * `now` is the run's start: no second clock read (H6) */
 	if ((l->feat & XTC__LF_PREEMPT) && t->is_fiber)
-		xtc__preempt_run_begin_at(&t->fiber, l->lat_budget, now);
+		preempt_begin(l, t, now);
 }
 
 static void hook_run_end(xtc_loop_t *l, xtc_task_t *t, int64_t ran_ns)
 {
-	if (l->feat & XTC__LF_PREEMPT)
+	if (l->feat & XTC__LF_PREEMPT) {
+		if (atomic_load_explicit(&l->sleeping, memory_order_relaxed) ==
+		    XTC__SLEEP_RUN)
+			atomic_store_explicit(&l->sleeping, 0,
+			    memory_order_relaxed);
 		xtc__preempt_run_end();
+	}
 	if (l->feat & XTC__LF_CLASSES)
 		xtc__class_charge(l, t, ran_ns);
 	if (l->feat & XTC__LF_STALL)
@@ -537,10 +613,14 @@ static int exec_quiescent(xtc_exec_t *e)
 	return q;
 }
 
+/* Stop and errors: unconditional (a carrier between its re-check and the
+ * poller still finds the eventfd set). */
 static void exec_wake_all(xtc_exec_t *e)
 {
-	for (int i = 0; i < e->n; i++)
+	for (int i = 0; i < e->n; i++) {
+		carrier_kick(&e->c[i]);
 		xtc__io_wakeup(e->c[i].loop);
+	}
 }
 
 static int64_t park_timeout(xtc__carrier_t *c)
@@ -567,21 +647,100 @@ static int64_t park_timeout(xtc__carrier_t *c)
 	return t;
 }
 
+/* Adaptive spin: a carrier whose recent idle gaps were short (input came
+ * back within SPIN_MAX_NS) spins up to twice that gap, so a busy producer's
+ * next submission is caught without a kernel wake on either side; a
+ * carrier whose gaps are long spins only SPIN_ROUNDS pauses, so an idle
+ * CPU is never burnt for nothing. Clock reads happen on the idle path
+ * only. */
+static int64_t spin_window(const xtc__carrier_t *c)
+{
+	int64_t w = 2 * c->gap_avg;
+
+	return c->gap_avg < SPIN_MAX_NS ? (w < SPIN_MAX_NS ? w : SPIN_MAX_NS)
+	    : 0;
+}
+
+static void gap_record(xtc__carrier_t *c, int64_t gap)
+{
+	if (gap > 4 * SPIN_MAX_NS)
+		gap = 4 * SPIN_MAX_NS;
+	c->gap_avg += (gap - c->gap_avg) / 4;
+}
+
+/* 1 when input arrived within the spin window (recorded). */
+static int carrier_spin(xtc__carrier_t *c, int64_t t0)
+{
+	int64_t w = spin_window(c);
+
+	for (int i = 0; i < SPIN_ROUNDS; i++) {
+		if (has_input(c))
+			goto caught;
+		cpu_relax();
+	}
+	while (w > 0) {
+		for (int i = 0; i < 32; i++) {
+			if (has_input(c))
+				goto caught;
+			cpu_relax();
+		}
+		if (xtc_clock_mono() - t0 >= w)
+			break;
+	}
+	return 0;
+caught:
+	gap_record(c, xtc_clock_mono() - t0);
+	return 1;
+}
+
+/* Park until input, a timer or the steal poll. With no fd to watch the
+ * carrier sleeps on a futex on loop->sleeping (a producer's FUTEX_WAKE is
+ * the whole wake path); otherwise in its poller, woken by the eventfd. */
+static void carrier_park(xtc__carrier_t *c)
+{
+	xtc_loop_t *l = c->loop;
+	int how = l->io->armed > 0 || l->io->pending != NULL ? XTC__SLEEP_POLL
+	    : XTC__SLEEP_FUTEX;
+	int64_t tmo;
+
+	/* Dekker with the producers: publish "sleeping", then re-check. */
+	atomic_store(&l->sleeping, how);
+	if (!has_input(c)) {
+		tmo = park_timeout(c);
+		if (how == XTC__SLEEP_POLL) {
+			(void)xtc__io_poll(l, tmo);
+		} else {
+			struct timespec ts, *tp = NULL;
+			if (tmo >= 0) {
+				ts.tv_sec = tmo / 1000000000;
+				ts.tv_nsec = tmo % 1000000000;
+				tp = &ts;
+			}
+			/* returns at once unless the word still says FUTEX */
+			syscall(SYS_futex, (int *)&l->sleeping,
+			    FUTEX_WAIT_PRIVATE, XTC__SLEEP_FUTEX, tp, NULL, 0);
+		}
+	}
+#ifdef XTC_EXEC_TRACE
+	{ extern _Atomic int64_t xtc__exec_trace_wake; atomic_store(&xtc__exec_trace_wake, xtc_clock_mono()); }
+#endif
+	atomic_store(&l->sleeping, 0);
+}
+
 /* Nothing ran in the last step: steal, spin, detect quiescence, park. */
 static void carrier_idle(xtc__carrier_t *c)
 {
 	xtc_exec_t *e = c->exec;
 	xtc_loop_t *l = c->loop;
+	int64_t t0;
 
 	if (try_steal(c)) {
 		c->idle_turns = 0;
 		return;
 	}
-	for (int i = 0; i < SPIN_ROUNDS; i++) {
-		if (has_input(c))
-			return;
-		cpu_relax();
-	}
+	t0 = xtc_clock_mono();
+	if (carrier_spin(c, t0))
+		return;
 	if (!atomic_load(&e->service) && xtc__loop_quiescent(l) &&
 	    !ring_nonempty(c)) {
 		atomic_store(&c->idle_gen, ++c->gen_next);
@@ -594,17 +753,10 @@ static void carrier_idle(xtc__carrier_t *c)
 	}
 	if (l->feat & XTC__LF_PREEMPT)
 		xtc__preempt_idle(); /* no deadline, tick ring stopped */
-	/* Dekker with the producers: publish "parked", then re-check. */
-	atomic_store(&c->parked, 1);
-	atomic_store(&l->sleeping, 1);
-	if (!has_input(c))
-		(void)xtc__io_poll(l, park_timeout(c));
-#ifdef XTC_EXEC_TRACE
-	{ extern _Atomic int64_t xtc__exec_trace_wake; atomic_store(&xtc__exec_trace_wake, xtc_clock_mono()); }
-#endif
-	atomic_store(&l->sleeping, 0);
-	atomic_store(&c->parked, 0);
+	carrier_park(c);
 	atomic_store(&c->idle_gen, 0);
+	/* input or a timeout: either way no input came sooner */
+	gap_record(c, xtc_clock_mono() - t0);
 	c->idle_turns++;
 }
 
@@ -639,6 +791,7 @@ static void *carrier_main(void *arg)
 	    xtc__preempt_carrier_start(e->preempt_ns) == XTC_OK) {
 		xtc__sched_attach(l);
 		xtc__loop_feat_set(l, XTC__LF_PREEMPT);
+		atomic_store(&c->pslot, xtc__preempt_slot());
 		preempt = 1;
 	}
 	while (!atomic_load_explicit(&e->stop, memory_order_acquire)) {
@@ -675,6 +828,7 @@ static void *carrier_main(void *arg)
 	}
 	if (preempt) {
 		xtc__loop_feat_clear(l, XTC__LF_PREEMPT);
+		atomic_store(&c->pslot, NULL);
 		xtc__preempt_carrier_stop();
 	}
 	xtc__loop_leave(l);
@@ -717,6 +871,7 @@ int xtc_exec_init(xtc_exec_t **out, int n_loops)
 		c->exec = e;
 		c->idx = i;
 		c->rng = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
+		c->gap_avg = 4 * SPIN_MAX_NS;
 		c->dq_seq = calloc(DEQUE_CAP, sizeof(*c->dq_seq));
 		if (c->dq_seq == NULL || xtc__deque_init(&c->dq, DEQUE_CAP) != 0 ||
 		    ring_init(c) != XTC_OK) {
@@ -737,7 +892,7 @@ int xtc_exec_init(xtc_exec_t **out, int n_loops)
 	if (rc != XTC_OK) {
 		for (int i = 0; i < n_loops; i++) {
 			if (e->c[i].loop)
-				xtc_loop_fini(e->c[i].loop);
+				xtc__loop_fini_owned(e->c[i].loop);
 			xtc__deque_fini(&e->c[i].dq);
 			free(e->c[i].dq_seq);
 			free(e->c[i].ring);
@@ -759,7 +914,7 @@ int xtc_exec_fini(xtc_exec_t *e)
 	for (int i = 0; i < e->n; i++) {
 		xtc__carrier_t *c = &e->c[i];
 		/* unrun submissions are dropped: their fn never runs */
-		xtc_loop_fini(c->loop);
+		xtc__loop_fini_owned(c->loop);
 		xtc__deque_fini(&c->dq);
 		free(c->dq_seq);
 		free(c->ring);
@@ -936,12 +1091,10 @@ static int submit_once(xtc_exec_t *e, int idx, xtc_exec_fn fn, void *arg)
 
 	if (!ring_push(c, fn, arg))
 		return XTC_E_AGAIN;
-	/* Dekker with carrier_idle: the push is seq_cst-ordered before this
-	 * load, the carrier's "parked" store before its re-check. */
+	/* Dekker with carrier_idle: the push is seq_cst-ordered before the
+	 * load of "sleeping", the carrier's store of it before its re-check. */
 	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load_explicit(&c->parked, memory_order_relaxed) &&
-	    atomic_exchange(&c->parked, 0))
-		xtc__io_wakeup(c->loop); /* first producer after the park only */
+	carrier_kick(c);
 	return XTC_OK;
 }
 

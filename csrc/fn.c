@@ -38,6 +38,7 @@
 #define _GNU_SOURCE
 #endif
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -191,8 +192,12 @@ int xtc_fn_launch(xtc_fn_t *fn, xtc_fn_entry entry, void *arg,
 {
 	if (fn == NULL || entry == NULL || slice_ns <= 0)
 		return XTC_E_INVAL;
-	if (fn->state == XTC_FN_PREEMPTED || fn->state == XTC_FN_RUNNING)
-		return fn->state == XTC_FN_RUNNING ? XTC_E_DEADLK : XTC_E_INVAL;
+	if (fn->state == XTC_FN_RUNNING)
+		return XTC_E_DEADLK;
+	/* PREEMPTED owns a pooled context; anything else is not an xtc_fn_t
+	 * that was zero-initialised */
+	if (fn->state != XTC_FN_IDLE && fn->state != XTC_FN_DONE)
+		return XTC_E_INVAL;
 	if (!xtc_preempt_involuntary_supported())
 		return XTC_E_NOSYS;
 	int rc = calling_context_ok();
@@ -343,6 +348,27 @@ int xtc_fn_quantum_create(const xtc_fn_quantum_opts_t *opts,
 }
 
 static _Atomic(xtc_fn_quantum_t *) exec_q;
+static atomic_int exec_q_users; /* threads between loading exec_q and done */
+
+/* Pin the attached controller for one use (NULL: none attached). The
+ * relaxed pre-check keeps the per-run cost at one load while none is. */
+static xtc_fn_quantum_t *exec_q_get(void)
+{
+	xtc_fn_quantum_t *q;
+
+	if (atomic_load_explicit(&exec_q, memory_order_relaxed) == NULL)
+		return NULL;
+	atomic_fetch_add(&exec_q_users, 1);
+	q = atomic_load(&exec_q);
+	if (q == NULL)
+		atomic_fetch_sub(&exec_q_users, 1);
+	return q;
+}
+
+static void exec_q_put(void)
+{
+	atomic_fetch_sub_explicit(&exec_q_users, 1, memory_order_release);
+}
 
 void xtc_fn_quantum_destroy(xtc_fn_quantum_t *q)
 {
@@ -351,6 +377,12 @@ void xtc_fn_quantum_destroy(xtc_fn_quantum_t *q)
 	xtc_fn_quantum_t *expect = q;
 	if (atomic_compare_exchange_strong(&exec_q, &expect, NULL))
 		atomic_store(&xtc__preempt_adaptive_slice, 0);
+	/* A carrier or the monitor may have loaded q just before it was
+	 * detached (here or by xtc_exec_set_preempt_adaptive): wait for those
+	 * uses to end. Users count themselves before loading exec_q, so one
+	 * that starts after this check sees the detached pointer. */
+	while (atomic_load(&exec_q_users) != 0)
+		sched_yield();
 	free((void *)q->ring);
 	free(q->scratch);
 	free(q);
@@ -478,17 +510,21 @@ int xtc_exec_set_preempt_adaptive(struct xtc_exec *exec, xtc_fn_quantum_t *q)
 void xtc__preempt_sample(int64_t ran_ns, int preempted)
 {
 	(void)preempted;
-	xtc_fn_quantum_t *q = atomic_load_explicit(&exec_q, memory_order_acquire);
+	xtc_fn_quantum_t *q = exec_q_get();
 	if (q == NULL)
 		return;
 	xtc_fn_quantum_record(q, ran_ns);
 	xtc_fn_quantum_add_busy(q, ran_ns);
+	exec_q_put();
 }
 
 /* monitor.c: run the controller when its period has come. */
 void xtc__fn_quantum_tick(int64_t now)
 {
-	xtc_fn_quantum_t *q = atomic_load_explicit(&exec_q, memory_order_acquire);
-	if (q != NULL && now >= atomic_load(&q->next_update))
+	xtc_fn_quantum_t *q = exec_q_get();
+	if (q == NULL)
+		return;
+	if (now >= atomic_load(&q->next_update))
 		(void)xtc_fn_quantum_update(q);
+	exec_q_put();
 }

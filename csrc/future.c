@@ -432,10 +432,14 @@ int xtc_future_await(xtc_future_t *fut, intptr_t *out)
 	intptr_t v = 0;
 	int status, rc;
 
-	if (!fut_ok(fut) || !xtc__in_fiber())
+	if (!fut_ok(fut))
 		return XTC_E_INVAL;
+	/* a Go callback runs on the carrier stack (off a fiber): report the
+	 * callback, as xtc_future_wait and xtc_launch do */
 	if (xtc__gocb_depth > 0)
 		return XTC_E_DEADLK;
+	if (!xtc__in_fiber())
+		return XTC_E_INVAL;
 	rc = fut_claim(fut, USE_BUSY);
 	if (rc != 0)
 		return rc;
@@ -495,6 +499,22 @@ static void fut_chain(xtc_future_t *src, cont_fn fn)
 	fut_consume(src);
 }
 
+/* Claim src for a continuation and make the pair that continuation will
+ * complete; on failure nothing is claimed or leaked. */
+static int chain_claim(xtc_future_t *src, xtc_promise_t **p,
+                       xtc_future_t **f)
+{
+	int rc = xtc_future_new_pair(p, f);
+
+	if (rc != 0)
+		return rc;
+	if ((rc = fut_claim(src, USE_USED)) != 0) {
+		xtc_promise_drop(*p);
+		xtc_future_drop(*f);
+	}
+	return rc;
+}
+
 static void map_cont(fstate_t *st, intptr_t value, int status)
 {
 	intptr_t v = st->u.map.fn(value, status, st->u.map.user);
@@ -513,14 +533,8 @@ int xtc_future_map(xtc_future_t *src, xtc_future_map_fn fn, void *user,
 
 	if (!fut_ok(src) || fn == NULL || out_fut == NULL)
 		return XTC_E_INVAL;
-	rc = xtc_future_new_pair(&p, &f);
-	if (rc != 0)
+	if ((rc = chain_claim(src, &p, &f)) != 0)
 		return rc;
-	if ((rc = fut_claim(src, USE_USED)) != 0) {
-		xtc_promise_drop(p);
-		xtc_future_drop(f);
-		return rc;
-	}
 	st = ST_OF_FUT(src);
 	st->u.map.fn = fn;
 	st->u.map.user = user;
@@ -570,14 +584,8 @@ int xtc_future_then(xtc_future_t *src, xtc_future_then_fn fn, void *user,
 
 	if (!fut_ok(src) || fn == NULL || out_fut == NULL)
 		return XTC_E_INVAL;
-	rc = xtc_future_new_pair(&p, &f);
-	if (rc != 0)
+	if ((rc = chain_claim(src, &p, &f)) != 0)
 		return rc;
-	if ((rc = fut_claim(src, USE_USED)) != 0) {
-		xtc_promise_drop(p);
-		xtc_future_drop(f);
-		return rc;
-	}
 	st = ST_OF_FUT(src);
 	st->u.then.fn = fn;
 	st->u.then.user = user;
@@ -779,14 +787,7 @@ int xtc_future_with_timeout(xtc_future_t *src, int64_t timeout_ns,
 	r = calloc(1, sizeof(*r));
 	if (r == NULL)
 		return XTC_E_NOMEM;
-	rc = xtc_future_new_pair(&p, &f);
-	if (rc != 0) {
-		free(r);
-		return rc;
-	}
-	if ((rc = fut_claim(src, USE_USED)) != 0) {
-		xtc_promise_drop(p);
-		xtc_future_drop(f);
+	if ((rc = chain_claim(src, &p, &f)) != 0) {
 		free(r);
 		return rc;
 	}

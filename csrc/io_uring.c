@@ -173,6 +173,10 @@ static int ur_poll(struct xtc_io *io, int64_t timeout_ns)
 	if (timeout_ns == 0) {
 		if (u->unsubmitted > 0)
 			rc = io_uring_submit(&u->ring);
+		/* Completions beyond the CQ ring wait in the kernel until an
+		 * enter flushes them; a non-blocking poll must not miss them. */
+		else if (io_uring_cq_has_overflow(&u->ring))
+			rc = io_uring_get_events(&u->ring);
 	} else if (timeout_ns < 0) {
 		rc = io_uring_submit_and_wait(&u->ring, 1);
 	} else {
@@ -193,6 +197,9 @@ static int ur_poll(struct xtc_io *io, int64_t timeout_ns)
 		int res = cqe->res;
 		io_uring_cqe_seen(&u->ring, cqe);
 		count += handle_cqe(io, ud, res);
+		if (io_uring_cq_ready(&u->ring) == 0 &&
+		    io_uring_cq_has_overflow(&u->ring))
+			io_uring_get_events(&u->ring);
 	}
 	if (!u->wake_armed)
 		arm_wake(io);

@@ -8,7 +8,10 @@
  * XTC_LAUNCH_CANCEL_REASON) and waits, parking in short naps, until the
  * child's slot is no longer alive, i.e. its teardown (links, monitors,
  * mailbox) has run. The caller returns only after the child has either
- * released the record or died, so the record can live on its stack.
+ * released the record or died, so the record can live on its stack. For
+ * the same reason the caller parks with XTC__PARK_NOKILL: when it is
+ * killed while waiting it cancels the child, waits for it to be gone, and
+ * only then unwinds.
  *
  * Invariants: the child touches the record only before `released`; a
  * child that is killed never reaches its store, so a killed child and a
@@ -61,20 +64,36 @@ static int proc_alive(xtc_pid_t pid)
 	return alive;
 }
 
+/* Every park here is NOKILL: a kill of the caller must not unwind its
+ * stack (and the record on it) while the child may still write there. */
+static int park_nokill(int64_t ns)
+{
+	return xtc__park_ex(ns, -1, 0, NULL, XTC__PARK_NOKILL);
+}
+
 /* Wait (parked) until the child released the record or died. */
 static void wait_gone(launch_rec_t *r, xtc_pid_t pid)
 {
 	int64_t nap = 20000;
 	while (!atomic_load_explicit(&r->released, memory_order_acquire) &&
 	       proc_alive(pid)) {
-		(void)xtc__park(nap, -1, 0, NULL);
+		(void)park_nokill(nap);
 		if (nap < 2000000)
 			nap *= 2;
 	}
 	/* a completed child may still be between its wake and `released` */
 	while (atomic_load_explicit(&r->done, memory_order_acquire) &&
 	       !atomic_load_explicit(&r->released, memory_order_acquire))
-		(void)xtc__park(10000, -1, 0, NULL);
+		(void)park_nokill(10000);
+}
+
+/* The calling proc was asked to exit while it waited: cancel the child,
+ * wait until it no longer touches the record, then honour the kill. */
+static void caller_killed(launch_rec_t *r, xtc_pid_t pid)
+{
+	(void)xtc_exit_pid(pid, XTC_LAUNCH_CANCEL_REASON);
+	wait_gone(r, pid);
+	xtc__proc_resumed(); /* does not return */
 }
 
 int xtc_launch(xtc_loop_t *loop, xtc_launch_fn fn, void *arg,
@@ -117,7 +136,10 @@ int xtc_launch(xtc_loop_t *loop, xtc_launch_fn fn, void *arg,
 			return XTC_E_AGAIN;
 		}
 		int64_t left = deadline == INT64_MAX ? -1 : deadline - now;
-		rc = xtc__park(left, -1, 0, NULL);
+		rc = park_nokill(left);
+		if (atomic_load_explicit(&r.caller->kill_pending,
+		                         memory_order_relaxed))
+			caller_killed(&r, pid);
 		if (rc != XTC_OK && rc != XTC_E_AGAIN) {
 			/* cannot wait: do not leave the child holding our stack */
 			(void)xtc_exit_pid(pid, XTC_LAUNCH_CANCEL_REASON);

@@ -28,6 +28,17 @@
  *  - Go callbacks never run on a fiber stack: xtc__carrier_call bounces to
  *    the root, which calls the function with xtc__gocb_depth raised and
  *    resumes the same fiber immediately.
+ *  - Fairness: every XTC__FAIR_RUNS runs (and, when runs are clocked
+ *    anyway, after a run that leaves a timer due or XTC__FAIR_NS after the
+ *    last poll) the loop drains the inbox, polls io without blocking and
+ *    fires due timers, so a busy run queue cannot starve them.
+ *  - Stacks: an owner-thread spawn maps its stack at once (the error is
+ *    returned to the caller); a cross-thread spawn maps it at first run, so
+ *    a backlog in the inbox holds no stacks, and the inbox accepts at most
+ *    XTC__REMOTE_SPAWN_MAX pending spawns (XTC_E_AGAIN beyond). Stacks the
+ *    thread's cache cannot take at reap wait in a per-loop overflow pool
+ *    and go back to the cache at the next spawn; stacks the pool did not
+ *    need for XTC__SPOOL_TRIM_NS are unmapped when the loop idles.
  *
  * Invariants
  *  - a task is on at most one queue (run queue, class queue, inbox) and
@@ -76,6 +87,11 @@ __attribute__((weak)) void xtc__proc_loop_fini(xtc_loop_t *loop)
 }
 
 __attribute__((weak)) void xtc__sched_loop_fini(xtc_loop_t *loop)
+{
+	(void)loop;
+}
+
+__attribute__((weak)) void xtc__exec_ring_run(xtc_loop_t *loop)
 {
 	(void)loop;
 }
@@ -195,10 +211,24 @@ void xtc__loop_make_ready(xtc_loop_t *loop, xtc_task_t *t)
 /* inbox                                                                */
 /* ------------------------------------------------------------------ */
 
+void xtc__loop_ring(xtc_loop_t *loop, int how)
+{
+	if (how == XTC__SLEEP_FUTEX)
+		syscall(SYS_futex, (int *)&loop->sleeping, FUTEX_WAKE_PRIVATE, 1,
+		        NULL, NULL, 0);
+	else if (how == XTC__SLEEP_RUN)
+		xtc__exec_ring_run(loop);
+	else if (how != 0)
+		xtc__io_wakeup(loop);
+}
+
 static void kick(xtc_loop_t *loop)
 {
-	if (atomic_load(&loop->sleeping) && atomic_exchange(&loop->sleeping, 0))
-		xtc__io_wakeup(loop);
+	int s;
+
+	if (atomic_load(&loop->sleeping) &&
+	    (s = atomic_exchange(&loop->sleeping, 0)) != 0)
+		xtc__loop_ring(loop, s);
 }
 
 int xtc__loop_post(xtc_loop_t *loop, xtc__post_t *p)
@@ -328,6 +358,67 @@ static void all_unlink(xtc_loop_t *loop, xtc_task_t *t)
 }
 
 /* ------------------------------------------------------------------ */
+/* overflow stack pool                                                  */
+/* ------------------------------------------------------------------ */
+
+/* Reap: keep the dead fiber's stack when the thread cache is full. */
+static void spool_put(xtc_loop_t *loop, xtc__fiber_t *f)
+{
+	if (f->stack.map == NULL || loop->magic != XTC__LOOP_LIVE ||
+	    xtc__stack_cache_count() < XTC__STACK_CACHE_MAX)
+		return;
+	if (loop->spool_n == loop->spool_cap) {
+		uint32_t cap = loop->spool_cap ? loop->spool_cap * 2 : 64;
+		xtc__stack_t *s;
+		if (loop->spool_cap >= XTC__SPOOL_MAX)
+			return;
+		s = realloc(loop->spool, cap * sizeof(*s));
+		if (s == NULL)
+			return;
+		loop->spool = s;
+		loop->spool_cap = cap;
+	}
+	loop->spool[loop->spool_n++] = f->stack;
+	memset(&f->stack, 0, sizeof(f->stack));
+}
+
+/* Spawn: refill the thread cache from the pool so the next stack
+ * allocation is a cache hit. */
+static inline void spool_refill(xtc_loop_t *loop)
+{
+	xtc__stack_t st;
+
+	if (XTC__LIKELY(loop->spool_n == 0) ||
+	    xtc__stack_cache_count() >= XTC__STACK_CACHE_MAX)
+		return;
+	st = loop->spool[--loop->spool_n];
+	if (loop->spool_n < loop->spool_low)
+		loop->spool_low = loop->spool_n;
+	xtc__stack_free(&st);
+}
+
+/* Idle: release the stacks the pool did not need since the last trim. */
+static void spool_trim(xtc_loop_t *loop, int64_t now, int all)
+{
+	uint32_t drop;
+
+	if (!all && (loop->spool_n == 0 || now < loop->spool_trim_at))
+		return;
+	drop = all ? loop->spool_n : loop->spool_low;
+	while (drop-- > 0 && loop->spool_n > 0) {
+		xtc__stack_t st = loop->spool[--loop->spool_n];
+		xtc__stack_free(&st);
+	}
+	loop->spool_low = loop->spool_n;
+	loop->spool_trim_at = now + XTC__SPOOL_TRIM_NS;
+	if (all) {
+		free(loop->spool);
+		loop->spool = NULL;
+		loop->spool_cap = loop->spool_n = loop->spool_low = 0;
+	}
+}
+
+/* ------------------------------------------------------------------ */
 /* park registrations                                                   */
 /* ------------------------------------------------------------------ */
 
@@ -405,8 +496,10 @@ static void task_reap(xtc_loop_t *loop, xtc_task_t *t)
 	loop->live_tasks--;
 	if (t->cleanup != NULL)
 		t->cleanup(t, t->proc);
-	if (t->is_fiber && !t->stack_lazy)
+	if (t->is_fiber && !t->stack_lazy) {
+		spool_put(loop, &t->fiber);
 		xtc__fiber_release(&t->fiber);
+	}
 	if (!t->retain) {
 		all_unlink(loop, t);
 		task_free(loop, t);
@@ -500,6 +593,7 @@ static int task_spawn(xtc_loop_t *loop, const struct spawn_body *proto,
 		t->pinned = 1;
 	}
 	if (t->is_fiber && on_owner) {
+		spool_refill(loop);
 		rc = xtc__fiber_init(&t->fiber, opts ? opts->stack_size : 0,
 		                     fiber_main, t);
 		if (rc != 0) {
@@ -766,7 +860,10 @@ static void run_stackless(xtc_loop_t *loop, xtc_task_t *t)
  * failure finishes the task unrun (result XTC_E_NOMEM or the error). */
 static int stack_materialize(xtc_loop_t *loop, xtc_task_t *t)
 {
-	int rc = xtc__fiber_init(&t->fiber, t->stack_size, fiber_main, t);
+	int rc;
+
+	spool_refill(loop);
+	rc = xtc__fiber_init(&t->fiber, t->stack_size, fiber_main, t);
 
 	if (rc == 0) {
 		t->stack_lazy = 0;
@@ -894,7 +991,8 @@ int xtc__loop_step(xtc_loop_t *loop, int may_block)
 	else
 		timeout = next > now ? next - now : 0;
 	if (timeout != 0) {
-		atomic_store(&loop->sleeping, 1);
+		spool_trim(loop, now, 0);
+		atomic_store(&loop->sleeping, XTC__SLEEP_POLL);
 		if (atomic_load(&loop->inbox) != NULL || atomic_load(&loop->stop))
 			timeout = 0;
 	}
@@ -1195,6 +1293,9 @@ int xtc_loop_run(xtc_loop_t *loop)
 {
 	int rc;
 
+	/* An executor's loop runs on its carrier (xtc_exec_run). */
+	if (loop_live(loop) && loop->exec != NULL)
+		return XTC_E_INVAL;
 	rc = xtc__loop_enter(loop);
 	if (rc != 0)
 		return rc == XTC_E_NOMEM ? rc : XTC_E_INVAL;
@@ -1216,8 +1317,11 @@ int xtc_loop_stop(xtc_loop_t *loop)
 	if (!loop_live(loop))
 		return XTC_E_INVAL;
 	atomic_store(&loop->stop, 1);
-	if (!xtc__loop_on_owner_thread(loop))
+	if (!xtc__loop_on_owner_thread(loop)) {
+		if (atomic_load(&loop->sleeping) == XTC__SLEEP_FUTEX)
+			kick(loop);
 		xtc__io_wakeup(loop);
+	}
 	return 0;
 }
 
@@ -1225,6 +1329,8 @@ int xtc_loop_wake(xtc_loop_t *loop)
 {
 	if (!loop_live(loop))
 		return XTC_E_INVAL;
+	if (atomic_load(&loop->sleeping) == XTC__SLEEP_FUTEX)
+		kick(loop);
 	return xtc__io_wakeup(loop);
 }
 
@@ -1278,7 +1384,24 @@ static void release_all_tasks(xtc_loop_t *loop)
 	loop->rq_head = loop->rq_tail = NULL;
 }
 
+/* An executor's loops belong to it: xtc_exec_fini finalises them through
+ * xtc__loop_fini_owned; a direct xtc_loop_fini would leave the executor
+ * with a recycled shell. */
+static int loop_fini(xtc_loop_t *loop);
+
 int xtc_loop_fini(xtc_loop_t *loop)
+{
+	if (loop_live(loop) && loop->exec != NULL)
+		return XTC_E_INVAL;
+	return loop_fini(loop);
+}
+
+int xtc__loop_fini_owned(xtc_loop_t *loop)
+{
+	return loop_fini(loop);
+}
+
+static int loop_fini(xtc_loop_t *loop)
 {
 	xtc_loop_t *saved_loop = xtc__tls_loop;
 	xtc_task_t *saved_task = xtc__tls_task;
@@ -1298,6 +1421,7 @@ int xtc_loop_fini(xtc_loop_t *loop)
 	inbox_drain(loop); /* posts made by cleanup hooks */
 	xtc__proc_loop_fini(loop);
 	xtc__sched_loop_fini(loop);
+	spool_trim(loop, 0, 1);
 	xtc__timers_fini(loop);
 	xtc__io_fini(loop);
 	loop_id_free(loop);

@@ -64,6 +64,9 @@
  * XTC__FAIR_NS after the previous poll, so a long (e.g. preempted) run
  * cannot delay timers by XTC__FAIR_RUNS runs. */
 #define XTC__FAIR_NS 1000000
+/* Overflow stack pool bound (stacks per loop) and its idle trim period. */
+#define XTC__SPOOL_MAX 4096
+#define XTC__SPOOL_TRIM_NS 1000000000LL
 /* Every XTC__FAIR_RUNS task runs the loop does a non-blocking io poll, fires
  * due timers and drains the inbox, even when the run queue never empties. */
 #define XTC__FAIR_RUNS 64
@@ -411,7 +414,7 @@ struct xtc_loop {
 	uint32_t magic;                /* XTC__LOOP_LIVE / XTC__LOOP_FINI */
 	_Atomic uintptr_t owner;       /* owner thread token, 0 = none */
 	_Atomic int stop;
-	_Atomic int sleeping;          /* owner is (about to be) blocked in the poller */
+	_Atomic int sleeping;          /* XTC__SLEEP_*: owner (about to be) blocked */
 	int in_step;
 	uint16_t id;                   /* process-unique, >= 1 */
 	int index;                     /* executor index, -1 standalone */
@@ -434,6 +437,15 @@ struct xtc_loop {
 
 	/* io */
 	struct xtc_io *io;
+
+	/* Overflow stack pool: stacks of reaped fibers that the thread's
+	 * cache (XTC__STACK_CACHE_MAX) could not take, handed back to it at
+	 * the next spawn, so bursts above the cache bound do not mmap/munmap
+	 * per fiber. Stacks never needed during XTC__SPOOL_TRIM_NS are
+	 * released when the loop goes idle. */
+	xtc__stack_t *spool;
+	uint32_t spool_n, spool_cap, spool_low;
+	int64_t spool_trim_at;
 
 	/* tasks */
 	xtc_task_t *all;               /* live + retained tasks */
@@ -458,6 +470,23 @@ struct xtc_loop {
 	/* proc layer */
 	void *procs;                   /* owned by proc.c; freed in xtc__proc_loop_fini */
 };
+
+/* loop->sleeping: 0 awake; XTC__SLEEP_POLL blocked (or about to block) in
+ * the poller, woken by the eventfd; XTC__SLEEP_FUTEX an executor carrier
+ * with no fd to watch, parked on a futex on the sleeping word itself (a
+ * cheaper wake on both sides: no eventfd write, completion or read). A
+ * waker exchanges the word to 0 and rings what the old value names
+ * (xtc__loop_ring), so only the first waker after a park pays a syscall. */
+enum { XTC__SLEEP_POLL = 1, XTC__SLEEP_FUTEX = 2, XTC__SLEEP_RUN = 3 };
+void xtc__loop_ring(xtc_loop_t *loop, int how);
+/* XTC__SLEEP_RUN: not blocked but running a fiber that had nothing to
+ * compete with; the first poster tells the executor (exec.c, weak no-op
+ * here), which then lets that run be preempted at its slice end. */
+void xtc__exec_ring_run(xtc_loop_t *loop);
+
+/* xtc_loop_fini refuses a loop with loop->exec set (XTC_E_INVAL), and so
+ * does xtc_loop_run; the executor finalises its loops with this. */
+int xtc__loop_fini_owned(xtc_loop_t *loop);
 
 /* Called by xtc_loop_fini after every task has been released (cleanup hooks
  * run) and the inbox drained; proc.c defines it (weak no-op otherwise). */

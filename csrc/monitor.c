@@ -60,6 +60,7 @@ static _Atomic int64_t wake_at;         /* 0 while awake */
 static _Atomic uint32_t monitor_futex;
 static _Atomic uint64_t signals_sent;
 static pid_t self_pid;
+static uid_t self_uid;
 static pthread_t monitor_thread;
 
 static int64_t mono_now(void)
@@ -121,14 +122,28 @@ static void send_tick(int tid, uint32_t gen)
 	si.si_signo = xtc__preempt_signo();
 	si.si_code = SI_QUEUE;
 	si.si_pid = self_pid;
-	si.si_uid = getuid();
+	si.si_uid = self_uid; /* cached: no syscall per signal */
 	si.si_value.sival_int = (int)gen;
 	if (syscall(SYS_rt_tgsigqueueinfo, self_pid, tid, si.si_signo, &si) == 0)
 		atomic_fetch_add_explicit(&signals_sent, 1, memory_order_relaxed);
 }
 
+/* When the monitor must act on a slot: its hard deadline, or its soft one
+ * (the slice end) once other work contends for the carrier. */
+static int64_t effective_deadline(xtc__pslot_t *s, int64_t d)
+{
+	if (atomic_load_explicit(&s->contended, memory_order_relaxed)) {
+		int64_t sd = atomic_load_explicit(&s->soft, memory_order_relaxed);
+		if (sd < d)
+			return sd;
+	}
+	return d;
+}
+
 /* One pass over the slots: signal overrun carriers, return the earliest
- * future deadline (INT64_MAX: none) and the shortest slice seen. */
+ * future deadline (INT64_MAX: none) and the shortest slice seen. The
+ * record of what was sent is keyed on the hard deadline, so a run
+ * signalled at its soft deadline is not signalled again at its hard one. */
 static int64_t scan(int64_t now, int64_t *min_slice, int *any)
 {
 	int64_t earliest = INT64_MAX;
@@ -147,9 +162,10 @@ static int64_t scan(int64_t now, int64_t *min_slice, int *any)
 			continue;
 		*any = 1;
 		uint32_t g = atomic_load_explicit(&s->gen, memory_order_acquire);
-		if (d > now) {
-			if (d < earliest)
-				earliest = d;
+		int64_t eff = effective_deadline(s, d);
+		if (eff > now) {
+			if (eff < earliest)
+				earliest = eff;
 			continue;
 		}
 		if (sent[i].gen == g && sent[i].deadline == d)
@@ -170,8 +186,10 @@ int xtc__monitor_poke_all(void)
 	 * real-time signals never pile up on a carrier */
 	static struct { uint32_t gen; int64_t deadline; } poked[XTC__PREEMPT_MAX_SLOTS];
 	int n = atomic_load_explicit(&slot_hwm, memory_order_acquire), k = 0;
-	if (self_pid == 0)
+	if (self_pid == 0) {
 		self_pid = getpid();
+		self_uid = getuid();
+	}
 	for (int i = 0; i < n; i++) {
 		xtc__pslot_t *s = &slots[i];
 		int tid = atomic_load_explicit(&s->tid, memory_order_acquire);
@@ -199,8 +217,11 @@ static int64_t earliest_deadline(void)
 			continue;
 		int64_t d = atomic_load_explicit(&slots[i].deadline,
 		                                 memory_order_relaxed);
-		if (d < e && !(sent[i].deadline == d &&
-		               sent[i].gen == atomic_load(&slots[i].gen)))
+		if (d == INT64_MAX || (sent[i].deadline == d &&
+		                       sent[i].gen == atomic_load(&slots[i].gen)))
+			continue;
+		d = effective_deadline(&slots[i], d);
+		if (d < e)
 			e = d;
 	}
 	return e;
@@ -227,10 +248,13 @@ static void *monitor_main(void *arg)
 		if (!any && empty_scans >= 2) {
 			target = INT64_MAX; /* nothing to time: sleep until kicked */
 		} else {
-			/* A run that starts while we sleep ends no earlier than the
-			 * shortest slice from now; a signalled deadline waits for the
-			 * handler's re-arm, which kicks us if it is earlier. */
-			target = now + (any ? min_slice : 2 * min_slice);
+			/* A run that starts while we sleep, or gets contended,
+			 * kicks us when its deadline is earlier than wake_at; so
+			 * does a signalled deadline the handler re-arms. Sleeping
+			 * to the earliest deadline is enough; the cap is a safety
+			 * net (and paces the adaptive quantum controller). An
+			 * uncontended spinner thus costs no monitor wake per slice. */
+			target = now + (any ? XTC__PREEMPT_ALONE_NS : 2 * min_slice);
 			if (next < target)
 				target = next;
 			if (target <= now)
@@ -255,6 +279,7 @@ int xtc__monitor_start(void)
 	int rc = XTC_OK;
 	if (!atomic_load(&monitor_started)) {
 		self_pid = getpid();
+		self_uid = getuid();
 		pthread_t th;
 		pthread_attr_t a;
 		pthread_attr_init(&a);
@@ -298,6 +323,8 @@ xtc__pslot_t *xtc__monitor_slot_get(int tid, int64_t slice_ns)
 			continue;
 		r = &slots[i];
 		atomic_store(&r->deadline, INT64_MAX);
+		atomic_store(&r->soft, INT64_MAX);
+		atomic_store(&r->contended, 0);
 		atomic_store(&r->slice_ns, slice_ns);
 		atomic_fetch_add(&r->gen, 1);
 		atomic_store_explicit(&r->tid, tid, memory_order_release);

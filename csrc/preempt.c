@@ -904,6 +904,7 @@ int xtc_preempt_arm(int64_t interval_ns)
 	if (p->fiber == NULL) {
 		atomic_fetch_add_explicit(&p->slot->gen, 1, memory_order_relaxed);
 		int64_t d = now_ns() + interval_ns;
+		atomic_store_explicit(&p->slot->soft, d, memory_order_relaxed);
 		atomic_store_explicit(&p->slot->deadline, d, memory_order_release);
 		xtc__monitor_kick(d);
 	}
@@ -1022,27 +1023,43 @@ int xtc_preempt_enable(void)
 /* ------------------------------------------------------------------ */
 
 static void run_begin(xtc__fiber_t *f, int64_t slice_ns, int exact,
-                      int64_t now);
+                      int64_t now, int64_t until);
 
 void xtc__preempt_run_begin(xtc__fiber_t *f, int64_t slice_ns)
 {
-	run_begin(f, slice_ns, 0, 0);
+	run_begin(f, slice_ns, 0, 0, 0);
 }
 
 void xtc__preempt_run_begin_at(xtc__fiber_t *f, int64_t slice_ns, int64_t now)
 {
 	/* the loop's clock is the monotonic clock unless the simulator
 	 * replaced it with virtual time */
-	run_begin(f, slice_ns, 0, xtc__clock_hook == NULL ? now : 0);
+	run_begin(f, slice_ns, 0, xtc__clock_hook == NULL ? now : 0, 0);
+}
+
+void xtc__preempt_run_begin_alone(xtc__fiber_t *f, int64_t slice_ns,
+                                  int64_t now, int64_t until)
+{
+	run_begin(f, slice_ns, 0, xtc__clock_hook == NULL ? now : 0,
+	          until > 0 ? until : 1);
 }
 
 void xtc__preempt_run_begin_exact(xtc__fiber_t *f, int64_t slice_ns)
 {
-	run_begin(f, slice_ns, 1, 0);
+	run_begin(f, slice_ns, 1, 0, 0);
 }
 
+void xtc__preempt_contend(xtc__pslot_t *s)
+{
+	if (s == NULL || atomic_load_explicit(&s->contended, memory_order_relaxed))
+		return;
+	atomic_store(&s->contended, 1);
+	xtc__monitor_kick(atomic_load_explicit(&s->soft, memory_order_relaxed));
+}
+
+/* until: 0 = a contended run (hard = soft); > 0 see run_begin_alone. */
 static void run_begin(xtc__fiber_t *f, int64_t slice_ns, int exact,
-                      int64_t now)
+                      int64_t now, int64_t until)
 {
 	xtc__ptls_t *p = &xtc__ptls;
 	p->fiber = f;
@@ -1066,12 +1083,24 @@ static void run_begin(xtc__fiber_t *f, int64_t slice_ns, int exact,
 	}
 	if (now <= 0)
 		now = now_ns();
+	int64_t soft = now + slice_ns, hard = soft;
+	if (until > 0) {
+		hard = now + XTC__PREEMPT_ALONE_NS;
+		if (until < hard)
+			hard = until;
+		if (hard < soft)
+			hard = soft;
+	}
 	p->run_start = now;
 	p->slice = slice_ns;
+	p->hard = hard;
 	uint32_t g = atomic_load_explicit(&s->gen, memory_order_relaxed);
+	atomic_store_explicit(&s->contended, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->soft, soft, memory_order_relaxed);
 	atomic_store_explicit(&s->gen, g + 1, memory_order_relaxed);
-	atomic_store_explicit(&s->deadline, now + slice_ns, memory_order_release);
-	xtc__monitor_kick(now + slice_ns);
+	atomic_store_explicit(&s->deadline, hard, memory_order_release);
+	/* an alone run that gets contended kicks the monitor itself */
+	xtc__monitor_kick(hard);
 }
 
 void xtc__preempt_run_end(void)
@@ -1094,6 +1123,7 @@ void xtc__preempt_run_save(xtc__prun_t *out)
 	out->fiber = p->fiber;
 	out->start = p->run_start;
 	out->slice = p->slice;
+	out->hard = p->hard;
 	out->force_invol = p->force_invol;
 	out->hook = p->yield_hook;
 	out->hook_arg = p->yield_arg;
@@ -1108,14 +1138,17 @@ void xtc__preempt_run_restore(const xtc__prun_t *in)
 	p->fiber = in->fiber;
 	p->run_start = in->start;
 	p->slice = in->slice;
+	p->hard = in->hard;
 	xtc__pslot_t *s = p->slot;
 	if (s == NULL || in->fiber == NULL)
 		return;
 	uint32_t g = atomic_load_explicit(&s->gen, memory_order_relaxed);
+	atomic_store_explicit(&s->soft, in->start + in->slice,
+	                      memory_order_relaxed);
 	atomic_store_explicit(&s->gen, g + 1, memory_order_relaxed);
-	atomic_store_explicit(&s->deadline, in->start + in->slice,
-	                      memory_order_release);
-	xtc__monitor_kick(in->start + in->slice);
+	atomic_store_explicit(&s->deadline, in->hard, memory_order_release);
+	xtc__monitor_kick(atomic_load(&s->contended) ? in->start + in->slice
+	                                              : in->hard);
 }
 
 void xtc__preempt_gocb_pause(void)
@@ -1136,12 +1169,12 @@ void xtc__preempt_gocb_resume(void)
 	if (s == NULL || p->fiber == NULL)
 		return;
 	/* the run continues: its deadline (maybe past: then the monitor asks
-	 * at once) under a fresh generation */
+	 * at once) under a fresh generation; soft and contended are kept */
 	uint32_t g = atomic_load_explicit(&s->gen, memory_order_relaxed);
 	atomic_store_explicit(&s->gen, g + 1, memory_order_relaxed);
-	atomic_store_explicit(&s->deadline, p->run_start + p->slice,
-	                      memory_order_release);
-	xtc__monitor_kick(p->run_start + p->slice);
+	atomic_store_explicit(&s->deadline, p->hard, memory_order_release);
+	xtc__monitor_kick(atomic_load(&s->contended) ? p->run_start + p->slice
+	                                             : p->hard);
 }
 
 int xtc__preempt_check_due(struct xtc_loop *loop)

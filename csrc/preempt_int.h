@@ -50,14 +50,33 @@
  * machine; shorter requests are rounded up). */
 #define XTC__PREEMPT_MIN_SLICE_NS 2000
 
+/* Longest a run that had nothing to compete with goes unsignalled (its
+ * hard deadline): a safety net for work the carrier cannot see arrive (a
+ * timer the running fiber arms itself). */
+#define XTC__PREEMPT_ALONE_NS 10000000
+
 /* One carrier's published state: one cache line, written by the carrier,
- * read by the monitor. */
+ * read by the monitor.
+ *
+ * A run that starts while its loop has nothing else to run (no ready task,
+ * no post, no due timer, no queued class work) gains nothing from being
+ * preempted: it would be dispatched again at once, and the signal costs the
+ * carrier several microseconds. Such a run publishes its slice end as the
+ * soft deadline and a later hard deadline (the next timer, at most
+ * XTC__PREEMPT_ALONE_NS away). The monitor signals at the hard deadline,
+ * or at the soft one once `contended` says other work is waiting; anyone
+ * who makes work for the loop sets it (xtc__preempt_contend): the loop's
+ * own enqueue during the run, a producer's post or submission (the
+ * executor's doorbell). A contended run is therefore sliced exactly as
+ * before. */
 typedef struct xtc__pslot {
-	_Alignas(64) _Atomic int64_t deadline; /* INT64_MAX: nothing to time */
+	_Alignas(64) _Atomic int64_t deadline; /* hard; INT64_MAX: nothing to time */
 	_Atomic uint32_t gen;                  /* bumped per run */
 	_Atomic int tid;                       /* 0: slot free */
 	_Atomic int64_t slice_ns;              /* default slice of this carrier */
-	char pad[64 - 8 - 4 - 4 - 8];
+	_Atomic int64_t soft;                  /* slice end (<= deadline) */
+	_Atomic int contended;                 /* soft deadline applies */
+	char pad[64 - 8 - 4 - 4 - 8 - 8 - 4];
 } xtc__pslot_t;
 
 #define XTC__PF_TICK 1
@@ -69,6 +88,7 @@ typedef struct xtc__ptls {
 	xtc__fiber_t *fiber;       /* fiber of the current timed run, or NULL */
 	int64_t run_start;
 	int64_t slice;             /* slice of the current run */
+	int64_t hard;              /* hard deadline of the current run */
 	/* XTC__PF_TICK: a tick not yet consumed (cooperative path);
 	 * XTC__PF_WANT: an involuntary preemption was deferred. One word so the
 	 * due check is one load. The handler sets bits; the carrier only ever
@@ -139,6 +159,19 @@ void xtc__preempt_run_begin_exact(xtc__fiber_t *f, int64_t slice_ns);
 void xtc__preempt_run_begin_at(xtc__fiber_t *f, int64_t slice_ns,
                                int64_t now);
 void xtc__preempt_run_end(void);
+/* Executor: a run with nothing else to run on its loop; until = when other
+ * work is due anyway (the next timer), INT64_MAX if never. The soft deadline
+ * is the slice end, the hard one max(slice end, min(until, now +
+ * XTC__PREEMPT_ALONE_NS)). */
+void xtc__preempt_run_begin_alone(xtc__fiber_t *f, int64_t slice_ns,
+                                  int64_t now, int64_t until);
+/* Any thread: other work now waits on the carrier owning s: its current run
+ * ends at its soft deadline (wakes the monitor if needed). NULL is a no-op.
+ * Slots are never freed, so a stale pointer costs at most one extra
+ * preemption of whatever runs there. */
+void xtc__preempt_contend(xtc__pslot_t *s);
+/* This thread's slot (NULL: not armed with the monitor). */
+static inline xtc__pslot_t *xtc__preempt_slot(void);
 /* Called before the carrier blocks in its poller: no deadline, ring stopped. */
 void xtc__preempt_idle(void);
 
@@ -146,7 +179,7 @@ void xtc__preempt_idle(void);
  * current run, and later restore it, publishing its deadline again. */
 typedef struct xtc__prun {
 	xtc__fiber_t *fiber;
-	int64_t start, slice;
+	int64_t start, slice, hard;
 	int force_invol;
 	void (*hook)(void *);
 	void *hook_arg;
@@ -202,12 +235,19 @@ void xtc__preempt_trampoline_yield(void);
 extern uint32_t xtc__xsave_size;   /* bytes of the XSAVE area (0: fxsave) */
 extern uint32_t xtc__xsave_mode;   /* 1 xsave, 0 fxsave */
 
-/* Set the deadline of the current run (carrier thread). */
+/* Set the deadline of the current run (carrier thread): hard and soft. */
 static inline void xtc__preempt_set_deadline(int64_t d)
 {
 	xtc__pslot_t *s = xtc__ptls.slot;
-	if (s != NULL)
+	if (s != NULL) {
+		atomic_store_explicit(&s->soft, d, memory_order_relaxed);
 		atomic_store_explicit(&s->deadline, d, memory_order_relaxed);
+	}
+}
+
+static inline xtc__pslot_t *xtc__preempt_slot(void)
+{
+	return xtc__ptls.slot;
 }
 
 #endif

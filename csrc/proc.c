@@ -900,6 +900,10 @@ int xtc_exit_self(int reason)
 	xtc__proc_t *p = xtc__proc_current();
 	if (!p)
 		return XTC_E_INVAL;
+	/* dying switches away from this fiber, which a Go callback forbids;
+	 * refuse before the teardown, not after it */
+	if (xtc__gocb_depth > 0)
+		return XTC_E_DEADLK;
 	proc_die(p, reason);
 }
 
@@ -1048,17 +1052,15 @@ int xtc_demonitor(uint64_t mref)
 int xtc_down_decode(const void *msg, size_t len, xtc_pid_t *out_pid,
                     int *out_reason)
 {
-	struct xtc__down_msg d;
+	xtc_down_info_t info;
+	int rc = xtc_down_decode_ex(msg, len, &info);
 
-	if (!msg || len != sizeof d)
-		return XTC_E_INVAL;
-	memcpy(&d, msg, sizeof d);
-	if (d.kind != XTC__MSG_DOWN)
-		return XTC_E_INVAL;
+	if (rc != XTC_OK)
+		return rc;
 	if (out_pid)
-		*out_pid = d.pid;
+		*out_pid = info.pid;
 	if (out_reason)
-		*out_reason = d.reason;
+		*out_reason = info.reason;
 	return XTC_OK;
 }
 

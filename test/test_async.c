@@ -367,6 +367,69 @@ static void test_churn(void)
 	CHECK(xtc_loop_fini(l) == 0);
 }
 
+/* ---- burst above the stack cache: stacks are pooled, not remapped ---- */
+
+enum { BURST = 600 };
+static void *burst_lo[2][BURST];
+static int burst_round, burst_i;
+static void nop_timer(void *u)
+{
+	(void)u;
+}
+
+static intptr_t burst_fiber(void *a)
+{
+	(void)a;
+	burst_lo[burst_round][burst_i++] = xtc__task_current()->fiber.stack.lo;
+	xtc_yield(); /* all BURST fibers are alive at once */
+	return 0;
+}
+
+static int cmp_ptr(const void *a, const void *b)
+{
+	uintptr_t x = (uintptr_t)*(void *const *)a, y = (uintptr_t)*(void *const *)b;
+
+	return (x > y) - (x < y);
+}
+
+static void test_stack_pool(void)
+{
+	xtc_loop_t *l;
+	int reused = 0;
+
+	CHECK(xtc_loop_init(&l) == 0);
+	CHECK(xtc__loop_enter(l) == 0);
+	for (burst_round = 0; burst_round < 2; burst_round++) {
+		burst_i = 0;
+		for (int i = 0; i < BURST; i++)
+			CHECK(xtc_async(l, burst_fiber, NULL, NULL) == 0);
+		while (!xtc__loop_quiescent(l))
+			CHECK(xtc__loop_step(l, 0) >= 0);
+		CHECK(burst_i == BURST);
+	}
+	/* Round 2 ran on round 1's stacks: the overflow pool handed them
+	 * back instead of unmapping and mapping again. */
+	CHECK(l->spool_n + xtc__stack_cache_count() >= BURST - 8);
+	qsort(burst_lo[0], BURST, sizeof(void *), cmp_ptr);
+	for (int i = 0; i < BURST; i++)
+		if (bsearch(&burst_lo[1][i], burst_lo[0], BURST, sizeof(void *),
+		            cmp_ptr) != NULL)
+			reused++;
+	CHECK(reused == BURST);
+	/* Idle trim: stacks the pool did not hand out during a whole trim
+	 * period are released when the loop blocks idle. */
+	CHECK(l->spool_n > 0);
+	for (int pass = 0; pass < 2; pass++) {
+		l->spool_trim_at = 0; /* pretend the period elapsed */
+		CHECK(xtc_timer_set(l, 100000, nop_timer, NULL, NULL) == 0);
+		while (l->pending_timers > 0)
+			CHECK(xtc__loop_step(l, 1) >= 0);
+	}
+	CHECK(l->spool_n == 0);
+	xtc__loop_leave(l);
+	CHECK(xtc_loop_fini(l) == 0);
+}
+
 int main(void)
 {
 	test_order_and_drive();
@@ -377,6 +440,7 @@ int main(void)
 	test_budget();
 	test_task_exit();
 	test_churn();
+	test_stack_pool();
 	if (failures) {
 		fprintf(stderr, "test_async: %d failure(s)\n", failures);
 		return 1;

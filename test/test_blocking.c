@@ -16,28 +16,7 @@
 #include "xtc.h"
 #include "xtc_blocking.h"
 
-static int failures;
-
-#define CHECK(cond)                                                         \
-	do {                                                                    \
-		if (!(cond)) {                                                      \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,          \
-			        __LINE__, #cond);                                       \
-			failures++;                                                     \
-		}                                                                   \
-	} while (0)
-
-#define MS 1000000LL
-
-static xtc_loop_t *new_loop(void)
-{
-	xtc_loop_t *l = NULL;
-	if (xtc_loop_init(&l) != XTC_OK) {
-		fprintf(stderr, "xtc_loop_init failed\n");
-		exit(1);
-	}
-	return l;
-}
+#include "test_util.h"
 
 /* Wait (bounded, 10 s) until *v >= want; 1 on success. */
 static int wait_ge(_Atomic int *v, int want)

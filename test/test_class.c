@@ -6,6 +6,7 @@
  * latency classes tightening the yield budget, class work never stolen,
  * and the plain path when no class exists.
  */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -400,6 +401,53 @@ static void test_class_never_stolen(void)
 	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
 }
 
+/* ---- calling context: foreign thread while running, finalised loop ---- */
+
+static atomic_int foreign_rc, owner_rc;
+
+static void *foreign_create(void *a)
+{
+	xtc_exec_class_t c = NULL;
+
+	atomic_store(&foreign_rc, xtc_exec_class_create(a, 10, 0, &c));
+	return NULL;
+}
+
+/* A proc of the running loop: its own thread may add a class; another
+ * thread may not while the loop runs. */
+static void creator(void *a)
+{
+	xtc_exec_class_t c = NULL;
+	pthread_t th;
+
+	atomic_store(&owner_rc, xtc_exec_class_create(a, 10, 0, &c));
+	pthread_create(&th, NULL, foreign_create, a);
+	pthread_join(th, NULL);
+}
+
+static void test_context(void)
+{
+	xtc_loop_t *l;
+	xtc_exec_class_t c = NULL;
+
+	CHECK_EQ(xtc_loop_init(&l), XTC_OK);
+	atomic_store(&foreign_rc, 1);
+	atomic_store(&owner_rc, 1);
+	CHECK_EQ(xtc_proc_spawn(l, creator, l, NULL, NULL), XTC_OK);
+	CHECK_EQ(xtc_loop_run(l), XTC_OK);
+	CHECK_EQ(atomic_load(&owner_rc), XTC_OK);
+	CHECK_EQ(atomic_load(&foreign_rc), XTC_E_INVAL);
+	/* idle again: setup from any thread is fine */
+	pthread_t th;
+	pthread_create(&th, NULL, foreign_create, l);
+	pthread_join(th, NULL);
+	CHECK_EQ(atomic_load(&foreign_rc), XTC_OK);
+	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+	/* a finalised loop (shell not reused yet) is refused */
+	CHECK_EQ(xtc_exec_class_create(l, 10, 0, &c), XTC_E_INVAL);
+	CHECK(c == NULL);
+}
+
 int main(void)
 {
 	RUN(test_validation);
@@ -411,5 +459,6 @@ int main(void)
 	RUN(test_set_class);
 	RUN(test_latency_budget);
 	RUN(test_class_never_stolen);
+	RUN(test_context);
 	return failures ? 1 : 0;
 }

@@ -14,16 +14,7 @@
 #include "fiber_int.h"
 #include "xtc.h"
 
-static int failures;
-
-#define CHECK(cond)                                                         \
-	do {                                                                    \
-		if (!(cond)) {                                                      \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,          \
-			        __LINE__, #cond);                                       \
-			failures++;                                                     \
-		}                                                                   \
-	} while (0)
+#include "test_util.h"
 
 /* ---- ping-pong with live values across switches ------------------- */
 

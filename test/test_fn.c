@@ -18,19 +18,7 @@
 #include "xtc_exec.h"
 #include "xtc_fn.h"
 
-static int failures;
-
-#define CHECK(cond)                                                         \
-	do {                                                                    \
-		if (!(cond)) {                                                      \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,          \
-			        __LINE__, #cond);                                       \
-			failures++;                                                     \
-		}                                                                   \
-	} while (0)
-
-#define US 1000LL
-#define MS 1000000LL
+#include "test_util.h"
 
 /* sum of 0..n-1 with a data dependency the compiler keeps */
 static intptr_t sum_to(void *arg)
@@ -61,6 +49,26 @@ static intptr_t relaunch_self(void *arg)
 {
 	(void)arg;
 	return xtc_fn_launch(&self_fn, sum_to, (void *)1, MS);
+}
+
+/* Quantum options out of range and bad samples on a live controller. */
+static void check_quantum_bad_args(void)
+{
+	xtc_fn_quantum_t *q = NULL;
+	xtc_fn_quantum_opts_t o = { .load_high = 0.05, .load_low = 0.5 };
+
+	CHECK(xtc_fn_quantum_create(&o, &q) == XTC_E_RANGE && q == NULL);
+	o = (xtc_fn_quantum_opts_t){ .workers = -1 };
+	CHECK(xtc_fn_quantum_create(&o, &q) == XTC_E_INVAL && q == NULL);
+	CHECK(xtc_fn_quantum_create(NULL, &q) == XTC_OK && q != NULL);
+	CHECK(xtc_fn_quantum_record(q, -5) == XTC_E_INVAL);
+	CHECK(xtc_fn_quantum_add_busy(q, -5) == XTC_E_INVAL);
+	CHECK(xtc_fn_quantum_set_load(q, 0.0 / 0.0) == XTC_E_INVAL);
+	CHECK(xtc_fn_quantum_set_load(NULL, 0.5) == XTC_E_INVAL);
+	CHECK(xtc_fn_quantum_tail_index(NULL) == 0);
+	CHECK(xtc_fn_quantum_load(NULL) == 0);
+	CHECK(xtc_fn_quantum_update(q) > 0);
+	xtc_fn_quantum_destroy(q);
 }
 
 static void test_errors(void)
@@ -94,8 +102,28 @@ static void test_errors(void)
 	xtc__gocb_depth--;
 	CHECK(g.state == XTC_FN_IDLE);
 
+	/* a state that no zero-initialised xtc_fn_t can reach */
+	xtc_fn_t bad = { .state = 77 };
+	CHECK(xtc_fn_launch(&bad, sum_to, (void *)10, MS) == XTC_E_INVAL);
+	CHECK(bad.state == 77 && bad.ctx == NULL);
+	CHECK(xtc_fn_resume(&bad, MS) == XTC_E_INVAL);
+	CHECK(xtc_fn_cancel(&bad) == XTC_E_INVAL);
+	CHECK(xtc_fn_completed(&bad) == 0);
+	bad.state = -1;
+	CHECK(xtc_fn_launch(&bad, sum_to, (void *)10, MS) == XTC_E_INVAL);
+	/* idle / done: no function to act on */
+	xtc_fn_t idle = { 0 };
+	CHECK(xtc_fn_resume(&idle, MS) == XTC_E_INVAL);
+	CHECK(xtc_fn_cancel(&idle) == XTC_E_INVAL);
+	CHECK(xtc_fn_cancel(NULL) == XTC_E_INVAL);
+	CHECK(xtc_fn_resume(NULL, MS) == XTC_E_INVAL);
+	CHECK(xtc_fn_completed(NULL) == 0);
+	CHECK(xtc_fn_launch(&idle, sum_to, (void *)10, -1) == XTC_E_INVAL);
+	CHECK(xtc_fn_yield() == XTC_E_INVAL); /* not inside a function */
+
 	xtc_fn_quantum_t *q = (xtc_fn_quantum_t *)1;
 	CHECK(xtc_fn_quantum_create(NULL, NULL) == XTC_E_INVAL);
+	check_quantum_bad_args();
 	xtc_fn_quantum_opts_t o = { .min_ns = 10 * US, .max_ns = 5 * US };
 	CHECK(xtc_fn_quantum_create(&o, &q) == XTC_E_RANGE && q == NULL);
 	o = (xtc_fn_quantum_opts_t){ .min_ns = -1 };

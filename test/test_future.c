@@ -18,28 +18,7 @@
 #include "xtc.h"
 #include "xtc_future.h"
 
-static int failures;
-
-#define CHECK(cond)                                                         \
-	do {                                                                    \
-		if (!(cond)) {                                                      \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,          \
-			        __LINE__, #cond);                                       \
-			failures++;                                                     \
-		}                                                                   \
-	} while (0)
-
-#define MS 1000000LL
-
-static xtc_loop_t *new_loop(void)
-{
-	xtc_loop_t *l = NULL;
-	if (xtc_loop_init(&l) != XTC_OK) {
-		fprintf(stderr, "xtc_loop_init failed\n");
-		exit(1);
-	}
-	return l;
-}
+#include "test_util.h"
 
 static void pair(xtc_promise_t **p, xtc_future_t **f)
 {
@@ -201,6 +180,16 @@ static void test_thread_wait(void)
 static xtc_future_t *fib_f1, *fib_f2;
 static int fib_step;
 
+static int carrier_await_rc;
+
+static void await_in_carrier(void *arg)
+{
+	intptr_t v = 0;
+
+	(void)arg;
+	carrier_await_rc = xtc_future_await(fib_f1, &v);
+}
+
 static void fiber_waiter(void *arg)
 {
 	intptr_t v = 0;
@@ -210,6 +199,10 @@ static void fiber_waiter(void *arg)
 	CHECK(xtc_future_await(fib_f1, &v) == XTC_E_DEADLK);
 	CHECK(xtc_future_wait(fib_f1, &v, MS) == XTC_E_DEADLK);
 	xtc__gocb_leave();
+	/* A real Go callback runs on the carrier stack (off the fiber): the
+	 * callback is still what is reported. */
+	CHECK(xtc__carrier_call(await_in_carrier, NULL) == XTC_OK);
+	CHECK(carrier_await_rc == XTC_E_DEADLK);
 	/* Timeout first: not consumed; the loop keeps other fibers going. */
 	CHECK(xtc_future_wait(fib_f1, &v, 1 * MS) == XTC_E_AGAIN);
 	fib_step = 1;

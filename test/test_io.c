@@ -5,6 +5,7 @@
  * runs on the epoll fallback (io_uring refused, or XTC_IO_BACKEND=epoll);
  * test_loop covers the common behaviour on both backends. */
 #include <pthread.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -17,7 +18,9 @@ static int failures;
 #define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK(%s) failed\n", \
 	__FILE__, __LINE__, #c); failures++; } } while (0)
 
-enum { NFD = 200 };
+/* 400 arms + 200 removals + 200 cancelled adds per round: more completions
+ * than the CQ ring (512) holds, so the overflow path runs too. */
+enum { NFD = 400 };
 
 struct rec { int calls; uint32_t rev; };
 static void cb(void *arg, uint32_t rev)
@@ -154,6 +157,13 @@ static void test_doorbell(void)
 
 int main(void)
 {
+	struct rlimit rl;
+
+	/* 2 * NFD pipe ends: lift the soft fd limit to the hard one. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
 	if (strcmp(xtc_io_backend_name(), "uring") != 0) {
 		printf("test_io: skipped (backend %s)\n", xtc_io_backend_name());
 		return 77;

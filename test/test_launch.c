@@ -14,18 +14,7 @@
 #include "xtc_launch.h"
 #include "xtc_preempt.h"
 
-static int failures;
-
-#define CHECK(cond)                                                         \
-	do {                                                                    \
-		if (!(cond)) {                                                      \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,          \
-			        __LINE__, #cond);                                       \
-			failures++;                                                     \
-		}                                                                   \
-	} while (0)
-
-#define MS 1000000LL
+#include "test_util.h"
 
 static intptr_t ret42(void *arg)
 {
@@ -135,9 +124,55 @@ static void test_runaway(void)
 	CHECK(xtc_exec_fini(e) == XTC_OK);
 }
 
+/* The launching proc is killed while it waits: the child's record lives
+ * on the caller's stack, so the caller must not unwind before the child
+ * is gone, and the child is cancelled with it. */
+static xtc_pid_t killed_caller;
+static _Atomic int child_started, child_finished, caller_after;
+
+static intptr_t slow_child(void *arg)
+{
+	(void)arg;
+	atomic_store(&child_started, 1);
+	xtc_proc_sleep(30 * MS);
+	atomic_store(&child_finished, 1);
+	return 9;
+}
+
+static void launching_proc(void *arg)
+{
+	(void)arg;
+	intptr_t r = 0;
+	(void)xtc_launch(NULL, slow_child, NULL, -1, NULL, &r);
+	atomic_store(&caller_after, 1); /* never reached: killed */
+}
+
+static void killer(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&child_started))
+		xtc_proc_sleep(MS);
+	CHECK(xtc_exit_pid(killed_caller, 77) == XTC_OK);
+}
+
+static void test_caller_killed(void)
+{
+	xtc_loop_t *l = NULL;
+	CHECK(xtc_loop_init(&l) == XTC_OK);
+	CHECK(xtc_proc_spawn(l, launching_proc, NULL, NULL, &killed_caller) ==
+	      XTC_OK);
+	CHECK(xtc_proc_spawn(l, killer, NULL, NULL, NULL) == XTC_OK);
+	CHECK(xtc_loop_run(l) == XTC_OK);
+	CHECK(atomic_load(&caller_after) == 0);
+	/* the child was cancelled with its caller, not left to run on */
+	CHECK(atomic_load(&child_finished) == 0);
+	CHECK(xtc_loop_fini(l) == XTC_OK);
+}
+
 int main(void)
 {
 	test_on_loop();
+	test_caller_killed();
 	test_runaway();
 	if (failures)
 		fprintf(stderr, "test_launch: %d failure(s)\n", failures);

@@ -13,34 +13,7 @@
 
 #include "xtc.h"
 
-static int failures;
-
-#define CHECK(cond)                                                         \
-	do {                                                                    \
-		if (!(cond)) {                                                      \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,          \
-			        __LINE__, #cond);                                       \
-			failures++;                                                     \
-		}                                                                   \
-	} while (0)
-
-#define MS 1000000LL
-
-static xtc_loop_t *new_loop(void)
-{
-	xtc_loop_t *l = NULL;
-	if (xtc_loop_init(&l) != XTC_OK) {
-		fprintf(stderr, "xtc_loop_init failed\n");
-		exit(1);
-	}
-	return l;
-}
-
-static void run_fini(xtc_loop_t *l)
-{
-	CHECK(xtc_loop_run(l) == XTC_OK);
-	CHECK(xtc_loop_fini(l) == XTC_OK);
-}
+#include "test_util.h"
 
 /* Next message as an int (messages of this test are ints), -1 if none. */
 static int recv_int(int64_t timeout)

@@ -16,18 +16,7 @@
 #include "xtc.h"
 #include "xtc_osproc.h"
 
-static int failures;
-
-#define CHECK(cond)                                                         \
-	do {                                                                    \
-		if (!(cond)) {                                                      \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,          \
-			        __LINE__, #cond);                                       \
-			failures++;                                                     \
-		}                                                                   \
-	} while (0)
-
-#define MS 1000000LL
+#include "test_util.h"
 
 static int child_ret42(int fd, void *arg)
 {
@@ -112,8 +101,29 @@ static void test_errors(void)
 	CHECK(xtc_osproc_call(p, "a", 1, &rep, &rl, 10, 0) == XTC_E_INVAL);
 	CHECK(xtc_osproc_signal(p, -1) == XTC_E_INVAL);
 	int st = 0;
+	CHECK(xtc_osproc_signal(p, 100000) == XTC_E_INVAL);
 	CHECK(xtc_osproc_wait(p, &st, -1) == XTC_OK);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 42);
 	CHECK(xtc_osproc_signal(p, SIGTERM) == XTC_E_NOTFOUND);
+	CHECK(xtc_osproc_signal(p, 0) == XTC_E_NOTFOUND);
+	/* the status is cached: later waits give it again, never ECHILD */
+	st = 0;
+	CHECK(xtc_osproc_wait(p, &st, 0) == XTC_OK && WEXITSTATUS(st) == 42);
+	st = 0;
+	CHECK(xtc_osproc_try_wait(p, &st) == XTC_OK && WEXITSTATUS(st) == 42);
+	CHECK(xtc_osproc_try_wait(p, NULL) == XTC_OK);
+	xtc_osproc_destroy(p);
+
+	/* with a control socket: the call's own argument checks */
+	o = (xtc_osproc_opts_t){ .fn = child_ret42, .ctrl_socket = 1 };
+	CHECK(xtc_osproc_spawn(&o, &p) == XTC_OK);
+	CHECK(xtc_osproc_ctrl_fd(p) >= 0);
+	CHECK(xtc_osproc_call(p, "a", 1, NULL, &rl, 10, 0) == XTC_E_INVAL);
+	CHECK(xtc_osproc_call(p, "a", 1, &rep, NULL, 10, 0) == XTC_E_INVAL);
+	CHECK(xtc_osproc_call(p, NULL, 1, &rep, &rl, 10, 0) == XTC_E_INVAL);
+	CHECK(xtc_osproc_call(p, "a", (size_t)XTC_OSPROC_MAX_FRAME + 1, &rep,
+	                      &rl, 10, 0) == XTC_E_RANGE);
+	CHECK(xtc_osproc_wait(p, &st, -1) == XTC_OK);
 	xtc_osproc_destroy(p);
 }
 

@@ -15,34 +15,7 @@
 #include "proc_int.h"
 #include "xtc.h"
 
-static int failures;
-
-#define CHECK(cond)                                                         \
-	do {                                                                    \
-		if (!(cond)) {                                                      \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,          \
-			        __LINE__, #cond);                                       \
-			failures++;                                                     \
-		}                                                                   \
-	} while (0)
-
-#define MS 1000000LL
-
-static xtc_loop_t *new_loop(void)
-{
-	xtc_loop_t *l = NULL;
-	if (xtc_loop_init(&l) != XTC_OK) {
-		fprintf(stderr, "xtc_loop_init failed\n");
-		exit(1);
-	}
-	return l;
-}
-
-static void run_fini(xtc_loop_t *l)
-{
-	CHECK(xtc_loop_run(l) == XTC_OK);
-	CHECK(xtc_loop_fini(l) == XTC_OK);
-}
+#include "test_util.h"
 
 /* Receive one message with a timeout; returns its buffer or NULL. */
 static void *get(size_t *sz, int64_t timeout)
@@ -758,6 +731,145 @@ static void test_fini_live(void)
 	CHECK(xtc_send(p, "x", 1) == XTC_E_INVAL);
 }
 
+/* ---- calling context: Go callback, stackless task, coroutine ------------- */
+
+/* rc of every call made with the Go-callback guard raised on a proc */
+struct gocb_rcs {
+	int recv, match, sleep, wait_fd, exit_self, alive_after;
+	int cc_self_none, cc_recv, cc_exit;
+};
+
+static int match_any(const void *d, size_t n, void *u)
+{
+	(void)d; (void)n; (void)u;
+	return 1;
+}
+
+static struct gocb_rcs *cc_out;
+
+/* Runs on the carrier stack (as a Go callback does): no proc is current. */
+static void in_carrier(void *arg)
+{
+	void *m = NULL;
+
+	(void)arg;
+	cc_out->cc_self_none = xtc_pid_is_none(xtc_self());
+	cc_out->cc_recv = xtc_recv(&m, NULL, -1);
+	cc_out->cc_exit = xtc_exit_self(5);
+}
+
+static void gocb_body(void *arg)
+{
+	struct gocb_rcs *r = arg;
+	int fds[2];
+	uint32_t rev = 0;
+	void *m = NULL;
+
+	CHECK(pipe(fds) == 0);
+	xtc__gocb_enter();
+	/* every wait must refuse at once, never hang or switch away */
+	r->recv = xtc_recv(&m, NULL, -1);
+	r->match = xtc_recv_match(match_any, NULL, &m, NULL, -1);
+	r->sleep = xtc_proc_sleep(50 * MS);
+	r->wait_fd = xtc_proc_wait_fd(fds[0], XTC_IO_READABLE, -1, &rev);
+	r->exit_self = xtc_exit_self(3); /* refused: the proc lives on */
+	xtc__gocb_leave();
+	r->alive_after = 1;
+	cc_out = r;
+	CHECK(xtc__carrier_call(in_carrier, NULL) == XTC_OK);
+	close(fds[0]);
+	close(fds[1]);
+}
+
+/* rc of proc calls made from tasks that are not procs */
+struct notproc_rcs {
+	int recv, sleep, exit_self, link, set_class, ran;
+};
+
+static void notproc_calls(struct notproc_rcs *r)
+{
+	void *m = NULL;
+	xtc_pid_t fake = { 1, 1, 1 };
+
+	r->recv = xtc_recv(&m, NULL, -1);
+	r->sleep = xtc_proc_sleep(MS);
+	r->exit_self = xtc_exit_self(1);
+	r->link = xtc_link(fake);
+	r->set_class = xtc_proc_set_class(NULL);
+	r->ran = 1;
+}
+
+static int stackless_body(xtc_task_t *self, void *arg)
+{
+	(void)self;
+	notproc_calls(arg);
+	return 0;
+}
+
+static intptr_t coro_body(void *arg)
+{
+	notproc_calls(arg);
+	return 0;
+}
+
+static void check_notproc(const struct notproc_rcs *r)
+{
+	CHECK(r->ran == 1);
+	CHECK(r->recv == XTC_E_INVAL);
+	CHECK(r->sleep == XTC_E_INVAL);
+	CHECK(r->exit_self == XTC_E_INVAL);
+	CHECK(r->link == XTC_E_INVAL);
+	CHECK(r->set_class == XTC_E_INVAL);
+}
+
+static void test_context(void)
+{
+	xtc_loop_t *l = new_loop();
+	struct gocb_rcs g;
+	struct notproc_rcs a, b;
+
+	memset(&g, 0, sizeof g);
+	memset(&a, 0, sizeof a);
+	memset(&b, 0, sizeof b);
+	CHECK(xtc_proc_spawn(l, gocb_body, &g, NULL, NULL) == XTC_OK);
+	CHECK(xtc_task_spawn(l, stackless_body, &a, NULL) == XTC_OK);
+	CHECK(xtc_async(l, coro_body, &b, NULL) == XTC_OK);
+	run_fini(l);
+	CHECK(g.recv == XTC_E_DEADLK);
+	CHECK(g.match == XTC_E_DEADLK);
+	CHECK(g.sleep == XTC_E_DEADLK);
+	CHECK(g.wait_fd == XTC_E_DEADLK);
+	CHECK(g.exit_self == XTC_E_DEADLK);
+	CHECK(g.alive_after == 1);
+	CHECK(g.cc_self_none == 1);
+	CHECK(g.cc_recv == XTC_E_INVAL);
+	CHECK(g.cc_exit == XTC_E_INVAL);
+	check_notproc(&a);
+	check_notproc(&b);
+}
+
+/* ---- pids and loops after fini ------------------------------------------- */
+
+static void test_after_fini(void)
+{
+	xtc_loop_t *l = new_loop(), *l2;
+	xtc_mailbox_stats_t st;
+	xtc_pid_t p;
+
+	CHECK(xtc_proc_spawn(l, noop, NULL, NULL, &p) == XTC_OK);
+	CHECK(xtc_loop_fini(l) == XTC_OK); /* never ran: the proc is dropped */
+	CHECK(xtc_send(p, "x", 1) == XTC_E_INVAL);
+	CHECK(xtc_exit_pid(p, 1) == XTC_E_INVAL);
+	CHECK(xtc_proc_mailbox_stats(p, &st) == XTC_E_INVAL);
+	CHECK(xtc_proc_wake(p) == XTC_OK);
+	/* a new loop may reuse the id and the slot: the old pid stays dead */
+	l2 = new_loop();
+	CHECK(xtc_proc_spawn(l2, noop, NULL, NULL, NULL) == XTC_OK);
+	CHECK(xtc_send(p, "x", 1) == XTC_E_INVAL);
+	CHECK(xtc_proc_mailbox_stats(p, &st) == XTC_E_INVAL);
+	run_fini(l2);
+}
+
 int main(void)
 {
 	test_off_proc();
@@ -771,6 +883,8 @@ int main(void)
 	test_decode();
 	test_spawn_cap();
 	test_fini_live();
+	test_context();
+	test_after_fini();
 	if (failures) {
 		fprintf(stderr, "test_proc: %d failure(s)\n", failures);
 		return 1;

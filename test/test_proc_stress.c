@@ -18,28 +18,7 @@
 
 #include "xtc.h"
 
-static int failures;
-
-#define CHECK(cond)                                                         \
-	do {                                                                    \
-		if (!(cond)) {                                                      \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,          \
-			        __LINE__, #cond);                                       \
-			failures++;                                                     \
-		}                                                                   \
-	} while (0)
-
-#define MS 1000000LL
-
-static xtc_loop_t *new_loop(void)
-{
-	xtc_loop_t *l = NULL;
-	if (xtc_loop_init(&l) != XTC_OK) {
-		fprintf(stderr, "xtc_loop_init failed\n");
-		exit(1);
-	}
-	return l;
-}
+#include "test_util.h"
 
 static long rss_kib(void)
 {

@@ -22,7 +22,6 @@
 #define SWEEP_SEEDS 500
 #endif
 
-#define SEC 1000000000LL
 
 /* ---- shares are exact under the simulator ------------------------------ */
 
@@ -434,8 +433,48 @@ static void test_budget_clock_check(void)
 	xtc_sim_activate(77);
 	CHECK(xtc_sim_rand(XTC_SIM_RNG_APP) == a1);
 	CHECK(xtc_sim_rand(XTC_SIM_RNG_APP) == a2);
+	/* a stream outside the enum draws nothing (and shifts no stream) */
+	xtc_sim_activate(77);
+	CHECK_EQ(xtc_sim_rand(-1), 0);
+	CHECK_EQ(xtc_sim_rand(XTC_SIM_RNG_NSTREAMS), 0);
+	CHECK(xtc_sim_rand(XTC_SIM_RNG_APP) == a1);
 	xtc_sim_deactivate();
 	CHECK_EQ(xtc_sim_rand(XTC_SIM_RNG_APP), 0);
+
+	/* the virtual clock ignores negative steps */
+	xtc_sim_clock_enable(500);
+	xtc_sim_clock_advance(-5);
+	xtc_sim_clock_set(-1);
+	CHECK_EQ(xtc_sim_clock_now(), 500);
+	xtc_sim_clock_disable();
+	xtc_sim_clock_advance(10); /* disabled: no-op */
+	CHECK_EQ(xtc_sim_clock_enabled(), 0);
+}
+
+/* A simulated run cannot start from inside a loop (it would nest two
+ * schedulers on one thread). */
+static int nested_rc = 1;
+
+static int nested_run(xtc_task_t *self, void *arg)
+{
+	(void)self;
+	nested_rc = xtc_sim_exec_run(arg, 1, 10);
+	return 0;
+}
+
+static void test_nested_run(void)
+{
+	xtc_exec_t *e;
+	xtc_loop_t *l;
+
+	CHECK_EQ(xtc_exec_init(&e, 1), XTC_OK);
+	CHECK_EQ(xtc_loop_init(&l), XTC_OK);
+	CHECK_EQ(xtc_task_spawn(l, nested_run, e, NULL), XTC_OK);
+	CHECK_EQ(xtc_loop_run(l), XTC_OK);
+	CHECK_EQ(nested_rc, XTC_E_INVAL);
+	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+	CHECK_EQ(xtc_sim_exec_run(e, 1, 10), XTC_OK); /* idle: quiescent */
+	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
 }
 
 int main(void)
@@ -450,6 +489,7 @@ int main(void)
 		return failures ? 1 : 77;
 	}
 	RUN(test_budget_clock_check);
+	RUN(test_nested_run);
 	RUN(test_lost_wake);
 	RUN(test_shares_exact);
 	RUN(test_replay);

@@ -15,7 +15,6 @@
 #include "xtc_exec.h"
 #include "test_h5.h"
 
-#define MS 1000000LL
 
 static void spin_ns(int64_t ns)
 {
@@ -85,6 +84,11 @@ static void test_null_and_clamp(void)
 	CHECK_EQ(xtc_loop_stall_count(l), 0);
 	CHECK_EQ(atomic_load(&seen.calls), 0);
 	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+	/* a finalised loop (shell not reused yet): no-ops, count 0 */
+	xtc_loop_set_stall_budget(l, MS);
+	xtc_loop_set_stall_cb(l, on_stall, &seen);
+	CHECK_EQ(xtc_loop_stall_count(l), 0);
+	xtc_exec_set_stall_budget(NULL, MS); /* NULL executor: no-op */
 }
 
 static void test_hog_trips(void)

@@ -256,6 +256,41 @@ static void test_recycle(void)
 	CHECK(xtc_loop_fini(l) == 0);
 }
 
+/* Timed features on (a yield budget): a timer due during a long run fires
+ * right after that run, not after XTC__FAIR_RUNS runs. */
+static int hog_runs, fired_at_run = -1;
+static void note_fire(void *u)
+{
+	(void)u;
+	fired_at_run = hog_runs;
+}
+
+static intptr_t hog(void *a)
+{
+	(void)a;
+	for (hog_runs = 1; hog_runs <= 10; hog_runs++) {
+		int64_t end = xtc_clock_mono() + 2000000;
+		while (xtc_clock_mono() < end)
+			;
+		xtc_yield();
+	}
+	return 0;
+}
+
+static void test_long_runs(void)
+{
+	xtc_loop_t *l;
+
+	CHECK(xtc_loop_init(&l) == 0);
+	xtc_yield_set_budget(l, 100000000);
+	CHECK(xtc_async(l, hog, NULL, NULL) == 0);
+	CHECK(xtc_timer_set(l, 1000000, note_fire, NULL, NULL) == 0);
+	CHECK(xtc_loop_run(l) == 0);
+	/* Due during run 1 (2 ms of spinning): fired once run 1 ended. */
+	CHECK(fired_at_run >= 1 && fired_at_run <= 2);
+	CHECK(xtc_loop_fini(l) == 0);
+}
+
 int main(void)
 {
 	test_lower_bound();
@@ -264,6 +299,7 @@ int main(void)
 	test_not_starved();
 	test_heap_order();
 	test_recycle();
+	test_long_runs();
 	if (failures) {
 		fprintf(stderr, "test_timer: %d failure(s)\n", failures);
 		return 1;

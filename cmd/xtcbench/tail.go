@@ -24,13 +24,14 @@ func contenders(cfg *Config) []Contender {
 		cs = append(cs, Contender{Key: "xtc-" + s.String(),
 			Label: "xtc, slice " + fmtDur(s.Nanoseconds()), Kind: "xtc", Slice: s})
 	}
-	// The same first slice with a different way in: the generator fills a
-	// ring that a dispatcher proc on the carrier polls (no wake-ups), which
+	// The same slices with a different way in: the generator fills a ring
+	// that a dispatcher proc on the carrier polls (no wake-ups), which
 	// separates the scheduling from the runtime's cross-thread ingress.
-	s0 := cfg.Slices[0]
-	cs = append(cs, Contender{Key: "xtc-" + s0.String() + "-polled",
-		Label: "xtc, slice " + fmtDur(s0.Nanoseconds()) + ", polled ingress",
-		Kind:  "xtc", Slice: s0, Polled: true})
+	for _, s := range cfg.Slices {
+		cs = append(cs, Contender{Key: "xtc-" + s.String() + "-polled",
+			Label: "xtc, slice " + fmtDur(s.Nanoseconds()) + ", polled ingress",
+			Kind:  "xtc", Slice: s, Polled: true})
+	}
 	cs = append(cs,
 		// The control: the same executor without preemption (FIFO, each
 		// request runs to completion), to show what preemption changes.

@@ -20,6 +20,10 @@ extern "C" {
 
 typedef intptr_t (*xtc_coro_fn)(void *arg);
 
+/* Any thread; fn starts at a later step of loop. Errors as xtc_task_spawn
+ * (XTC_E_AGAIN: cross-thread backlog full), plus XTC_E_NOMEM/XTC_E_RANGE
+ * for the stack. A cross-thread spawn maps its stack when it first runs; if
+ * that fails the coroutine finishes unrun with the error as its result. */
 XTC_API int  xtc_async(xtc_loop_t *loop, xtc_coro_fn fn, void *arg,
                        xtc_task_t **out_task);
 XTC_API int  xtc_await(xtc_task_t *t, intptr_t *result);

@@ -39,12 +39,20 @@ typedef struct xtc_waker {
 	xtc_task_t *task;
 } xtc_waker_t;
 
+/* After xtc_loop_fini returned 0 the handle must not be used: a call on it
+ * returns XTC_E_INVAL only until a later xtc_loop_init reuses its memory.
+ * An executor's loops (xtc_exec_loop) are finalised and run by the
+ * executor: xtc_loop_fini and xtc_loop_run refuse them (XTC_E_INVAL). */
 XTC_API int xtc_loop_init(xtc_loop_t **out);
 XTC_API int xtc_loop_fini(xtc_loop_t *loop);
 XTC_API int xtc_loop_run(xtc_loop_t *loop);
 XTC_API int xtc_loop_stop(xtc_loop_t *loop);
 XTC_API int xtc_loop_wake(xtc_loop_t *loop);
 
+/* Any thread. The task is READY at once and runs at a later step. A handle
+ * given out (out_task != NULL) stays valid for the loop's lifetime; without
+ * one the task is recycled after it finished. From a thread that does not
+ * run the loop, XTC_E_AGAIN when 65536 spawns already wait in its inbox. */
 XTC_API int xtc_task_spawn(xtc_loop_t *loop, xtc_task_fn fn, void *user,
                            xtc_task_t **out_task);
 XTC_API int xtc_task_waker(xtc_task_t *task, xtc_waker_t *out);

@@ -174,7 +174,7 @@ XTC_API int xtc_proc_sleep(int64_t ns);
 XTC_API int xtc_proc_wake(xtc_pid_t target);
 
 /* Exit the calling proc now with reason (0 = clean); never returns on a
- * proc (XTC_E_INVAL off a proc). Links get an EXIT message when reason is
+ * proc (XTC_E_INVAL off a proc, XTC_E_DEADLK inside a Go callback). Links get an EXIT message when reason is
  * not 0, monitors a DOWN, undelivered messages are freed. */
 XTC_API int xtc_exit_self(int reason);
 /* Ask target to exit with reason: a flag acted on at its next yield or park
