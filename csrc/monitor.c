@@ -141,14 +141,17 @@ static int64_t effective_deadline(xtc__pslot_t *s, int64_t d)
 }
 
 /* One pass over the slots: signal overrun carriers, return the earliest
- * future deadline (INT64_MAX: none) and the shortest slice seen. The
- * record of what was sent is keyed on the hard deadline, so a run
+ * future deadline (INT64_MAX: none) and the shortest slice seen. *any: a
+ * slot has a deadline; *sliced: one of them is sliced (not an uncontended
+ * alone run), so its carrier is likely to start another timed run soon.
+ * The record of what was sent is keyed on the hard deadline, so a run
  * signalled at its soft deadline is not signalled again at its hard one. */
-static int64_t scan(int64_t now, int64_t *min_slice, int *any)
+static int64_t scan(int64_t now, int64_t *min_slice, int *any, int *sliced)
 {
 	int64_t earliest = INT64_MAX;
 	int n = atomic_load_explicit(&slot_hwm, memory_order_acquire);
 	*any = 0;
+	*sliced = 0;
 	for (int i = 0; i < n; i++) {
 		xtc__pslot_t *s = &slots[i];
 		int tid = atomic_load_explicit(&s->tid, memory_order_acquire);
@@ -163,6 +166,9 @@ static int64_t scan(int64_t now, int64_t *min_slice, int *any)
 		*any = 1;
 		uint32_t g = atomic_load_explicit(&s->gen, memory_order_acquire);
 		int64_t eff = effective_deadline(s, d);
+		if (eff != d || atomic_load_explicit(&s->soft,
+		                                     memory_order_relaxed) >= d)
+			*sliced = 1;
 		if (eff > now) {
 			if (eff < earliest)
 				earliest = eff;
@@ -238,8 +244,8 @@ static void *monitor_main(void *arg)
 		uint32_t v = atomic_load(&monitor_futex);
 		int64_t now = mono_now();
 		int64_t min_slice = INT64_MAX;
-		int any;
-		int64_t next = scan(now, &min_slice, &any);
+		int any, sliced;
+		int64_t next = scan(now, &min_slice, &any, &sliced);
 		xtc__fn_quantum_tick(now);
 		empty_scans = any ? 0 : empty_scans + 1;
 		if (min_slice == INT64_MAX)
@@ -250,11 +256,15 @@ static void *monitor_main(void *arg)
 		} else {
 			/* A run that starts while we sleep, or gets contended,
 			 * kicks us when its deadline is earlier than wake_at; so
-			 * does a signalled deadline the handler re-arms. Sleeping
-			 * to the earliest deadline is enough; the cap is a safety
-			 * net (and paces the adaptive quantum controller). An
-			 * uncontended spinner thus costs no monitor wake per slice. */
-			target = now + (any ? XTC__PREEMPT_ALONE_NS : 2 * min_slice);
+			 * does a signalled deadline the handler re-arms. While a
+			 * sliced run exists, the next run on its carrier (which
+			 * ends no earlier than the shortest slice from now) must
+			 * not have to kick us: a futex wake per preemption on the
+			 * carrier's CPU. Uncontended alone runs need no periodic
+			 * wake at all; the long cap is a safety net (and paces the
+			 * adaptive quantum controller). */
+			target = now + (sliced ? min_slice :
+			                any ? XTC__PREEMPT_ALONE_NS : 2 * min_slice);
 			if (next < target)
 				target = next;
 			if (target <= now)
