@@ -264,7 +264,8 @@ static void *monitor_main(void *arg)
 			 * wake at all; the long cap is a safety net (and paces the
 			 * adaptive quantum controller). */
 			target = now + (sliced ? min_slice :
-			                any ? XTC__PREEMPT_ALONE_NS : 2 * min_slice);
+			                any ? atomic_load(&xtc__preempt_alone_ns) :
+			                2 * min_slice);
 			if (next < target)
 				target = next;
 			if (target <= now)

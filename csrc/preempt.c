@@ -72,6 +72,7 @@ __thread xtc__ptls_t xtc__ptls XTC__PTLS;
 uint32_t xtc__xsave_size;
 uint32_t xtc__xsave_mode;
 _Atomic int64_t xtc__preempt_adaptive_slice;
+_Atomic int64_t xtc__preempt_alone_ns = XTC__PREEMPT_ALONE_NS;
 
 static _Atomic int involuntary_on;
 static _Atomic int handler_installed;
@@ -1085,7 +1086,8 @@ static void run_begin(xtc__fiber_t *f, int64_t slice_ns, int exact,
 		now = now_ns();
 	int64_t soft = now + slice_ns, hard = soft;
 	if (until > 0) {
-		hard = now + XTC__PREEMPT_ALONE_NS;
+		hard = now + atomic_load_explicit(&xtc__preempt_alone_ns,
+		                                  memory_order_relaxed);
 		if (until < hard)
 			hard = until;
 		if (hard < soft)

@@ -54,6 +54,9 @@
  * hard deadline): a safety net for work the carrier cannot see arrive (a
  * timer the running fiber arms itself). */
 #define XTC__PREEMPT_ALONE_NS 10000000
+/* Its current value (tests raise it to prove what would happen without the
+ * net). */
+extern _Atomic int64_t xtc__preempt_alone_ns;
 
 /* One carrier's published state: one cache line, written by the carrier,
  * read by the monitor.
@@ -162,7 +165,7 @@ void xtc__preempt_run_end(void);
 /* Executor: a run with nothing else to run on its loop; until = when other
  * work is due anyway (the next timer), INT64_MAX if never. The soft deadline
  * is the slice end, the hard one max(slice end, min(until, now +
- * XTC__PREEMPT_ALONE_NS)). */
+ * xtc__preempt_alone_ns)). */
 void xtc__preempt_run_begin_alone(xtc__fiber_t *f, int64_t slice_ns,
                                   int64_t now, int64_t until);
 /* Any thread: other work now waits on the carrier owning s: its current run

@@ -597,11 +597,21 @@ static void *exec_thread(void *arg)
 	return NULL;
 }
 
+static atomic_int alone_stop, alone_flag;
+
 static int arm_timer_task(xtc_task_t *self, void *user)
 {
 	(void)self;
 	xtc_timer_set(xtc__loop_current(), (int64_t)(intptr_t)user, on_timer,
 	              NULL, NULL);
+	return XTC_TASK_DONE;
+}
+
+static int stop_flag_task(xtc_task_t *self, void *user)
+{
+	(void)self;
+	(void)user;
+	atomic_store(&alone_flag, 1);
 	return XTC_TASK_DONE;
 }
 
@@ -853,6 +863,84 @@ static void test_gocb(void)
 	CHECK(xtc_exec_fini(e) == XTC_OK);
 }
 
+/* A lone never-yielding spinner: nothing else could run on its loop, so
+ * it is not signalled; work that arrives (a cross-thread spawn, a task the
+ * spinner makes ready itself, a timer coming due) gets the loop at the
+ * next slice end. The safety net is raised to 10 s, so each of these
+ * passes only through the contention path, not the net. */
+static intptr_t alone_spinner(void *arg)
+{
+	int local = (int)(intptr_t)arg;
+	int64_t t0 = xtc_clock_mono();
+	while (!atomic_load_explicit(&alone_stop, memory_order_relaxed)) {
+		if (local && xtc_clock_mono() - t0 > 20 * MS) {
+			local = 0; /* make local work ready, keep spinning */
+			xtc_task_spawn(xtc__loop_current(), stop_flag_task,
+			               NULL, NULL);
+		}
+	}
+	return 0;
+}
+
+static int alone_wait_flag(atomic_int *f)
+{
+	int64_t t0 = xtc_clock_mono();
+	while (!atomic_load(f) && xtc_clock_mono() - t0 < 3000 * MS)
+		usleep(1000);
+	return atomic_load(f);
+}
+
+static void alone_case(int which)
+{
+	xtc_exec_t *e = NULL;
+	CHECK(xtc_exec_init(&e, 1) == XTC_OK);
+	CHECK(xtc_exec_set_preempt(e, 1 * MS) == XTC_OK);
+	xtc_preempt_set_involuntary(1);
+	atomic_store(&alone_stop, 0);
+	atomic_store(&alone_flag, 0);
+	atomic_store(&timer_fired, 0);
+	CHECK(xtc_exec_async_on(e, 0, alone_spinner,
+	                        (void *)(intptr_t)(which == 2), NULL) == XTC_OK);
+	if (which == 1)
+		CHECK(xtc_exec_spawn_on(e, 0, arm_timer_task,
+		                        (void *)(intptr_t)(50 * MS), NULL) == XTC_OK);
+	struct runner r = { e, -1 };
+	pthread_t th;
+	uint64_t s0 = 0, s1 = 0;
+	xtc_preempt_stats_t st;
+	pthread_create(&th, NULL, exec_thread, &r);
+	if (which == 0) {
+		usleep(50000);
+		xtc_preempt_stats_global(&st, &s0);
+		usleep(200000); /* the spinner runs alone */
+		xtc_preempt_stats_global(&st, &s1);
+		CHECK(s1 == s0);
+		CHECK(xtc_exec_spawn_on(e, 0, stop_flag_task, NULL, NULL) == XTC_OK);
+		CHECK(alone_wait_flag(&alone_flag));
+	} else if (which == 1) {
+		CHECK(alone_wait_flag(&timer_fired));
+	} else {
+		CHECK(alone_wait_flag(&alone_flag));
+	}
+	atomic_store(&alone_stop, 1);
+	pthread_join(th, NULL);
+	CHECK(r.rc == XTC_OK);
+	xtc_preempt_set_involuntary(0);
+	CHECK(xtc_exec_fini(e) == XTC_OK);
+}
+
+static void test_exec_alone(void)
+{
+	if (!xtc_preempt_involuntary_supported())
+		return;
+	int64_t net = atomic_load(&xtc__preempt_alone_ns);
+	atomic_store(&xtc__preempt_alone_ns, 10000 * MS);
+	alone_case(0); /* no signal; a cross-thread spawn gets in */
+	alone_case(1); /* a timer comes due */
+	alone_case(2); /* the spinner itself makes a task ready */
+	atomic_store(&xtc__preempt_alone_ns, net);
+}
+
 int main(int argc, char **argv)
 {
 	const char *only = argc > 1 ? argv[1] : NULL;
@@ -870,6 +958,7 @@ int main(int argc, char **argv)
 	RUN(state_integrity);
 	RUN(malloc_deferral);
 	RUN(exec_spinners_and_timer);
+	RUN(exec_alone);
 	RUN(exec_64);
 	RUN(exec_malloc);
 	RUN(idle_no_signal);
