@@ -8,7 +8,9 @@
  *   exec_share_err_max       worst relative error of those fractions (%)
  *   exec_share_window_err    worst relative error over any 100 ms window (%)
  *   exec_spawn_p50/_p99      cross-thread spawn -> first run, to a parked
- *                            carrier (ns)
+ *                            carrier (ns); bimodal on a VM: a few us when
+ *                            the carrier is queued on a busy CPU, 15-25 us
+ *                            when its wake has to start a halted vCPU
  *   exec_submit_p50/_p99     same through xtc_exec_submit (ns)
  *   exec_submit_mops         sustained cross-thread submissions from one
  *                            producer thread (M/s, bounded ring, blocking
@@ -18,6 +20,11 @@
  *   exec_fanout_ns           the same as ns per proc
  *   yield_noclass/_class     ns per xtc_yield between two procs on one loop
  *                            without / with a scheduling class
+ *   yield_exec2_pinned/_migratable  the same two procs on loop 0 of a
+ *                            2-loop executor (pinned: never stolen;
+ *                            migratable: both are, the other carrier takes
+ *                            one, so each yields to itself)
+ * An argument runs one group: yield, shares, latency, submit, fanout.
  * XTC_BENCH_QUICK=1 shrinks the counts.
  */
 #include <pthread.h>
@@ -328,9 +335,38 @@ static double yield_once(int with_class, long n)
 	return (t1 - t0) / (2.0 * n);
 }
 
+static double yield_exec2(int migratable, long n)
+{
+	xtc_exec_t *e;
+	xtc_proc_opts_t o;
+	int64_t t0, t1;
+
+	xtc_exec_init(&e, 2);
+	memset(&o, 0, sizeof(o));
+	o.migratable = migratable;
+	for (int i = 0; i < 2; i++)
+		xtc_proc_spawn(xtc_exec_loop(e, 0), yielder, (void *)(intptr_t)n,
+		    &o, NULL);
+	t0 = now();
+	xtc_exec_run(e);
+	t1 = now();
+	xtc_exec_fini(e);
+	return (t1 - t0) / (2.0 * n);
+}
+
 static void bench_yield(void)
 {
 	long n = quick ? 200000 : 2000000;
+
+	for (int mig = 0; mig < 2; mig++) {
+		int64_t v[5];
+		yield_exec2(mig, n / 10);
+		for (int i = 0; i < 5; i++)
+			v[i] = (int64_t)(yield_exec2(mig, n) * 1000);
+		qsort(v, 5, sizeof(*v), cmp_i64);
+		printf("yield_exec2_%s %.1f ns\n", mig ? "migratable" : "pinned",
+		    v[2] / 1000.0);
+	}
 
 	for (int with = 0; with < 2; with++) {
 		int64_t v[5];

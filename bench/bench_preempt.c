@@ -29,7 +29,8 @@
  *        from a run's deadline to the next fiber of the loop running
  *        (200 us slice, two spinners)
  *
- * XTC_BENCH_QUICK=1 shrinks the counts.
+ * XTC_BENCH_QUICK=1 shrinks the counts; the argument `loss` runs only the
+ * throughput-loss cases.
  */
 #include <pthread.h>
 #include <stdatomic.h>

@@ -319,8 +319,10 @@ int main(int argc, char **argv)
 	long parked_n = 100000;
 
 	const char *only = argc > 2 ? argv[2] : "";
+	long iters = argc > 3 ? atol(argv[3]) : 0;
 
-	/* usage: bench_proc [parked_count [spawn|pingpong|xthread]] */
+	/* usage: bench_proc [parked_count [spawn|pingpong|xthread [iters]]]
+	 * (iters: for instruction counts, e.g. callgrind at two sizes) */
 	if (argc > 1)
 		parked_n = atol(argv[1]);
 	/* first: the parked figure wants a clean heap */
@@ -336,7 +338,7 @@ int main(int argc, char **argv)
 	}
 	if (!*only || !strcmp(only, "pingpong")) {
 		for (int i = 0; i < RUNS; i++)
-			v[i] = bench_pingpong(200000);
+			v[i] = bench_pingpong(iters > 0 ? iters : 200000);
 		printf("proc_pingpong %.1f ns\n", median(v, RUNS));
 	}
 	if (!*only || !strcmp(only, "xthread")) {

@@ -19,6 +19,7 @@
 
 #include "xtc.h"
 #include "loop_int.h"
+#include "proc_int.h"
 
 int64_t (*xtc__clock_hook)(void);
 
@@ -66,11 +67,17 @@ void *xtc_calloc(size_t n, size_t size)
 /* realloc(p, 0) may free p and return NULL; keep the unique-pointer rule. */
 void *xtc_realloc(void *p, size_t size)
 {
+	if (xtc__msg_cached(p)) /* a received message buffer (mailbox.c) */
+		return xtc__msg_cached_realloc(p, size);
 	return realloc(p, size != 0 ? size : 1);
 }
 
 void xtc_free(void *p)
 {
+	if (xtc__msg_cached(p)) { /* a received message buffer (mailbox.c) */
+		xtc__msg_uncache(p);
+		return;
+	}
 	free(p);
 }
 

@@ -18,7 +18,11 @@
  *  - the pool's state changes (start, shutdown, size) are serialised by
  *    life_mu, so a shutdown never joins a thread another call is creating;
  *  - the parked fiber waits with XTC__PARK_NOKILL: a kill cannot unwind its
- *    stack while a pool thread still writes the job's result there.
+ *    stack while a pool thread still writes the job's result there;
+ *  - for the same reason loop fini, which releases the parked fiber, runs
+ *    its detach hook first (xtc__task_set_detach): a job still queued is
+ *    taken off the queue and never runs; a job already running is waited
+ *    for, since fn's argument commonly lives on that fiber's stack.
  *
  * Alternatives rejected
  *  - A completion pipe per job waited on with xtc_proc_wait_fd (libxtc's
@@ -204,6 +208,38 @@ static int enqueue(bjob_t *j)
 	return rc;
 }
 
+/* 1 if j was queued (now removed: it will never run). */
+static int queue_remove(bjob_t *j)
+{
+	bjob_t **pp, *prev = NULL;
+	int found = 0;
+
+	pthread_mutex_lock(&pool.mu);
+	for (pp = &pool.head; *pp != NULL; prev = *pp, pp = &(*pp)->next) {
+		if (*pp == j) {
+			*pp = j->next;
+			if (pool.tail == j)
+				pool.tail = prev;
+			pool.qlen--;
+			found = 1;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&pool.mu);
+	return found;
+}
+
+/* Detach hook of a fiber parked in xtc_blocking_run, run by loop fini:
+ * withdraw the job, or wait until whoever runs it has stored the result
+ * and fired the node (fn may use memory on the fiber's stack). */
+static void job_detach(void *arg)
+{
+	bjob_t *j = arg;
+
+	if (!queue_remove(j))
+		xtc__wnode_await_done(&j->wn);
+}
+
 int xtc_blocking_run(int (*fn)(void *), void *arg, int *out_result)
 {
 	bjob_t j = { .fn = fn, .arg = arg };
@@ -218,7 +254,9 @@ int xtc_blocking_run(int (*fn)(void *), void *arg, int *out_result)
 		goto sync;
 	if (enqueue(&j) != 0)
 		goto sync;
+	xtc__task_set_detach(j.wn.task, job_detach, &j);
 	rc = xtc__wnode_wait(&j.wn, -1);
+	xtc__task_set_detach(j.wn.task, NULL, NULL);
 	if (rc != 0) {
 		/* Cannot happen for a fiber outside a Go callback (checked
 		 * above); never return while the job may still be written. */

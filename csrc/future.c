@@ -23,6 +23,10 @@
  *    the whole list under the lock and fires each node (FIRING, wake, DONE);
  *    a waiter that times out unlinks its node under the lock or, finding it
  *    taken, settles (waits for DONE) before returning;
+ *  - a fiber parked on a record has a detach hook registered with its task:
+ *    loop fini runs it, which does the same unlink-or-settle and spends the
+ *    future handle the fiber held, so a later completion never reaches the
+ *    released fiber and the record is still freed;
  *  - the completing thread holds the promise's reference while it runs the
  *    continuation, so the record outlives it;
  *  - a failed call consumes nothing: handles are claimed (use: LIVE ->
@@ -149,6 +153,25 @@ void xtc__wnode_settle(xtc__wnode_t *w)
 			(void)xtc__park_ex(1000, -1, 0, NULL, XTC__PARK_NOKILL);
 		} else {
 			sched_yield();
+		}
+	}
+}
+
+void xtc__wnode_await_done(xtc__wnode_t *w)
+{
+	unsigned spins = 0;
+	long nap = 1000;
+
+	while (atomic_load_explicit(&w->state, memory_order_acquire) !=
+	       XTC__WN_DONE) {
+		if (++spins < 128) {
+			XTC__CPU_RELAX();
+		} else {
+			struct timespec ts = { 0, nap };
+
+			nanosleep(&ts, NULL);
+			if (nap < 1000000)
+				nap *= 2;
 		}
 	}
 }
@@ -371,15 +394,52 @@ void xtc_future_drop(xtc_future_t *fut)
 		fut_consume(fut);
 }
 
+/* 1 if w was still on the waiter list (now removed), 0 if the completer
+ * took it. */
+static int st_unlink_waiter(fstate_t *st, xtc__wnode_t *w)
+{
+	xtc__wnode_t **pp;
+	int linked = 0;
+
+	st_lock(st);
+	for (pp = &st->waiters; *pp != NULL; pp = &(*pp)->next) {
+		if (*pp == w) {
+			*pp = w->next;
+			linked = 1;
+			break;
+		}
+	}
+	st_unlock(st);
+	return linked;
+}
+
+/* A fiber parked in fut_block, as its detach hook sees it. */
+struct fut_waiter {
+	xtc__wnode_t w;
+	fstate_t *st;
+};
+
+/* Loop fini releases the parked fiber: unhook its node (or let a
+ * completer that took it finish) and spend the future handle the fiber
+ * was consuming, so the record is freed once the promise side is done. */
+static void fut_detach(void *arg)
+{
+	struct fut_waiter *fw = arg;
+
+	if (!st_unlink_waiter(fw->st, &fw->w))
+		xtc__wnode_await_done(&fw->w);
+	fut_consume(&fw->st->fut);
+}
+
 /* The claimed future is waited on; 1 = completed (result in *value and
  * *status), 0 = timed out or the wait failed (*status = that code). */
 static int fut_block(fstate_t *st, int64_t timeout_ns, intptr_t *value,
                      int *status)
 {
-	xtc__wnode_t w, **pp;
-	int rc, linked;
+	struct fut_waiter fw = { .st = st };
+	int rc;
 
-	xtc__wnode_init(&w);
+	xtc__wnode_init(&fw.w);
 	st_lock(st);
 	if (atomic_load_explicit(&st->done, memory_order_relaxed)) {
 		st_unlock(st);
@@ -390,27 +450,21 @@ static int fut_block(fstate_t *st, int64_t timeout_ns, intptr_t *value,
 		*status = XTC_E_AGAIN;
 		return 0;
 	}
-	w.next = st->waiters;
-	st->waiters = &w;
+	fw.w.next = st->waiters;
+	st->waiters = &fw.w;
 	st_unlock(st);
-	rc = xtc__wnode_wait(&w, timeout_ns);
+	if (fw.w.task != NULL)
+		xtc__task_set_detach(fw.w.task, fut_detach, &fw);
+	rc = xtc__wnode_wait(&fw.w, timeout_ns);
+	if (fw.w.task != NULL)
+		xtc__task_set_detach(fw.w.task, NULL, NULL);
 	if (rc != 0) {
-		st_lock(st);
-		linked = 0;
-		for (pp = &st->waiters; *pp != NULL; pp = &(*pp)->next) {
-			if (*pp == &w) {
-				*pp = w.next;
-				linked = 1;
-				break;
-			}
-		}
-		st_unlock(st);
-		if (linked) {
+		if (st_unlink_waiter(st, &fw.w)) {
 			*status = rc;
 			return 0;
 		}
 		/* The completer took the node: the result is there. */
-		xtc__wnode_settle(&w);
+		xtc__wnode_settle(&fw.w);
 	}
 done:
 	*value = st->value;

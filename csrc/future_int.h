@@ -13,6 +13,12 @@
  * publishes DONE as its last access; a waiter that sees FIRING waits for
  * DONE (the completer is between two stores, with involuntary preemption
  * deferred so it cannot be switched out on the waiter's own thread).
+ *
+ * Loop fini. A fiber parked on a node registers a detach hook with its
+ * task (xtc__task_set_detach) that unlinks the node from the object under
+ * the object's lock, or, when the completer already took it, waits for
+ * DONE (xtc__wnode_await_done). Either way no completer reaches the node
+ * or the task after the hook returned, so fini may release the fiber.
  */
 #ifndef XTC_FUTURE_INT_H
 #define XTC_FUTURE_INT_H
@@ -48,6 +54,11 @@ void xtc__wnode_fire(xtc__wnode_t *w);
 int  xtc__wnode_wait(xtc__wnode_t *w, int64_t timeout_ns);
 /* Wait until a node the completer has taken reaches DONE (bounded). */
 void xtc__wnode_settle(xtc__wnode_t *w);
+/* Same from a context that must not park (a waiter detach hook run by
+ * loop fini, see xtc__task_set_detach): spins briefly, then sleeps the
+ * thread in short naps. The completer may still be running user code
+ * (blocking.c), so this does not spin for long. */
+void xtc__wnode_await_done(xtc__wnode_t *w);
 
 /* Dispatch a coroutine-shaped function (the result is an intptr_t, as in
  * xtc_async): what the Go wrapper xtc.Submit runs. Same contract as

@@ -13,14 +13,28 @@
  * killed while waiting it cancels the child, waits for it to be gone, and
  * only then unwinds.
  *
- * Invariants: the child touches the record only before `released`; a
- * child that is killed never reaches its store, so a killed child and a
- * completed one are told apart by `done`.
+ * Loop fini. The caller's loop may be finalised while it waits; the fiber
+ * is then released without returning, so the wait-for-death rule cannot
+ * hold. The caller registers a detach hook (xtc__task_set_detach) that
+ * fini runs: it kills the child, and the child reads and writes the record
+ * only under its own slot lock after checking it was not killed, marking
+ * `firing` before it stores. So after the kill either the child had
+ * already begun its store (the hook waits for `released`, a few stores
+ * away) or it never touches the record again. A child on the finalised
+ * loop itself is released with it and needs nothing.
+ *
+ * Invariants: the child touches the record only while not killed (checked
+ * under its slot lock, which the kill takes) and before `released`; a
+ * child that is killed before its store never writes, so a killed child
+ * and a completed one are told apart by `done`.
  *
  * Rejected: a monitor + DOWN message (needs the caller to be a proc with a
  * mailbox; plain xtc_async fibers may launch too); heap records with
- * refcounts (the wait-for-death rule makes the stack record safe).
+ * refcounts (a child killed before it ran would leak its reference: no
+ * proc exit hook runs user code); waiting at fini for the child to die
+ * (its loop may never run again: a hang).
  */
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -32,20 +46,70 @@ typedef struct launch_rec {
 	xtc_launch_fn fn;
 	void *arg;
 	xtc_task_t *caller;
+	xtc_pid_t pid;
 	intptr_t result;
+	_Atomic int firing;   /* the child began its store (under its lock) */
 	_Atomic int done;
 	_Atomic int released;
 } launch_rec_t;
 
+/* Under the child's own slot lock: 1 if it was not killed, so the caller
+ * is still there (the caller's kills all take this lock). With `fire` the
+ * child then commits to its store. */
+static int child_may_touch(launch_rec_t *r, int fire, xtc_launch_fn *fn,
+                           void **arg)
+{
+	xtc__proc_t *self = xtc__proc_current();
+	int ok;
+
+	xtc__spin_lock(&self->lock);
+	ok = !self->kill_pending;
+	if (ok && fire)
+		atomic_store_explicit(&r->firing, 1, memory_order_release);
+	if (ok && !fire) {
+		*fn = r->fn;
+		*arg = r->arg;
+	}
+	xtc__spin_unlock(&self->lock);
+	return ok;
+}
+
 static void child_body(void *a)
 {
 	launch_rec_t *r = a;
-	intptr_t v = r->fn(r->arg);
-	xtc_task_t *caller = r->caller;
+	xtc_launch_fn fn = NULL;
+	void *arg = NULL;
+	intptr_t v;
+
+	if (!child_may_touch(r, 0, &fn, &arg))
+		return;
+	v = fn(arg);
+	if (!child_may_touch(r, 1, NULL, NULL))
+		return;
 	r->result = v;
 	atomic_store_explicit(&r->done, 1, memory_order_release);
-	xtc__task_wake(caller);
+	xtc__task_wake(r->caller);
 	atomic_store_explicit(&r->released, 1, memory_order_release);
+}
+
+/* Detach hook, run by the caller's loop fini on the finalising thread. */
+static void launch_detach(void *a)
+{
+	launch_rec_t *r = a;
+	unsigned spins = 0;
+
+	if (r->pid.loop_id == r->caller->loop->id)
+		return; /* released with the caller */
+	(void)xtc_exit_pid(r->pid, XTC_LAUNCH_CANCEL_REASON);
+	/* The kill took the child's lock: a store begun before it is visible
+	 * here and ends with `released`; none can begin after it. */
+	if (!atomic_load_explicit(&r->firing, memory_order_acquire))
+		return;
+	while (!atomic_load_explicit(&r->released, memory_order_acquire))
+		if (++spins % 128 == 0)
+			sched_yield();
+		else
+			XTC__CPU_RELAX();
 }
 
 /* 1 while pid names a live proc. */
@@ -93,7 +157,46 @@ static void caller_killed(launch_rec_t *r, xtc_pid_t pid)
 {
 	(void)xtc_exit_pid(pid, XTC_LAUNCH_CANCEL_REASON);
 	wait_gone(r, pid);
+	xtc__task_set_detach(r->caller, NULL, NULL);
 	xtc__proc_resumed(); /* does not return */
+}
+
+/* The child runs: wait for it (deadline, kills), and return only once it
+ * no longer touches r. */
+static int launch_wait(launch_rec_t *r, int64_t timeout_ns)
+{
+	xtc_pid_t pid = r->pid;
+	int64_t deadline = timeout_ns < 0 ? INT64_MAX
+	                                  : xtc_clock_mono() + timeout_ns;
+	int rc;
+
+	for (;;) {
+		if (atomic_load_explicit(&r->done, memory_order_acquire))
+			break;
+		if (!proc_alive(pid))
+			break;
+		int64_t now = xtc_clock_mono();
+		if (now >= deadline) {
+			(void)xtc_exit_pid(pid, XTC_LAUNCH_CANCEL_REASON);
+			wait_gone(r, pid);
+			if (atomic_load(&r->done))
+				break; /* finished just in time */
+			return XTC_E_AGAIN;
+		}
+		int64_t left = deadline == INT64_MAX ? -1 : deadline - now;
+		rc = park_nokill(left);
+		if (atomic_load_explicit(&r->caller->kill_pending,
+		                         memory_order_relaxed))
+			caller_killed(r, pid);
+		if (rc != XTC_OK && rc != XTC_E_AGAIN) {
+			/* cannot wait: do not leave the child holding our stack */
+			(void)xtc_exit_pid(pid, XTC_LAUNCH_CANCEL_REASON);
+			wait_gone(r, pid);
+			return rc;
+		}
+	}
+	wait_gone(r, pid);
+	return atomic_load(&r->done) ? XTC_OK : XTC_E_ABORTED;
 }
 
 int xtc_launch(xtc_loop_t *loop, xtc_launch_fn fn, void *arg,
@@ -117,40 +220,13 @@ int xtc_launch(xtc_loop_t *loop, xtc_launch_fn fn, void *arg,
 	memset(&po, 0, sizeof po);
 	po.name = opts && opts->name ? opts->name : "xtc_launch";
 	po.mailbox_cap = opts ? opts->mailbox_cap : 0;
-	xtc_pid_t pid;
-	int rc = xtc_proc_spawn(loop, child_body, &r, &po, &pid);
+	int rc = xtc_proc_spawn(loop, child_body, &r, &po, &r.pid);
 	if (rc != XTC_OK)
 		return rc;
-	int64_t deadline = timeout_ns < 0 ? INT64_MAX : xtc_clock_mono() + timeout_ns;
-	for (;;) {
-		if (atomic_load_explicit(&r.done, memory_order_acquire))
-			break;
-		if (!proc_alive(pid))
-			break;
-		int64_t now = xtc_clock_mono();
-		if (now >= deadline) {
-			(void)xtc_exit_pid(pid, XTC_LAUNCH_CANCEL_REASON);
-			wait_gone(&r, pid);
-			if (atomic_load(&r.done))
-				break; /* finished just in time */
-			return XTC_E_AGAIN;
-		}
-		int64_t left = deadline == INT64_MAX ? -1 : deadline - now;
-		rc = park_nokill(left);
-		if (atomic_load_explicit(&r.caller->kill_pending,
-		                         memory_order_relaxed))
-			caller_killed(&r, pid);
-		if (rc != XTC_OK && rc != XTC_E_AGAIN) {
-			/* cannot wait: do not leave the child holding our stack */
-			(void)xtc_exit_pid(pid, XTC_LAUNCH_CANCEL_REASON);
-			wait_gone(&r, pid);
-			return rc;
-		}
-	}
-	wait_gone(&r, pid);
-	if (!atomic_load(&r.done))
-		return XTC_E_ABORTED;
-	if (result)
+	xtc__task_set_detach(r.caller, launch_detach, &r);
+	rc = launch_wait(&r, timeout_ns);
+	xtc__task_set_detach(r.caller, NULL, NULL);
+	if (rc == XTC_OK && result)
 		*result = r.result;
-	return XTC_OK;
+	return rc;
 }

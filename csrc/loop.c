@@ -15,9 +15,12 @@
  *    next time it parks (the park then returns at once). Because the latch
  *    is only consumed at a park, a latched wake may surface as one spurious
  *    wake-up later; never as a lost one. Parking publishes PARKED with a
- *    seq_cst exchange and then exchanges wake_pending, the waker stores
- *    wake_pending and then re-reads the state (seq_cst): one of the two
- *    always sees the other.
+ *    seq_cst store and then reads wake_pending (exchanging it only when
+ *    set), the waker stores wake_pending and then re-reads the state
+ *    (seq_cst): one of the two always sees the other. A waiter whose every
+ *    wake comes through one lock may lock-park instead (t->lock_parked,
+ *    PARKED published under that lock): the lock holder wakes it with
+ *    plain stores, and xtc__task_wake latches rather than take it.
  *  - Fibers run on their own stacks; the loop's root fiber is the carrier
  *    (thread) stack. A yielding or parking fiber switches straight to the
  *    next ready fiber while the loop has no feature bit set, at most
@@ -290,6 +293,7 @@ static void task_reset(xtc_task_t *t)
 	t->exec_flags = 0;
 	atomic_store_explicit(&t->wlock, 0, memory_order_relaxed);
 	t->stack_lazy = 0;
+	atomic_store_explicit(&t->lock_parked, 0, memory_order_relaxed);
 	t->stack_size = 0;
 	t->fn = NULL;
 	t->user = NULL;
@@ -310,6 +314,8 @@ static void task_reset(xtc_task_t *t)
 	t->run_start = 0;
 	t->runs = 0;
 	t->exec_data = NULL;
+	t->detach = NULL;
+	t->detach_arg = NULL;
 }
 
 static xtc_task_t *task_alloc(xtc_loop_t *loop, int on_owner)
@@ -424,7 +430,8 @@ static void spool_trim(xtc_loop_t *loop, int64_t now, int all)
 
 static void park_cancel(xtc_loop_t *loop, xtc_task_t *t)
 {
-	xtc__timer_disarm(&t->park_timer);
+	if (t->park_timer.state == XTC__TM_ARMED) /* no call when untimed */
+		xtc__timer_disarm(&t->park_timer);
 	if (t->park_io != NULL) {
 		xtc__io_disarm(loop, t->park_io);
 		t->park_io = NULL;
@@ -691,25 +698,45 @@ int xtc__task_wake(xtc_task_t *t)
 		s = atomic_load(&t->state);
 		switch (s) {
 		case XTC__T_PARKED:
-			if (atomic_compare_exchange_strong(&t->state, &s,
-			                                   XTC__T_READY)) {
-				enqueue_woken(t);
-				return 0;
+			if (!atomic_load_explicit(&t->lock_parked,
+			                          memory_order_acquire)) {
+				if (atomic_compare_exchange_strong(
+					    &t->state, &s, XTC__T_READY)) {
+					enqueue_woken(t);
+					return 0;
+				}
+				continue;
 			}
-			continue;
+			/* lock-parked: only its lock holder wakes it */
+			/* fall through */
 		case XTC__T_READY:
 		case XTC__T_RUNNING:
 			if (atomic_load_explicit(&t->wake_pending,
 			                         memory_order_relaxed) == 0)
 				atomic_store(&t->wake_pending, 1);
 			/* It may have parked before seeing the latch. */
-			if (atomic_load(&t->state) == XTC__T_PARKED)
+			if (atomic_load(&t->state) == XTC__T_PARKED &&
+			    !atomic_load_explicit(&t->lock_parked,
+			                          memory_order_acquire))
 				continue;
 			return 0;
 		default: /* NEW: will run anyway; DONE: nothing to do */
 			return 0;
 		}
 	}
+}
+
+int xtc__task_wake_lockheld(xtc_task_t *t)
+{
+	if (t != NULL &&
+	    atomic_load_explicit(&t->lock_parked, memory_order_relaxed)) {
+		atomic_store_explicit(&t->state, XTC__T_READY,
+		                      memory_order_relaxed);
+		atomic_store_explicit(&t->lock_parked, 0, memory_order_release);
+		enqueue_woken(t);
+		return 0;
+	}
+	return xtc__task_wake(t);
 }
 
 int xtc_task_waker(xtc_task_t *task, xtc_waker_t *out)
@@ -736,7 +763,11 @@ static int park_publish(xtc_task_t *t)
 	uint32_t s = XTC__T_PARKED;
 
 	atomic_store(&t->state, XTC__T_PARKED);
-	if (atomic_exchange(&t->wake_pending, 0) == 0)
+	/* A seq_cst load is enough to see a latch (the waker stores it
+	 * seq_cst, then re-reads the state): the RMW is paid only when there
+	 * is something to consume, not on every park. */
+	if (atomic_load(&t->wake_pending) == 0 ||
+	    atomic_exchange(&t->wake_pending, 0) == 0)
 		return 0;
 	return atomic_compare_exchange_strong(&t->state, &s, XTC__T_RUNNING);
 }
@@ -752,7 +783,10 @@ static void fiber_switch_out(xtc_loop_t *loop, xtc_task_t *t)
 {
 	xtc_task_t *next;
 
-	if (XTC__LIKELY(loop->feat == 0) && --loop->fair_left > 0 &&
+	/* An executor loop whose deque and class queues are empty serves the
+	 * plain FIFO next, as a standalone loop does (hooks.busy: exec.c) */
+	if ((XTC__LIKELY(loop->feat == 0) || (loop->feat == XTC__LF_EXEC &&
+	    !loop->hooks.busy(loop))) && --loop->fair_left > 0 &&
 	    (next = loop->rq_head) != NULL && next->is_fiber &&
 	    !next->stack_lazy) {
 		xtc__rq_pop(loop);
@@ -1114,6 +1148,23 @@ int xtc__task_park(void)
 	return xtc__park(-1, -1, 0, NULL);
 }
 
+/* The caller checked xtc__park_prepublish_ok and stored PARKED itself
+ * under the lock its wakers take (loop_int.h): no registration, no
+ * seq_cst publish, no latch to consume. */
+int xtc__park_published(void)
+{
+	xtc_task_t *t = xtc__tls_task;
+
+	t->park_why = XTC__PW_NONE;
+	t->revents = 0;
+	fiber_switch_out(t->loop, t);
+	t->park_why = XTC__PW_NONE;
+	if (XTC__UNLIKELY(atomic_load_explicit(&t->kill_pending,
+	                                       memory_order_relaxed)))
+		xtc__proc_resumed();
+	return 0;
+}
+
 /* The caller is a fiber task: queue it at the back and give up the CPU. */
 int xtc__fiber_yield(void);
 int xtc__fiber_yield(void)
@@ -1357,6 +1408,25 @@ static void task_abandon(xtc_loop_t *loop, xtc_task_t *t)
 	}
 }
 
+/* Unhook every unfinished task that waits on an object a completer on
+ * another thread may still fire (futures, blocking jobs, launch children):
+ * first, so no later wake or result store can reach a released task. A
+ * wake posted before its hook returned sits in the inbox and is dropped
+ * by the drain that follows. */
+static void detach_waiters(xtc_loop_t *loop)
+{
+	xtc_task_t *t;
+
+	for (t = loop->all; t != NULL; t = t->all_next) {
+		void (*fn)(void *) = t->detach;
+
+		if (fn == NULL || atomic_load(&t->state) == XTC__T_DONE)
+			continue;
+		t->detach = NULL;
+		fn(t->detach_arg);
+	}
+}
+
 static void release_all_tasks(xtc_loop_t *loop)
 {
 	xtc_task_t *t, *next;
@@ -1416,6 +1486,7 @@ static int loop_fini(xtc_loop_t *loop)
 	xtc__tls_loop = loop;
 	xtc__tls_task = NULL;
 	loop->magic = XTC__LOOP_FINI;
+	detach_waiters(loop);
 	inbox_drain(loop);
 	release_all_tasks(loop);
 	inbox_drain(loop); /* posts made by cleanup hooks */

@@ -21,7 +21,10 @@
  *    RUNNING->PARKED is never lost; at worst a latched wake makes one later
  *    park return at once (a spurious wake-up). Whoever wins
  *    the CAS to READY owns the single queue link (node.next) until the task
- *    is dispatched: no allocation per wake, no double enqueue.
+ *    is dispatched: no allocation per wake, no double enqueue. A
+ *    lock-parked task (t->lock_parked, a mailbox wait) is the exception:
+ *    only a holder of its waiter's lock moves it to READY, with plain
+ *    stores; other wakers latch (see xtc__park_lock_publish).
  *  - A fiber that yields switches directly to the next ready fiber when
  *    there is one and no scheduling feature is on (the fast path: no clock,
  *    no syscall, no allocation); otherwise, and every XTC__FAIR_RUNS runs,
@@ -186,6 +189,9 @@ struct xtc_task {
 	uint8_t exec_flags;      /* free for the executor */
 	_Atomic uint8_t wlock;   /* guards waiters (tiny spinlock) */
 	uint8_t stack_lazy;      /* fiber whose stack is mapped at first run */
+	/* parked by xtc__park_lock_publish: only a holder of the waiter's
+	 * lock may make it READY (plain stores); other wakers latch */
+	_Atomic uint8_t lock_parked;
 	size_t stack_size;       /* requested size for the lazy stack */
 
 	/* body */
@@ -213,7 +219,29 @@ struct xtc_task {
 	int64_t run_start;       /* only written when a timed feature is on */
 	uint64_t runs;
 	void *exec_data;         /* free for the executor / classes */
+
+	/* waiter detach hook (xtc__task_set_detach), set by the task itself */
+	void (*detach)(void *arg);
+	void *detach_arg;
 };
+
+/* Waiter detach hook. A fiber that parks on an object another thread or
+ * loop completes (a future, a blocking pool job, a launch child) registers
+ * fn(arg) for the whole wait and clears it (fn NULL) before the wait
+ * returns. When the task's loop is finalised with the task unfinished,
+ * loop fini calls fn(arg) on the finalising thread before it drains the
+ * inbox or releases any task. fn unhooks the waiter under the object's own
+ * lock so that, once fn returns, no completer touches the waiter (its
+ * stack, its task) again; a completer already past that point is waited
+ * for without parking (it is between two stores). fn must not park or
+ * yield and must not touch the loop's tasks. Set and cleared by the task
+ * itself, read by fini only while no thread runs the loop. */
+static inline void xtc__task_set_detach(xtc_task_t *t, void (*fn)(void *),
+                                        void *arg)
+{
+	t->detach_arg = arg;
+	t->detach = fn;
+}
 
 #define XTC__AWAIT_CLOSED ((xtc__await_node_t *)(uintptr_t)1)
 
@@ -268,6 +296,34 @@ int xtc__task_spawn_fn(xtc_loop_t *loop, xtc_task_fn fn, void *user,
  * reaped: callers that may race the task's exit (procs) post to the loop and
  * wake from the loop thread after re-checking their own generation. */
 int xtc__task_wake(xtc_task_t *t);
+/* Wake t while holding the lock t may be lock-parked under (see
+ * xtc__park_lock_publish): a lock-parked task goes READY with plain
+ * stores, no CAS (no one else may take it out of PARKED); otherwise as
+ * xtc__task_wake. Any thread. */
+int xtc__task_wake_lockheld(xtc_task_t *t);
+/* The same for a caller on t's loop owner thread (t->loop ==
+ * xtc__tls_loop), e.g. a same-loop mailbox send: inline, and the usual
+ * PARKED -> READY case of a plain park is one CAS and a run-queue push. */
+void xtc__loop_make_ready(xtc_loop_t *loop, xtc_task_t *t);
+static inline void xtc__task_wake_local(xtc_task_t *t)
+{
+	uint32_t s = XTC__T_PARKED;
+
+	if (atomic_load_explicit(&t->lock_parked, memory_order_relaxed)) {
+		/* READY before the flag drops: a waker that sees the flag
+		 * clear (acquire) also sees READY and its CAS fails */
+		atomic_store_explicit(&t->state, XTC__T_READY,
+		                      memory_order_relaxed);
+		atomic_store_explicit(&t->lock_parked, 0,
+		                      memory_order_release);
+		xtc__loop_make_ready(t->loop, t);
+	} else if (atomic_compare_exchange_strong(&t->state, &s,
+	                                          XTC__T_READY)) {
+		xtc__loop_make_ready(t->loop, t);
+	} else {
+		xtc__task_wake(t);
+	}
+}
 
 /* Park the current fiber task until a wake, fd readiness (fd >= 0) or the
  * timeout (< 0 forever, 0 poll, > 0 bounded). Spurious wakes are possible;
@@ -284,6 +340,31 @@ int xtc__park(int64_t timeout_ns, int fd, uint32_t interest,
               uint32_t *out_revents);
 /* xtc__park(-1, -1, 0, NULL). */
 int xtc__task_park(void);
+/* Lock-parking: an untimed park for a waiter whose every needed wake
+ * comes through one lock (the proc slot lock of a mailbox wait). If
+ * xtc__park_prepublish_ok(t), the caller calls xtc__park_lock_publish(t)
+ * while holding that lock, releases the lock, then calls
+ * xtc__park_published(). Wakers that take the lock afterwards see PARKED
+ * (the lock orders it) and wake with xtc__task_wake_local/_lockheld:
+ * plain stores, no CAS. xtc__task_wake from outside the lock (a stale
+ * waker of some earlier wait) sees lock_parked and latches instead, which
+ * surfaces as a spurious wake-up at a later park. So neither side pays a
+ * fence or an RMW. Returns 0 (woken); the kill check runs as in
+ * xtc__park. */
+extern XTC__TLS __thread int xtc__gocb_depth;
+static inline int xtc__park_prepublish_ok(xtc_task_t *t)
+{
+	return xtc__gocb_depth == 0 && t->is_fiber && !t->park_armed &&
+	       atomic_load_explicit(&t->wake_pending,
+	                            memory_order_relaxed) == 0;
+}
+static inline void xtc__park_lock_publish(xtc_task_t *t)
+{
+	atomic_store_explicit(&t->lock_parked, 1, memory_order_relaxed);
+	/* release: a waker reading PARKED (acquire) sees the flag */
+	atomic_store_explicit(&t->state, XTC__T_PARKED, memory_order_release);
+}
+int xtc__park_published(void);
 /* xtc__park with flags: XTC__PARK_NOKILL skips the kill check on resume
  * (for waits that must unhook themselves before the proc may unwind). */
 #define XTC__PARK_NOKILL 1

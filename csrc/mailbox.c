@@ -13,11 +13,11 @@
  * (EXIT, DOWN) bypass the cap: losing a DOWN would leave a watcher waiting
  * forever.
  *
- * A message is one malloc: payload at the start (that pointer is what
- * xtc_recv returns, so xtc_free works on it), the queue node at the
- * 16-aligned end. glibc's per-thread cache makes the same-thread
- * send/recv/free cycle allocation-cheap, so no private free list: the
- * receiver frees buffers itself, in any thread, with xtc_free.
+ * A message is one buffer: payload at the start (that pointer is what
+ * xtc_recv returns, freed with xtc_free in any thread), the queue node at
+ * the 16-aligned end. Small ones are fixed blocks from a per-thread free
+ * list over a reserved range ("small-message cache" below), larger ones a
+ * malloc; xtc_free tells them apart by address.
  *
  * Wake protocol. A receiver that finds nothing sets slot->waiting under the
  * lock and parks, with preemption deferred from the flag to the park (a
@@ -27,6 +27,12 @@
  * task is never reaped), from any other thread by queueing the slot's own
  * post node on the loop inbox after the lock is dropped (so the eventfd
  * write never extends the critical section the receiver spins on).
+ * Every wake a mailbox wait needs thus comes through the slot lock, so an
+ * untimed wait lock-parks (loop_int.h): PARKED is stored under the lock
+ * and the waker makes the task READY with plain stores, no fence or CAS
+ * on either side (a same-loop round trip pays two lock xchgs, nothing
+ * else atomic). Timed waits use the ordinary park (the timer wakes
+ * without the lock).
  *
  * Handoff: when the receiver is parked in xtc_recv on an empty mailbox, the
  * sender stores the message in slot->handoff (release) instead of the
@@ -36,25 +42,223 @@
  *
  * Rejected: a lock-free MPSC queue for `in` (the cap needs a consistent
  * count anyway, and the lock is uncontended on the ping-pong path); copying
- * into a second buffer on recv (one more allocation per message).
+ * into a second buffer on recv (one more allocation per message); a
+ * lock-free `in` for same-thread senders next to a locked one for foreign
+ * threads (an exact cap across the two needs the lock again, and a
+ * migrating proc changes which thread is "same"); switching from a send
+ * straight to the woken receiver (a send would become a yield; the
+ * receiver runs next anyway once the sender parks in its own recv).
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "proc_int.h"
 
+/* ---- small-message cache -------------------------------------------------
+ * Messages whose payload and node fit in MSG_BLK bytes come from fixed
+ * blocks carved out of one reserved address range (the arena), recycled
+ * through a per-thread free list, so the same-thread send/recv/xtc_free
+ * cycle costs a few loads and stores instead of a malloc and a free.
+ * xtc_free recognises a block by its address (one range compare,
+ * xtc__msg_cached) and hands it back here from any thread: blocks are
+ * interchangeable, so a foreign free just feeds that thread's list.
+ * A thread's list is bounded (TC_MAX); the surplus, and the whole list at
+ * thread exit, goes to a global list under a spinlock that refills
+ * threads in batches. When the arena is used up, messages fall back to
+ * malloc. Under ASan/TSan the cache is off so the sanitizers see every
+ * message's lifetime.
+ * Rejected: a header with a magic word in front of every payload (xtc_free
+ * would have to read before arbitrary malloc pointers); glibc's tcache
+ * alone (malloc + free were ~130 instructions per message here). */
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define MSG_CACHE 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define MSG_CACHE 0
+#endif
+#endif
+#ifndef MSG_CACHE
+#define MSG_CACHE 1
+#endif
+
+#define MSG_BLK      128u                 /* bytes per block */
+#define TC_MAX       256u                 /* blocks kept per thread */
+#define TC_BATCH     32u                  /* global <-> thread transfer */
+
+_Atomic uintptr_t xtc__msg_lo; /* arena base once mapped, else 0 */
+
+struct blk { struct blk *next; };
+
+static struct {
+	xtc__spin_t lock;
+	struct blk *head;        /* global free list */
+	_Atomic size_t bump;     /* arena bytes handed out */
+	pthread_once_t once;
+	pthread_key_t key;
+	int key_ok;
+} g_mc = { .once = PTHREAD_ONCE_INIT };
+
+static XTC__TLS __thread struct tcache {
+	struct blk *head;
+	uint32_t n;
+	uint8_t registered;      /* exit destructor installed */
+} tc;
+
+static void tc_flush(void *arg);
+
+static void mc_init(void)
+{
+	void *a = mmap(NULL, XTC__MSG_ARENA, PROT_READ | PROT_WRITE,
+	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	g_mc.key_ok = pthread_key_create(&g_mc.key, tc_flush) == 0;
+	if (a == MAP_FAILED || !g_mc.key_ok)
+		return; /* no cache: every message is malloc'd */
+	atomic_store_explicit(&xtc__msg_lo, (uintptr_t)a, memory_order_release);
+}
+
+/* Give the chain head..tail to the global list. */
+static void global_put(struct blk *head, struct blk *tail)
+{
+	xtc__spin_lock(&g_mc.lock);
+	tail->next = g_mc.head;
+	g_mc.head = head;
+	xtc__spin_unlock(&g_mc.lock);
+}
+
+/* Thread exit (pthread key destructor): nothing stays stranded. */
+static void tc_flush(void *arg)
+{
+	struct tcache *c = arg;
+	struct blk *tail = c->head;
+
+	if (!tail)
+		return;
+	while (tail->next)
+		tail = tail->next;
+	global_put(c->head, tail);
+	c->head = NULL;
+	c->n = 0;
+}
+
+/* Slow path of a small alloc: a batch from the global list, else from the
+ * arena. NULL when both are dry (the caller mallocs). */
+static struct blk *tc_refill(void)
+{
+	struct blk *b, *last = NULL;
+	uint32_t n = 0;
+	size_t off;
+
+	pthread_once(&g_mc.once, mc_init);
+	if (!atomic_load_explicit(&xtc__msg_lo, memory_order_acquire))
+		return NULL;
+	if (!tc.registered) {
+		tc.registered = 1;
+		pthread_setspecific(g_mc.key, &tc);
+	}
+	xtc__spin_lock(&g_mc.lock);
+	b = g_mc.head;
+	while (b && n < TC_BATCH) {
+		last = b;
+		b = b->next;
+		n++;
+	}
+	if (n) {
+		struct blk *got = g_mc.head;
+		g_mc.head = b;
+		xtc__spin_unlock(&g_mc.lock);
+		last->next = NULL;
+		tc.head = got->next;
+		tc.n = n - 1;
+		return got;
+	}
+	xtc__spin_unlock(&g_mc.lock);
+	off = atomic_fetch_add_explicit(&g_mc.bump, TC_BATCH * MSG_BLK,
+	                                memory_order_relaxed);
+	if (off + TC_BATCH * MSG_BLK > XTC__MSG_ARENA)
+		return NULL; /* arena used up */
+	b = (struct blk *)(atomic_load_explicit(&xtc__msg_lo,
+	                                        memory_order_relaxed) + off);
+	for (n = 1; n < TC_BATCH; n++) {
+		struct blk *x = (struct blk *)((char *)b + n * MSG_BLK);
+		x->next = n + 1 < TC_BATCH
+		          ? (struct blk *)((char *)x + MSG_BLK) : NULL;
+	}
+	tc.head = (struct blk *)((char *)b + MSG_BLK);
+	tc.n = TC_BATCH - 1;
+	return b;
+}
+
+static inline void *blk_get(void)
+{
+	struct blk *b = tc.head;
+
+	if (XTC__LIKELY(b != NULL)) {
+		tc.head = b->next;
+		tc.n--;
+		return b;
+	}
+	return tc_refill();
+}
+
+void xtc__msg_uncache(void *p)
+{
+	struct blk *b = p;
+
+	if (!tc.registered) {
+		tc.registered = 1;
+		pthread_setspecific(g_mc.key, &tc);
+	}
+	b->next = tc.head;
+	tc.head = b;
+	if (XTC__UNLIKELY(++tc.n > TC_MAX)) {
+		/* keep half: a steady sender/receiver pair stays local */
+		struct blk *first = tc.head, *tail = first;
+		for (uint32_t i = 1; i < TC_MAX / 2; i++)
+			tail = tail->next;
+		tc.head = tail->next;
+		tc.n -= TC_MAX / 2;
+		global_put(first, tail);
+	}
+}
+
+void *xtc__msg_cached_realloc(void *p, size_t size)
+{
+	void *q = malloc(size ? size : 1);
+
+	if (!q)
+		return NULL; /* p stays valid, as with realloc */
+	memcpy(q, p, size < MSG_BLK ? size : MSG_BLK);
+	xtc__msg_uncache(p);
+	return q;
+}
+
 /* ---- messages and queues ------------------------------------------------ */
 
-static xtc__msg_t *msg_new(const void *data, size_t size)
+static inline __attribute__((always_inline)) xtc__msg_t *
+msg_new(const void *data, size_t size)
 {
 	size_t off = XTC__MSG_OFF(size);
-	char *base = malloc(off + sizeof(xtc__msg_t));
+	char *base = NULL;
 	xtc__msg_t *m;
 
-	if (!base)
-		return NULL;
-	if (size)
+	if (MSG_CACHE && off + sizeof(xtc__msg_t) <= MSG_BLK)
+		base = blk_get();
+	if (!base) {
+		base = malloc(off + sizeof(xtc__msg_t));
+		if (!base)
+			return NULL;
+	}
+	if (size >= 8 && size <= 16) {
+		/* two overlapping fixed-size copies: inline, no libc call */
+		memcpy(base, data, 8);
+		memcpy(base + size - 8, (const char *)data + size - 8, 8);
+	} else if (size) {
 		memcpy(base, data, size);
+	}
 	m = (xtc__msg_t *)(base + off);
 	m->next = NULL;
 	m->size = size;
@@ -64,7 +268,7 @@ static xtc__msg_t *msg_new(const void *data, size_t size)
 
 static void msg_free(xtc__msg_t *m)
 {
-	free(xtc__msg_data(m));
+	xtc_free(xtc__msg_data(m));
 }
 
 void xtc__msgq_free(xtc__msgq_t *q)
@@ -143,7 +347,10 @@ int xtc__mbox_init(xtc__proc_t *p, const xtc_proc_opts_t *opts)
 enum { PUT_USER = 0, PUT_SYS = 1 };
 
 /* Enqueue m for `to`. On failure the caller still owns m. */
-static int mbox_put(xtc_pid_t to, xtc__msg_t *m, int kind, uint64_t down_ref)
+/* Inlined into each sender so `kind` and `down_ref` fold away on the
+ * xtc_send path. */
+static inline __attribute__((always_inline)) int
+mbox_put(xtc_pid_t to, xtc__msg_t *m, int kind, uint64_t down_ref)
 {
 	void (*wm_fn)(xtc_pid_t, size_t, size_t, void *) = NULL;
 	void *wm_user = NULL;
@@ -271,8 +478,16 @@ static int wait_mail_unlock(xtc_task_t *t, xtc__proc_t *p, int64_t left,
 
 	t->fiber.nopreempt++; /* see "Wake protocol" above */
 	p->waiting = (uint8_t)how;
-	xtc__spin_unlock(&p->lock);
-	rc = xtc__park(left, -1, 0, NULL);
+	if (left < 0 && xtc__park_prepublish_ok(t)) {
+		/* every waker of a mailbox wait takes p->lock: park under
+		 * it, no fence or CAS on either side (loop_int.h) */
+		xtc__park_lock_publish(t);
+		xtc__spin_unlock(&p->lock);
+		rc = xtc__park_published();
+	} else {
+		xtc__spin_unlock(&p->lock);
+		rc = xtc__park(left, -1, 0, NULL);
+	}
 	t->fiber.nopreempt--;
 	return rc;
 }

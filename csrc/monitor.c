@@ -18,7 +18,16 @@
  * otherwise; the monitor re-scans after publishing wake_at, so a deadline
  * racing with its decision to sleep is never missed).
  *
- * Invariants: only the carrier writes deadline/gen of its slot; only the
+ * Alone runs: a slot carries a hard deadline and a soft one (the slice
+ * end). The monitor acts at the hard deadline, or at the soft one once the
+ * slot is marked contended (preempt_int.h). While a sliced (contended) run
+ * exists it sleeps at most the shortest slice, so the carrier's next run
+ * never has to kick it (a futex syscall per preemption on the carrier's
+ * CPU); with only alone runs it sleeps to their hard deadlines: a lone
+ * spinner costs neither the carrier nor the monitor a wake per slice.
+ *
+ * Invariants: only the carrier writes deadline/gen/soft of its slot (any
+ * thread may set contended; the carrier clears it per run); only the
  * monitor writes its private last-signalled record; slots are never freed
  * (a freed slot has tid 0 and is skipped), so the monitor never reads freed
  * memory.
@@ -90,7 +99,13 @@ static void futex_wake(_Atomic uint32_t *w)
 void xtc__monitor_kick(int64_t deadline)
 {
 	/* pairs with the monitor's store of wake_at then re-scan */
+#if defined(__SANITIZE_THREAD__)
+	/* TSan does not model fences: an RMW orders the same way */
+	static _Atomic int tsan_order;
+	(void)atomic_fetch_add(&tsan_order, 0);
+#else
 	atomic_thread_fence(memory_order_seq_cst);
+#endif
 	if (deadline < atomic_load_explicit(&wake_at, memory_order_relaxed)) {
 		atomic_store_explicit(&wake_at, 0, memory_order_relaxed);
 		atomic_fetch_add(&monitor_futex, 1);

@@ -8,7 +8,10 @@
  *    gets a slot whose deadline says when its current work overruns. A
  *    plain armed thread ticks every interval; a loop carrier publishes a
  *    deadline per fiber run (xtc__preempt_run_begin/run_end) and nothing
- *    while idle, so idle carriers receive no signal.
+ *    while idle, so idle carriers receive no signal. An executor run with
+ *    nothing else to run on its loop is published alone (a soft slice
+ *    end, a far hard deadline) until someone contends for the carrier:
+ *    preempting it would only dispatch it again, at the price of a signal.
  *  - The handler (SA_SIGINFO | SA_ONSTACK | SA_RESTART, a real-time signal
  *    >= SIGRTMIN+3, initial-exec TLS only, errno saved) accepts only a
  *    signal queued by the monitor for the carrier's current run generation.
@@ -1126,6 +1129,9 @@ void xtc__preempt_run_save(xtc__prun_t *out)
 	out->start = p->run_start;
 	out->slice = p->slice;
 	out->hard = p->hard;
+	out->contended = p->slot != NULL &&
+	                 atomic_load_explicit(&p->slot->contended,
+	                                      memory_order_relaxed);
 	out->force_invol = p->force_invol;
 	out->hook = p->yield_hook;
 	out->hook_arg = p->yield_arg;
@@ -1145,6 +1151,9 @@ void xtc__preempt_run_restore(const xtc__prun_t *in)
 	if (s == NULL || in->fiber == NULL)
 		return;
 	uint32_t g = atomic_load_explicit(&s->gen, memory_order_relaxed);
+	/* a contention seen before or during the nested run still holds */
+	if (in->contended)
+		atomic_store_explicit(&s->contended, 1, memory_order_relaxed);
 	atomic_store_explicit(&s->soft, in->start + in->slice,
 	                      memory_order_relaxed);
 	atomic_store_explicit(&s->gen, g + 1, memory_order_relaxed);

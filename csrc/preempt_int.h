@@ -183,6 +183,7 @@ void xtc__preempt_idle(void);
 typedef struct xtc__prun {
 	xtc__fiber_t *fiber;
 	int64_t start, slice, hard;
+	int contended;
 	int force_invol;
 	void (*hook)(void *);
 	void *hook_arg;

@@ -158,7 +158,8 @@ static xtc__ptab_t *tab_get(xtc_loop_t *loop)
 	return t;
 }
 
-xtc__proc_t *xtc__proc_ref(xtc_pid_t pid, xtc__ptab_t **ref)
+/* The general lookup; proc_int.h inlines the owner-thread case. */
+xtc__proc_t *xtc__proc_ref_slow(xtc_pid_t pid, xtc__ptab_t **ref)
 {
 	xtc_loop_t *cur = xtc__tls_loop;
 	xtc__ptab_t *t;
@@ -290,7 +291,7 @@ static void proc_post_fn(xtc_loop_t *loop, xtc__post_t *n)
 		return; /* fini: the tasks are being released */
 	xtc__spin_lock(&p->lock);
 	if (xtc__proc_state(p) == XTC__PROC_ALIVE && p->task)
-		xtc__task_wake(p->task); /* also right if it migrated */
+		xtc__task_wake_lockheld(p->task); /* also right if it migrated */
 	xtc__spin_unlock(&p->lock);
 }
 
@@ -418,7 +419,7 @@ static void proc_teardown(xtc__proc_t *p, int reason)
 	xtc__msgq_free(&in);
 	xtc__msgq_free(&save);
 	if (handoff)
-		free(xtc__msg_data(handoff));
+		xtc_free(xtc__msg_data(handoff));
 	notify_exit(me, reason, &links, &watchers, &held);
 	relv_free(&links);
 	relv_free(&watchers);
@@ -1132,7 +1133,7 @@ void xtc__proc_loop_fini(xtc_loop_t *loop)
 			if (xtc__proc_state(p) != XTC__PROC_FREE) {
 				xtc__msg_t *h = atomic_exchange(&p->handoff, NULL);
 				if (h)
-					free(xtc__msg_data(h));
+					xtc_free(xtc__msg_data(h));
 				xtc__msgq_free(&p->in);
 				xtc__msgq_free(&p->save);
 				relv_free(&p->links);

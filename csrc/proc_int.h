@@ -21,8 +21,9 @@
  *    slot->task under the slot lock is safe from any thread;
  *  - no two slot locks are ever held at once (no lock ordering to get wrong);
  *    slot locks are never held across a park, and they defer preemption;
- *  - a message is one allocation: payload first (what xtc_recv hands out,
- *    freed with xtc_free), the queue node at the 16-aligned tail.
+ *  - a message is one allocation (a cached block for small ones, else a
+ *    malloc): payload first (what xtc_recv hands out, freed with xtc_free
+ *    from any thread), the queue node at the 16-aligned tail.
  */
 #ifndef XTC_PROC_INT_H
 #define XTC_PROC_INT_H
@@ -90,6 +91,19 @@ static inline void *xtc__msg_data(xtc__msg_t *m)
 {
 	return (char *)m - XTC__MSG_OFF(m->size);
 }
+
+/* Small messages live in fixed blocks of one reserved range (mailbox.c,
+ * "small-message cache"); xtc_free and xtc_realloc route such pointers
+ * back with these. */
+#define XTC__MSG_ARENA ((size_t)64 << 20)
+extern _Atomic uintptr_t xtc__msg_lo;
+static inline int xtc__msg_cached(const void *p)
+{
+	uintptr_t lo = atomic_load_explicit(&xtc__msg_lo, memory_order_relaxed);
+	return lo != 0 && (uintptr_t)p - lo < XTC__MSG_ARENA;
+}
+void  xtc__msg_uncache(void *p);                 /* any thread */
+void *xtc__msg_cached_realloc(void *p, size_t size);
 
 typedef struct xtc__msgq {
 	xtc__msg_t *head, *tail;
@@ -187,7 +201,29 @@ struct xtc__ptab {
  * thread), *ref holds a users reference to drop with xtc__proc_unref.
  * NULL for XTC_PID_NONE, an unknown loop or an id never allocated. The
  * caller still checks gen and state under the slot lock. */
-xtc__proc_t *xtc__proc_ref(xtc_pid_t pid, xtc__ptab_t **ref);
+xtc__proc_t *xtc__proc_ref_slow(xtc_pid_t pid, xtc__ptab_t **ref);
+static inline xtc__proc_t *xtc__proc_ref(xtc_pid_t pid, xtc__ptab_t **ref)
+{
+	xtc_loop_t *cur = xtc__tls_loop;
+
+	/* owner thread of pid's loop (the same-loop send): the table cannot
+	 * be finalised under us, no users reference, a few loads */
+	if (XTC__LIKELY(cur != NULL && cur->id == pid.loop_id &&
+	                pid.gen != 0 && pid.local_id != 0)) {
+		xtc__ptab_t *t = __atomic_load_n((xtc__ptab_t **)&cur->procs,
+		                                 __ATOMIC_ACQUIRE);
+		xtc__proc_t *c;
+
+		*ref = NULL;
+		if (!t || !atomic_load_explicit(&t->live, memory_order_relaxed))
+			return NULL;
+		c = atomic_load_explicit(
+			&t->chunks[pid.local_id >> XTC__PROC_CHUNK_SHIFT],
+			memory_order_acquire);
+		return c ? &c[pid.local_id & (XTC__PROC_CHUNK - 1)] : NULL;
+	}
+	return xtc__proc_ref_slow(pid, ref);
+}
 static inline void xtc__proc_unref(xtc__ptab_t *ref)
 {
 	if (ref)
@@ -228,7 +264,7 @@ static inline xtc_loop_t *xtc__proc_wake_locked(xtc__proc_t *p)
 	if (!t)
 		return NULL; /* not started: it will look at its mailbox anyway */
 	if (t->loop == xtc__tls_loop) {
-		xtc__task_wake(t);
+		xtc__task_wake_local(t);
 		return NULL;
 	}
 	if (atomic_exchange_explicit(&p->post_queued, 1, memory_order_acq_rel))

@@ -347,6 +347,115 @@ static void test_exec_migratable(void)
 	xtc_blocking_shutdown();
 }
 
+/* ---- loop finalised while a fiber is offloaded ---------------------------- */
+
+/* The job's argument lives on the parked fiber's stack, as it usually
+ * does: fini must neither release that stack while the job still writes
+ * it, nor let the completion wake the released fiber. A job still queued
+ * is withdrawn and never runs. */
+struct fin_arg { _Atomic int *gate; int out; };
+static _Atomic int fin_gate, fin_job_started, fin_job_done, fin_after;
+static _Atomic int fin_queued_ran, fin_parked;
+
+static int fin_job(void *a)
+{
+	struct fin_arg *fa = a;
+
+	atomic_store(&fin_job_started, 1);
+	for (int i = 0; i < 10000 && !atomic_load(fa->gate); i++)
+		usleep(1000);
+	fa->out = 99; /* into the fiber's stack */
+	atomic_store(&fin_job_done, 1);
+	return 5;
+}
+
+static int fin_queued_job(void *a)
+{
+	(void)a;
+	atomic_store(&fin_queued_ran, 1);
+	return 0;
+}
+
+static intptr_t fin_offloader(void *arg)
+{
+	struct fin_arg fa = { .gate = &fin_gate };
+	int r = 0;
+
+	atomic_fetch_add(&fin_parked, 1);
+	(void)xtc_blocking_run(arg != NULL ? fin_queued_job : fin_job, &fa, &r);
+	atomic_store(&fin_after, 1); /* never reached: released at fini */
+	return r;
+}
+
+static intptr_t fin_stopper(void *arg)
+{
+	xtc_loop_t *l = arg;
+
+	while (atomic_load(&fin_parked) < 1)
+		xtc_yield();
+	xtc_yield(); /* let the offloader park */
+	CHECK(xtc_loop_stop(l) == XTC_OK);
+	return 0;
+}
+
+static void *open_gate_later(void *arg)
+{
+	(void)arg;
+	usleep(20000);
+	atomic_store(&fin_gate, 1);
+	return NULL;
+}
+
+/* The job runs on a pool thread when the loop is finalised: fini waits
+ * for it (its argument is on the fiber's stack), then releases the fiber. */
+static void test_fini_while_running(void)
+{
+	xtc_loop_t *l = new_loop();
+	pthread_t th;
+
+	atomic_store(&fin_gate, 0);
+	atomic_store(&fin_job_started, 0);
+	atomic_store(&fin_job_done, 0);
+	atomic_store(&fin_after, 0);
+	atomic_store(&fin_parked, 0);
+	CHECK(xtc_async(l, fin_offloader, NULL, NULL) == XTC_OK);
+	CHECK(xtc_async(l, fin_stopper, l, NULL) == XTC_OK);
+	CHECK(xtc_loop_run(l) == XTC_OK);
+	CHECK(wait_ge(&fin_job_started, 1));
+	CHECK(pthread_create(&th, NULL, open_gate_later, NULL) == 0);
+	CHECK(xtc_loop_fini(l) == XTC_OK);
+	CHECK_EQ(atomic_load(&fin_job_done), 1); /* fini waited for it */
+	CHECK_EQ(atomic_load(&fin_after), 0);
+	pthread_join(th, NULL);
+	xtc_blocking_shutdown(); /* test_pool_size needs a stopped pool */
+}
+
+/* The job is still queued (every pool thread busy): fini takes it off the
+ * queue; it never runs, even when the pool frees up or shuts down. Needs
+ * a fixed-size pool: run after test_pool_size. */
+static void test_fini_while_queued(void)
+{
+	xtc_loop_t *l = new_loop();
+
+	atomic_store(&started, 0);
+	atomic_store(&release_jobs, 0);
+	atomic_store(&fin_queued_ran, 0);
+	atomic_store(&fin_after, 0);
+	atomic_store(&fin_parked, 0);
+	for (int i = 0; i < 4; i++) /* test_pool_size fixed the size at 4 */
+		CHECK(xtc_blocking_submit(block_until_released, NULL) == XTC_OK);
+	CHECK(wait_ge(&started, 4));
+	CHECK(xtc_async(l, fin_offloader, (void *)1, NULL) == XTC_OK);
+	CHECK(xtc_async(l, fin_stopper, l, NULL) == XTC_OK);
+	CHECK(xtc_loop_run(l) == XTC_OK);
+	CHECK(xtc_loop_fini(l) == XTC_OK);
+	atomic_store(&release_jobs, 1);
+	xtc_blocking_shutdown(); /* would run a job left on the queue */
+	CHECK_EQ(atomic_load(&fin_queued_ran), 0);
+	CHECK_EQ(atomic_load(&fin_after), 0);
+	CHECK_EQ(atomic_load(&started), 4);
+}
+
 int main(void)
 {
 	test_growth(); /* needs the default (growing) pool */
@@ -356,7 +465,9 @@ int main(void)
 	test_kill_while_offloaded();
 	test_stress();
 	test_exec_migratable();
-	test_pool_size(); /* fixes the size: last */
+	RUN(test_fini_while_running);
+	test_pool_size(); /* fixes the size: last but one */
+	RUN(test_fini_while_queued);
 	if (failures) {
 		fprintf(stderr, "test_blocking: %d failure(s)\n", failures);
 		return 1;

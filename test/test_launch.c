@@ -5,8 +5,10 @@
  * on its own (XTC_E_ABORTED), and every error path.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "loop_int.h"
 #include "xtc.h"
@@ -169,11 +171,101 @@ static void test_caller_killed(void)
 	CHECK(xtc_loop_fini(l) == XTC_OK);
 }
 
+/* The caller's loop is finalised while it waits for a child on another
+ * loop: fini cancels the child and unhooks the caller, so the child never
+ * writes into the released caller's stack nor wakes its task, whether it
+ * finishes its function afterwards (busy child) or is parked when the
+ * kill comes (sleeping child). */
+static _Atomic int fl_started, fl_release, fl_fn_done, fl_after, fl_l2_stop;
+static xtc_loop_t *fl_l2;
+
+static intptr_t fl_busy_child(void *arg)
+{
+	(void)arg;
+	atomic_store(&fl_started, 1);
+	while (!atomic_load(&fl_release))
+		; /* no park: the kill cannot land before fn returns */
+	atomic_store(&fl_fn_done, 1);
+	return 9;
+}
+
+static intptr_t fl_sleep_child(void *arg)
+{
+	(void)arg;
+	atomic_store(&fl_started, 1);
+	xtc_proc_sleep(10 * SEC); /* killed here */
+	atomic_store(&fl_fn_done, 1);
+	return 9;
+}
+
+static intptr_t fl_caller(void *arg)
+{
+	intptr_t r = 0;
+	int rc = xtc_launch(fl_l2, (xtc_launch_fn)arg, NULL, -1, NULL, &r);
+
+	(void)rc;
+	atomic_store(&fl_after, 1); /* never reached: released at fini */
+	return r;
+}
+
+static intptr_t fl_stopper(void *arg)
+{
+	while (!atomic_load(&fl_started))
+		xtc_yield();
+	xtc_yield();
+	CHECK(xtc_loop_stop(arg) == XTC_OK);
+	return 0;
+}
+
+static void *fl_l2_main(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&fl_l2_stop)) {
+		CHECK(xtc_loop_run(fl_l2) == XTC_OK);
+		usleep(1000);
+	}
+	return NULL;
+}
+
+static void fini_with_child_elsewhere(int busy)
+{
+	xtc_loop_t *l = new_loop();
+	pthread_t th;
+
+	fl_l2 = new_loop();
+	atomic_store(&fl_started, 0);
+	atomic_store(&fl_release, 0);
+	atomic_store(&fl_fn_done, 0);
+	atomic_store(&fl_after, 0);
+	atomic_store(&fl_l2_stop, 0);
+	CHECK(pthread_create(&th, NULL, fl_l2_main, NULL) == 0);
+	CHECK(xtc_async(l, fl_caller,
+	                (void *)(busy ? fl_busy_child : fl_sleep_child),
+	                NULL) == XTC_OK);
+	CHECK(xtc_async(l, fl_stopper, l, NULL) == XTC_OK);
+	CHECK(xtc_loop_run(l) == XTC_OK);
+	CHECK(xtc_loop_fini(l) == XTC_OK);
+	atomic_store(&fl_release, 1); /* the busy child returns now */
+	atomic_store(&fl_l2_stop, 1);
+	pthread_join(th, NULL);
+	CHECK(xtc_loop_run(fl_l2) == XTC_OK); /* the child is gone */
+	CHECK_EQ(atomic_load(&fl_fn_done), busy ? 1 : 0);
+	CHECK_EQ(atomic_load(&fl_after), 0);
+	CHECK(xtc_loop_fini(fl_l2) == XTC_OK);
+}
+
+static void test_fini_child_elsewhere(void)
+{
+	fini_with_child_elsewhere(1);
+	fini_with_child_elsewhere(0);
+}
+
 int main(void)
 {
 	test_on_loop();
 	test_caller_killed();
 	test_runaway();
+	RUN(test_fini_child_elsewhere);
 	if (failures)
 		fprintf(stderr, "test_launch: %d failure(s)\n", failures);
 	return failures ? 1 : 0;
