@@ -1485,8 +1485,10 @@ static int loop_fini(xtc_loop_t *loop)
 		return XTC_E_INVAL;
 	xtc__tls_loop = loop;
 	xtc__tls_task = NULL;
-	loop->magic = XTC__LOOP_FINI;
+	/* before the magic changes: a completer that fires while a hook waits
+	 * for it reads the magic (wake -> post), ordered by the hook's wait */
 	detach_waiters(loop);
+	loop->magic = XTC__LOOP_FINI;
 	inbox_drain(loop);
 	release_all_tasks(loop);
 	inbox_drain(loop); /* posts made by cleanup hooks */

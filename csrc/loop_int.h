@@ -301,29 +301,6 @@ int xtc__task_wake(xtc_task_t *t);
  * stores, no CAS (no one else may take it out of PARKED); otherwise as
  * xtc__task_wake. Any thread. */
 int xtc__task_wake_lockheld(xtc_task_t *t);
-/* The same for a caller on t's loop owner thread (t->loop ==
- * xtc__tls_loop), e.g. a same-loop mailbox send: inline, and the usual
- * PARKED -> READY case of a plain park is one CAS and a run-queue push. */
-void xtc__loop_make_ready(xtc_loop_t *loop, xtc_task_t *t);
-static inline void xtc__task_wake_local(xtc_task_t *t)
-{
-	uint32_t s = XTC__T_PARKED;
-
-	if (atomic_load_explicit(&t->lock_parked, memory_order_relaxed)) {
-		/* READY before the flag drops: a waker that sees the flag
-		 * clear (acquire) also sees READY and its CAS fails */
-		atomic_store_explicit(&t->state, XTC__T_READY,
-		                      memory_order_relaxed);
-		atomic_store_explicit(&t->lock_parked, 0,
-		                      memory_order_release);
-		xtc__loop_make_ready(t->loop, t);
-	} else if (atomic_compare_exchange_strong(&t->state, &s,
-	                                          XTC__T_READY)) {
-		xtc__loop_make_ready(t->loop, t);
-	} else {
-		xtc__task_wake(t);
-	}
-}
 
 /* Park the current fiber task until a wake, fd readiness (fd >= 0) or the
  * timeout (< 0 forever, 0 poll, > 0 bounded). Spurious wakes are possible;
@@ -598,6 +575,45 @@ int xtc__loop_quiescent(const xtc_loop_t *loop);
 /* Owner thread: make a task READY on its loop (run queue or hooks.enqueue).
  * The caller must own the READY transition (CAS won or freshly created). */
 void xtc__loop_make_ready(xtc_loop_t *loop, xtc_task_t *t);
+/* Owner thread: xtc__loop_make_ready with its feat == 0 case (READY and
+ * the tail of the plain FIFO, loop.c's make_ready/rq_push) inline. */
+static inline void xtc__loop_make_ready_inl(xtc_loop_t *loop, xtc_task_t *t)
+{
+	if (XTC__LIKELY(loop->feat == 0)) {
+		atomic_store_explicit(&t->state, XTC__T_READY,
+		                      memory_order_relaxed);
+		t->node.next = NULL;
+		if (loop->rq_tail != NULL)
+			loop->rq_tail->node.next = &t->node;
+		else
+			loop->rq_head = t;
+		loop->rq_tail = t;
+		return;
+	}
+	xtc__loop_make_ready(loop, t);
+}
+/* xtc__task_wake_lockheld for a caller on t's loop owner thread (t->loop
+ * == xtc__tls_loop), e.g. a same-loop mailbox send, inline; the PARKED ->
+ * READY case of a plain park is one CAS and a run-queue push. */
+static inline void xtc__task_wake_local(xtc_task_t *t)
+{
+	uint32_t s = XTC__T_PARKED;
+
+	if (atomic_load_explicit(&t->lock_parked, memory_order_relaxed)) {
+		/* READY before the flag drops: a waker that sees the flag
+		 * clear (acquire) also sees READY and its CAS fails */
+		atomic_store_explicit(&t->state, XTC__T_READY,
+		                      memory_order_relaxed);
+		atomic_store_explicit(&t->lock_parked, 0,
+		                      memory_order_release);
+		xtc__loop_make_ready_inl(t->loop, t);
+	} else if (atomic_compare_exchange_strong(&t->state, &s,
+	                                          XTC__T_READY)) {
+		xtc__loop_make_ready_inl(t->loop, t);
+	} else {
+		xtc__task_wake(t);
+	}
+}
 /* Owner thread: pop the next task from the plain FIFO (NULL when empty). */
 xtc_task_t *xtc__rq_pop(xtc_loop_t *loop);
 

@@ -204,17 +204,16 @@ static inline void *blk_get(void)
 	return tc_refill();
 }
 
-void xtc__msg_uncache(void *p)
+/* First free on this thread, or its list is full. */
+static __attribute__((noinline)) void uncache_slow(struct blk *b)
 {
-	struct blk *b = p;
-
 	if (!tc.registered) {
 		tc.registered = 1;
 		pthread_setspecific(g_mc.key, &tc);
 	}
 	b->next = tc.head;
 	tc.head = b;
-	if (XTC__UNLIKELY(++tc.n > TC_MAX)) {
+	if (++tc.n > TC_MAX) {
 		/* keep half: a steady sender/receiver pair stays local */
 		struct blk *first = tc.head, *tail = first;
 		for (uint32_t i = 1; i < TC_MAX / 2; i++)
@@ -223,6 +222,19 @@ void xtc__msg_uncache(void *p)
 		tc.n -= TC_MAX / 2;
 		global_put(first, tail);
 	}
+}
+
+void xtc__msg_uncache(void *p)
+{
+	struct blk *b = p;
+
+	if (XTC__LIKELY(tc.registered && tc.n < TC_MAX)) {
+		b->next = tc.head;
+		tc.head = b;
+		tc.n++;
+		return;
+	}
+	uncache_slow(b);
 }
 
 void *xtc__msg_cached_realloc(void *p, size_t size)
@@ -471,8 +483,8 @@ static inline int deliver(xtc__msg_t *m, void **out, size_t *out_size)
 
 /* Park until a sender wakes us (or a timeout/kill). `left` < 0 = forever.
  * Called with p->lock held; returns with it released. */
-static int wait_mail_unlock(xtc_task_t *t, xtc__proc_t *p, int64_t left,
-                            int how)
+static inline __attribute__((always_inline)) int
+wait_mail_unlock(xtc_task_t *t, xtc__proc_t *p, int64_t left, int how)
 {
 	int rc;
 

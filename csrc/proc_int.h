@@ -205,11 +205,12 @@ xtc__proc_t *xtc__proc_ref_slow(xtc_pid_t pid, xtc__ptab_t **ref);
 static inline xtc__proc_t *xtc__proc_ref(xtc_pid_t pid, xtc__ptab_t **ref)
 {
 	xtc_loop_t *cur = xtc__tls_loop;
+	uint16_t loop_id = pid.loop_id, local_id = pid.local_id;
 
 	/* owner thread of pid's loop (the same-loop send): the table cannot
 	 * be finalised under us, no users reference, a few loads */
-	if (XTC__LIKELY(cur != NULL && cur->id == pid.loop_id &&
-	                pid.gen != 0 && pid.local_id != 0)) {
+	if (XTC__LIKELY(cur != NULL && cur->id == loop_id &&
+	                pid.gen != 0 && local_id != 0)) {
 		xtc__ptab_t *t = __atomic_load_n((xtc__ptab_t **)&cur->procs,
 		                                 __ATOMIC_ACQUIRE);
 		xtc__proc_t *c;
@@ -218,9 +219,9 @@ static inline xtc__proc_t *xtc__proc_ref(xtc_pid_t pid, xtc__ptab_t **ref)
 		if (!t || !atomic_load_explicit(&t->live, memory_order_relaxed))
 			return NULL;
 		c = atomic_load_explicit(
-			&t->chunks[pid.local_id >> XTC__PROC_CHUNK_SHIFT],
+			&t->chunks[local_id >> XTC__PROC_CHUNK_SHIFT],
 			memory_order_acquire);
-		return c ? &c[pid.local_id & (XTC__PROC_CHUNK - 1)] : NULL;
+		return c ? &c[local_id & (XTC__PROC_CHUNK - 1)] : NULL;
 	}
 	return xtc__proc_ref_slow(pid, ref);
 }

@@ -2,8 +2,9 @@
  * test_blocking.c - the blocking offload pool: argument errors, the
  * synchronous fallbacks (off a fiber, from a pool thread), pool size rules,
  * that a parked fiber leaves its loop running, growth on demand, fire and
- * forget with exact counts, shutdown/restart, kill while offloaded, and a
- * multi-loop stress with exact counts.
+ * forget with exact counts, shutdown/restart, kill while offloaded, a
+ * multi-loop stress with exact counts, and a loop finalised while a fiber
+ * is offloaded (job running: fini waits; job queued: withdrawn).
  */
 #include <pthread.h>
 #include <stdatomic.h>

@@ -11,6 +11,7 @@
 
 #include "xtc.h"
 #include "xtc_exec.h"
+#include "loop_int.h" /* loop->sleeping: how a parked carrier sleeps */
 #include "test_h5.h"
 
 /* ---- error paths ---------------------------------------------------- */
@@ -623,6 +624,103 @@ static void test_preempt_slice(void)
 	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
 }
 
+/* Parking: a carrier with an fd armed sleeps in its poller (the eventfd
+ * wakes it), one without sleeps on the futex of loop->sleeping; spawns,
+ * xtc_loop_wake and fd readiness wake it in either state, and a timed-out
+ * fd wait (a disarm the io_uring backend batches) leaves it parking on the
+ * futex again. */
+static int park_rfd = -1;
+static atomic_int park_reads, park_timeouts;
+
+static void park_reader(void *a)
+{
+	uint32_t rev = 0;
+	char b;
+
+	(void)a;
+	/* nothing written yet: the wait times out, the fd is disarmed */
+	if (xtc_proc_wait_fd(park_rfd, XTC_IO_READABLE, 2000000, &rev) ==
+	    XTC_E_AGAIN)
+		atomic_fetch_add(&park_timeouts, 1);
+	while (atomic_load(&park_reads) < 20) {
+		if (xtc_proc_wait_fd(park_rfd, XTC_IO_READABLE, 2000000000LL,
+		    &rev) == XTC_OK && read(park_rfd, &b, 1) == 1)
+			atomic_fetch_add(&park_reads, 1);
+	}
+}
+
+static int wait_sleeping(xtc_loop_t *l, int how)
+{
+	for (int i = 0; i < 2000; i++) {
+		if (atomic_load(&l->sleeping) == how)
+			return 1;
+		usleep(500);
+	}
+	return 0;
+}
+
+static void test_park_modes(void)
+{
+	xtc_exec_t *e;
+	xtc_loop_t *l;
+	struct runner r;
+	pthread_t th;
+	int fds[2];
+
+	memset(&rec, 0, sizeof(rec));
+	rec.nloops = 1;
+	atomic_store(&park_reads, 0);
+	atomic_store(&park_timeouts, 0);
+	CHECK_EQ(pipe(fds), 0);
+	park_rfd = fds[0];
+	CHECK_EQ(xtc_exec_init(&e, 1), XTC_OK);
+	xtc_exec_set_service_mode(e, 1);
+	l = xtc_exec_loop(e, 0);
+	r.e = e;
+	r.rc = -100;
+	CHECK_EQ(pthread_create(&th, NULL, run_thread, &r), 0);
+	/* idle, no fd: the futex; a spawn and xtc_loop_wake get through */
+	CHECK(wait_sleeping(l, XTC__SLEEP_FUTEX));
+	CHECK_EQ(xtc_loop_wake(l), XTC_OK);
+	CHECK_EQ(xtc_exec_spawn(e, rec_task, NULL, NULL), XTC_OK);
+	for (int i = 0; i < 2000 && atomic_load(&rec.ran) < 1; i++)
+		usleep(500);
+	CHECK_EQ(atomic_load(&rec.ran), 1);
+	/* a proc waits on the pipe: the poller */
+	CHECK_EQ(xtc_proc_spawn(l, park_reader, NULL, NULL, NULL), XTC_OK);
+	for (int i = 0; i < 2000 && atomic_load(&park_timeouts) < 1; i++)
+		usleep(500);
+	CHECK_EQ(atomic_load(&park_timeouts), 1);
+	for (int k = 0; k < 20; k++) {
+		CHECK(wait_sleeping(l, XTC__SLEEP_POLL));
+		if (k % 2 == 0) { /* a spawn wakes the poller, not only the fd */
+			int want = atomic_load(&rec.ran) + 1;
+			CHECK_EQ(xtc_exec_spawn(e, rec_task, NULL, NULL), XTC_OK);
+			for (int i = 0; i < 2000 && atomic_load(&rec.ran) < want;
+			     i++)
+				usleep(500);
+			CHECK_EQ(atomic_load(&rec.ran), want);
+			CHECK(wait_sleeping(l, XTC__SLEEP_POLL));
+		}
+		CHECK_EQ(write(fds[1], "x", 1), 1);
+		for (int i = 0; i < 2000 && atomic_load(&park_reads) <= k; i++)
+			usleep(500);
+		CHECK_EQ(atomic_load(&park_reads), k + 1);
+	}
+	/* the reader is gone, nothing armed: the futex again */
+	CHECK(wait_sleeping(l, XTC__SLEEP_FUTEX));
+	CHECK_EQ(xtc_exec_spawn(e, rec_task, NULL, NULL), XTC_OK);
+	for (int i = 0; i < 2000 && atomic_load(&rec.ran) < 12; i++)
+		usleep(500);
+	CHECK_EQ(atomic_load(&rec.ran), 12);
+	CHECK_EQ(xtc_exec_stop(e), XTC_OK);
+	pthread_join(th, NULL);
+	CHECK_EQ(r.rc, XTC_OK);
+	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+	close(fds[0]);
+	close(fds[1]);
+}
+
 int main(void)
 {
 	RUN(test_errors);
@@ -638,5 +736,6 @@ int main(void)
 	RUN(test_standalone_ids);
 	RUN(test_nested_run);
 	RUN(test_preempt_slice);
+	RUN(test_park_modes);
 	return failures ? 1 : 0;
 }

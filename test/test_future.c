@@ -3,8 +3,9 @@
  * that do not consume), drop, map/then/when_all/when_any/with_timeout,
  * dispatch (result, cancel before and during the run, cross-thread, loop
  * finalised before it ran), completion queues (arm/doorbell protocol,
- * reservations, destroy rules), every error path, and stress runs with
- * exact counts.
+ * reservations, destroy rules), every error path, stress runs with exact
+ * counts, and a loop (or executor) finalised while fibers are parked on
+ * futures that complete later or concurrently.
  */
 #include <poll.h>
 #include <pthread.h>
@@ -16,6 +17,7 @@
 
 #include "loop_int.h"
 #include "xtc.h"
+#include "xtc_exec.h"
 #include "xtc_future.h"
 
 #include "test_util.h"
@@ -751,12 +753,45 @@ static void fini_with_parked(int how)
 	CHECK_EQ(atomic_load(&fin_after), 0);
 }
 
+/* Same through an executor: xtc_exec_fini finalises its loops the same
+ * way (two carriers, the waiters may sit on either). */
+static intptr_t fin_exec_stopper(void *arg)
+{
+	while (atomic_load(&fin_parked) < 2)
+		xtc_yield();
+	CHECK(xtc_exec_stop(arg) == XTC_OK);
+	return 0;
+}
+
+static void fini_exec_with_parked(void)
+{
+	xtc_promise_t *p1, *p2;
+	xtc_future_t *f1, *f2;
+	xtc_exec_t *e = NULL;
+
+	pair(&p1, &f1);
+	pair(&p2, &f2);
+	atomic_store(&fin_parked, 0);
+	atomic_store(&fin_after, 0);
+	CHECK(xtc_exec_init(&e, 2) == XTC_OK);
+	CHECK(xtc_exec_async_on(e, 0, fin_awaiter, f1, NULL) == XTC_OK);
+	CHECK(xtc_exec_async_on(e, 1, fin_waiter, f2, NULL) == XTC_OK);
+	CHECK(xtc_exec_async_on(e, 0, fin_exec_stopper, e, NULL) == XTC_OK);
+	CHECK(xtc_exec_run(e) == XTC_OK);
+	CHECK_EQ(atomic_load(&fin_parked), 2);
+	CHECK(xtc_exec_fini(e) == XTC_OK);
+	CHECK(xtc_promise_set(p1, 1, 0) == XTC_OK);
+	CHECK(xtc_promise_set(p2, 2, 0) == XTC_OK);
+	CHECK_EQ(atomic_load(&fin_after), 0);
+}
+
 static void test_fini_with_parked_waiter(void)
 {
 	fini_with_parked(0);
 	fini_with_parked(1);
 	for (int i = 0; i < 20; i++)
 		fini_with_parked(2);
+	fini_exec_with_parked();
 }
 
 int main(void)

@@ -2,7 +2,8 @@
  * test_launch.c - xtc_launch: result on completion, no-deadline runs, a
  * parked child killed at its deadline, a never-yielding child stopped on
  * time by involuntary preemption (executor with a slice), a child that dies
- * on its own (XTC_E_ABORTED), and every error path.
+ * on its own (XTC_E_ABORTED), every error path, and the caller's loop
+ * finalised while it waits for a child on another loop.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -112,6 +113,11 @@ static void test_runaway(void)
 {
 	if (!xtc_preempt_involuntary_supported())
 		return;
+#if defined(__SANITIZE_THREAD__)
+	/* TSan defers signal handlers to its next interceptor: the tick
+	 * never lands in the never-yielding child, which would spin forever */
+	return;
+#endif
 	xtc_exec_t *e = NULL;
 	CHECK(xtc_exec_init(&e, 1) == XTC_OK);
 	CHECK(xtc_exec_set_preempt(e, 1 * MS) == XTC_OK);
