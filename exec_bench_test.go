@@ -86,10 +86,12 @@ func BenchmarkExecFanout(b *testing.B) {
 // cgo call nor a Go-side wake is counted). The carrier has no fd armed, so
 // it sleeps on a futex and the spawn's FUTEX_WAKE is the whole wake path;
 // from the wake to the task running takes ~0.1 us. What remains is the
-// kernel: on this 2-vCPU VM the woken carrier either queues behind this
-// goroutine's M on the same CPU (it runs when the M blocks in time.Sleep)
-// or wakes a halted vCPU, which the hypervisor makes cost 15-25 us: the
-// figure is bimodal with the machine's load, so compare several runs.
+// kernel. Woken onto this goroutine's CPU, a carrier with the default
+// kernel slice would queue behind the M until it blocks (8-15 us here), so
+// a parked carrier asks EEVDF for a short slice and preempts it instead
+// (exec.c, kslice). Woken onto a halted vCPU, the hypervisor makes the
+// wake cost 15-25 us: on this 2-vCPU VM the figure is bimodal with the
+// machine's load, so compare several runs.
 func BenchmarkExecSpawnLatency(b *testing.B) {
 	e, err := ExecInit(1)
 	if err != nil {

@@ -23,6 +23,8 @@
  * state from a plain thread (burns a CPU; the futex costs one syscall).
  */
 #include <linux/futex.h>
+#include <sched.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -59,26 +61,51 @@ static int task_done(xtc_task_t *t)
 	return atomic_load(&t->state) == XTC__T_DONE; /* seq_cst: see hook */
 }
 
-/* 1 if hooked, 0 if the target already completed. */
+/* A finished task's outcome: its result, or XTC_E_ABORTED when its loop
+ * was finalised with it unfinished (the list was sealed ABORTED). */
+static int done_result(xtc_task_t *t, intptr_t *result)
+{
+	if (atomic_load_explicit(&t->waiters, memory_order_acquire) ==
+	    XTC__AWAIT_ABORTED)
+		return XTC_E_ABORTED;
+	*result = t->result;
+	return 0;
+}
+
+/* 1 if hooked (a reference on t taken), 0 if the target already completed,
+ * XTC_E_ABORTED if its loop was finalised with it unfinished. */
 static int waiter_hook(xtc_task_t *t, xtc__await_node_t *n)
 {
 	xtc__await_node_t *head;
-	int hooked = 0;
+	int rc = 1;
 
 	xtc__task_wlock(t);
 	head = atomic_load_explicit(&t->waiters, memory_order_relaxed);
-	if (head != XTC__AWAIT_CLOSED) {
+	if (head == XTC__AWAIT_ABORTED) {
+		rc = XTC_E_ABORTED;
+	} else if (head == XTC__AWAIT_CLOSED) {
+		rc = 0;
+	} else {
 		n->next = head;
+		atomic_fetch_add_explicit(&t->wrefs, 1, memory_order_relaxed);
 		/* seq_cst: pairs with the completer's DONE store (loop.c) */
 		atomic_store(&t->waiters, n);
-		hooked = 1;
 	}
 	xtc__task_wunlock(t);
-	return hooked;
+	return rc;
 }
 
-/* 1 if unhooked, 0 if the completer already owns the node (it will set
- * done shortly). */
+/* The waiter's last access to t: drop the hook's reference, and free t
+ * if its loop was finalised meanwhile and left it to us. */
+static void waiter_unref(xtc_task_t *t)
+{
+	if (atomic_fetch_sub_explicit(&t->wrefs, 1, memory_order_acq_rel) ==
+	    (XTC__WREF_ORPHAN | 1))
+		free(t);
+}
+
+/* 1 if unhooked, 0 if the completer already owns the node (it will fire
+ * it shortly). */
 static int waiter_unhook(xtc_task_t *t, xtc__await_node_t *n)
 {
 	xtc__await_node_t *p, *prev = NULL;
@@ -86,7 +113,7 @@ static int waiter_unhook(xtc_task_t *t, xtc__await_node_t *n)
 
 	xtc__task_wlock(t);
 	p = atomic_load_explicit(&t->waiters, memory_order_relaxed);
-	if (p != XTC__AWAIT_CLOSED) {
+	if (!XTC__AWAIT_SEALED(p)) {
 		for (; p != NULL; prev = p, p = p->next) {
 			if (p != n)
 				continue;
@@ -103,61 +130,135 @@ static int waiter_unhook(xtc_task_t *t, xtc__await_node_t *n)
 	return found;
 }
 
-static int node_done(xtc__await_node_t *n)
+static uint32_t node_state(xtc__await_node_t *n)
 {
-	return atomic_load_explicit(&n->done, memory_order_acquire) != 0;
+	return atomic_load_explicit(&n->done, memory_order_acquire);
 }
 
-/* Hooked, but the target may have completed without seeing the node (it
- * skips the lock when the list looked empty): take the node back, or, if
- * the completer owns it already, wait for its done flag. 1 = settled. */
-static int hook_raced(xtc_task_t *t, xtc__await_node_t *n)
+/* A taken node: the completer is between FIRING and DONE (two stores and
+ * a wake, preemption deferred), or about to start. Never parks, so a
+ * detach hook run by loop fini may call it too. */
+static void node_settle(xtc__await_node_t *n)
 {
-	if (!task_done(t))
-		return 0;
-	if (!waiter_unhook(t, n))
-		while (!node_done(n))
+	unsigned spins = 0;
+
+	while (node_state(n) != XTC__AW_DONE) {
+		if (++spins < 128)
 			XTC__CPU_RELAX();
-	return 1;
+		else
+			sched_yield();
+	}
 }
 
-static int await_fiber(xtc_task_t *cur, xtc_task_t *t)
+/* A fired node's outcome (status 0 or XTC_E_ABORTED). */
+static int node_outcome(const xtc__await_node_t *n, intptr_t *result)
 {
-	xtc__await_node_t node = { .task = cur };
+	if (n->status == 0)
+		*result = n->result;
+	return n->status;
+}
 
-	if (!waiter_hook(t, &node) || hook_raced(t, &node))
-		return 0;
-	while (!node_done(&node)) {
+/* Take the node back, or, if the completer owns it, wait until it fired.
+ * The outcome in the first case is t's own (it may have finished). */
+static int node_withdraw(xtc_task_t *t, xtc__await_node_t *n,
+                         intptr_t *result, int *withdrawn)
+{
+	*withdrawn = waiter_unhook(t, n);
+	if (*withdrawn)
+		return task_done(t) ? done_result(t, result) : XTC_E_AGAIN;
+	node_settle(n);
+	return node_outcome(n, result);
+}
+
+/* Waiter detach hook (xtc__task_set_detach): the waiting fiber's loop is
+ * being finalised. Unhook (or settle) so the completion never reaches the
+ * released fiber, and drop the reference the fiber would have dropped. */
+struct await_detach {
+	xtc_task_t *t;
+	xtc__await_node_t *n;
+};
+
+static void await_detach(void *arg)
+{
+	struct await_detach *d = arg;
+
+	if (!waiter_unhook(d->t, d->n))
+		node_settle(d->n);
+	waiter_unref(d->t);
+}
+
+/* Hooked fiber waiter: park until fired. *killed when a kill ended it. */
+static int await_park(xtc_task_t *cur, xtc_task_t *t, xtc__await_node_t *n,
+                      intptr_t *result, int *killed)
+{
+	int withdrawn;
+	uint32_t s;
+
+	/* The target may have completed without seeing the node (it skips
+	 * the lock when the list looked empty). */
+	if (task_done(t))
+		return node_withdraw(t, n, result, &withdrawn);
+	while ((s = node_state(n)) == XTC__AW_PENDING) {
 		(void)xtc__park_ex(-1, -1, 0, NULL, XTC__PARK_NOKILL);
 		if (atomic_load_explicit(&cur->kill_pending,
 		                         memory_order_relaxed) &&
-		    !node_done(&node)) {
+		    node_state(n) == XTC__AW_PENDING) {
+			*killed = 1;
 			/* Killed while waiting: unhook before unwinding. */
-			if (!waiter_unhook(t, &node))
-				while (!node_done(&node))
-					XTC__CPU_RELAX();
-			xtc__proc_resumed();
+			(void)node_withdraw(t, n, result, &withdrawn);
 			return XTC_E_ABORTED;
 		}
 	}
-	if (atomic_load_explicit(&cur->kill_pending, memory_order_relaxed))
-		xtc__proc_resumed();
-	return 0;
+	if (s == XTC__AW_FIRING)
+		node_settle(n);
+	*killed = atomic_load_explicit(&cur->kill_pending,
+	                               memory_order_relaxed) != 0;
+	return node_outcome(n, result);
 }
 
-static int await_thread(xtc_task_t *t)
+static int await_fiber(xtc_task_t *cur, xtc_task_t *t, intptr_t *result)
+{
+	xtc__await_node_t node = { .task = cur };
+	struct await_detach d = { .t = t, .n = &node };
+	int rc, killed = 0;
+
+	rc = waiter_hook(t, &node);
+	if (rc <= 0)
+		return rc == 0 ? done_result(t, result) : rc;
+	xtc__task_set_detach(cur, await_detach, &d);
+	rc = await_park(cur, t, &node, result, &killed);
+	xtc__task_set_detach(cur, NULL, NULL);
+	waiter_unref(t);
+	if (killed)
+		xtc__proc_resumed(); /* may unwind: t and the node are let go */
+	return rc;
+}
+
+static int await_thread(xtc_task_t *t, intptr_t *result)
 {
 	xtc__await_node_t node = { .task = NULL };
+	int rc, withdrawn = 0;
+	uint32_t s;
 
-	if (!waiter_hook(t, &node) || hook_raced(t, &node))
-		return 0;
-	while (!node_done(&node))
-		syscall(SYS_futex, (uint32_t *)&node.done, FUTEX_WAIT_PRIVATE, 0,
-		        NULL, NULL, 0);
-	return 0;
+	rc = waiter_hook(t, &node);
+	if (rc <= 0)
+		return rc == 0 ? done_result(t, result) : rc;
+	if (task_done(t)) {
+		rc = node_withdraw(t, &node, result, &withdrawn);
+	} else {
+		while ((s = node_state(&node)) == XTC__AW_PENDING)
+			syscall(SYS_futex, (uint32_t *)&node.done,
+			        FUTEX_WAIT_PRIVATE, XTC__AW_PENDING, NULL, NULL,
+			        0);
+		if (s == XTC__AW_FIRING)
+			node_settle(&node);
+		rc = node_outcome(&node, result);
+	}
+	waiter_unref(t);
+	return rc;
 }
 
-static int await_drive(xtc_loop_t *loop, xtc_task_t *t)
+static int await_drive(xtc_loop_t *loop, xtc_task_t *t, intptr_t *result)
 {
 	int rc = 0;
 
@@ -168,35 +269,36 @@ static int await_drive(xtc_loop_t *loop, xtc_task_t *t)
 		rc = 0;
 	}
 	xtc__loop_leave(loop);
-	return rc;
+	return rc != 0 ? rc : done_result(t, result);
 }
 
 int xtc_await(xtc_task_t *t, intptr_t *result)
 {
 	xtc_task_t *cur = xtc__tls_task;
+	intptr_t r = 0;
 	int rc;
 
 	if (t == NULL || t->loop == NULL)
 		return XTC_E_INVAL;
 	if (t == cur)
 		return XTC_E_DEADLK;
-	if (!task_done(t)) {
+	if (task_done(t)) {
+		rc = done_result(t, &r);
+	} else {
 		if (xtc__gocb_depth > 0)
 			return XTC_E_DEADLK;
 		if (cur != NULL && cur->is_fiber)
-			rc = await_fiber(cur, t);
+			rc = await_fiber(cur, t, &r);
 		else if (cur != NULL || xtc__tls_loop != NULL)
 			return XTC_E_INVAL; /* carrier stack of a running loop */
 		else if (xtc__loop_enter(t->loop) == 0)
-			rc = await_drive(t->loop, t);
+			rc = await_drive(t->loop, t, &r);
 		else
-			rc = await_thread(t);
-		if (rc != 0)
-			return rc;
+			rc = await_thread(t, &r);
 	}
-	if (result != NULL)
-		*result = t->result;
-	return 0;
+	if (rc == 0 && result != NULL)
+		*result = r;
+	return rc;
 }
 
 /* ---- stack size --------------------------------------------------- */

@@ -160,7 +160,10 @@ xtc_loop_t *xtc__loop_by_id(uint16_t id)
 
 static inline int loop_live(const xtc_loop_t *loop)
 {
-	return loop != NULL && loop->magic == XTC__LOOP_LIVE;
+	/* acquire: pairs with the release stores of init and fini */
+	return loop != NULL &&
+	       atomic_load_explicit(&loop->magic, memory_order_acquire) ==
+	               XTC__LOOP_LIVE;
 }
 
 int xtc__loop_on_owner_thread(const xtc_loop_t *loop)
@@ -310,6 +313,7 @@ static void task_reset(xtc_task_t *t)
 	t->sched_class = NULL;
 	t->cleanup = NULL;
 	atomic_store_explicit(&t->waiters, NULL, memory_order_relaxed);
+	atomic_store_explicit(&t->wrefs, 0, memory_order_relaxed);
 	t->all_prev = t->all_next = NULL;
 	t->run_start = 0;
 	t->runs = 0;
@@ -468,12 +472,43 @@ static void futex_wake(_Atomic uint32_t *w)
 	        NULL, 0);
 }
 
-/* The task is done: publish it, then release every waiter. A waiter's node
- * lives on the waiter's stack: after its done flag is set it may vanish, so
- * read everything first. */
+/* Fire a taken await node (the handshake in loop_int.h): FIRING, wake,
+ * DONE. DONE is the last access; the node may vanish right after. */
+static void await_fire(xtc__await_node_t *n, intptr_t result, int status)
+{
+	xtc_task_t *w = n->task;
+
+	n->result = result;
+	n->status = status;
+	atomic_store_explicit(&n->done, XTC__AW_FIRING, memory_order_release);
+	if (w != NULL)
+		xtc__task_wake(w);
+	else
+		futex_wake(&n->done);
+	atomic_store_explicit(&n->done, XTC__AW_DONE, memory_order_release);
+}
+
+/* Fire every node of a list taken under wlock. Involuntary preemption is
+ * deferred meanwhile: a waiter on this carrier would spin on FIRING. */
+static void await_fire_all(xtc__await_node_t *n, intptr_t result, int status)
+{
+	xtc__fiber_t *f = xtc__fiber_current();
+	xtc__await_node_t *next;
+
+	if (f != NULL)
+		f->nopreempt++;
+	for (; n != NULL && !XTC__AWAIT_SEALED(n); n = next) {
+		next = n->next;
+		await_fire(n, result, status);
+	}
+	if (f != NULL)
+		f->nopreempt--;
+}
+
+/* The task is done: publish it, then release every waiter. */
 static void task_complete(xtc_task_t *t)
 {
-	xtc__await_node_t *n, *next;
+	xtc__await_node_t *n;
 
 	/* seq_cst store, then the waiter list: a waiter hooks its node, then
 	 * re-reads the state (async.c), so either we see its node here or it
@@ -484,15 +519,18 @@ static void task_complete(xtc_task_t *t)
 	xtc__task_wlock(t);
 	n = atomic_exchange(&t->waiters, XTC__AWAIT_CLOSED);
 	xtc__task_wunlock(t);
-	for (; n != NULL && n != XTC__AWAIT_CLOSED; n = next) {
-		xtc_task_t *w = n->task;
-		next = n->next;
-		atomic_store_explicit(&n->done, 1, memory_order_release);
-		if (w != NULL)
-			xtc__task_wake(w);
-		else
-			futex_wake(&n->done);
-	}
+	await_fire_all(n, t->result, 0);
+}
+
+/* Free or recycle t unless an await waiter still holds it (XTC__WREF_ORPHAN:
+ * the last waiter frees it). 1 if the caller may free/recycle t. */
+static int task_unheld(xtc_task_t *t)
+{
+	if (XTC__LIKELY(atomic_load_explicit(&t->wrefs, memory_order_acquire) ==
+	                0))
+		return 1;
+	return atomic_fetch_or_explicit(&t->wrefs, XTC__WREF_ORPHAN,
+	                                memory_order_acq_rel) == 0;
 }
 
 /* Owner thread, root stack. */
@@ -509,7 +547,8 @@ static void task_reap(xtc_loop_t *loop, xtc_task_t *t)
 	}
 	if (!t->retain) {
 		all_unlink(loop, t);
-		task_free(loop, t);
+		if (task_unheld(t))
+			task_free(loop, t);
 	}
 }
 
@@ -1309,7 +1348,7 @@ int xtc_loop_init(xtc_loop_t **out)
 		shell_put(loop);
 		return rc;
 	}
-	loop->magic = XTC__LOOP_LIVE;
+	atomic_store_explicit(&loop->magic, XTC__LOOP_LIVE, memory_order_release);
 	*out = loop;
 	return 0;
 }
@@ -1385,27 +1424,20 @@ int xtc_loop_wake(xtc_loop_t *loop)
 	return xtc__io_wakeup(loop);
 }
 
-/* Fini of an unfinished task: release thread waiters and waiters on other
- * loops; fiber waiters of this loop are being destroyed themselves. */
-static void task_abandon(xtc_loop_t *loop, xtc_task_t *t)
+/* Fini of an unfinished task: its waiters (threads, fibers of other
+ * loops; fiber waiters of this loop were unhooked by their detach hooks)
+ * get XTC_E_ABORTED. The list is sealed before DONE is published, so a
+ * waiter that hooked in between is fired here, never taken for a normal
+ * completion. */
+static void task_abandon(xtc_task_t *t)
 {
-	xtc__await_node_t *n, *next;
+	xtc__await_node_t *n;
 
-	atomic_store(&t->state, XTC__T_DONE);
 	xtc__task_wlock(t);
-	n = atomic_exchange(&t->waiters, XTC__AWAIT_CLOSED);
+	n = atomic_exchange(&t->waiters, XTC__AWAIT_ABORTED);
 	xtc__task_wunlock(t);
-	for (; n != NULL && n != XTC__AWAIT_CLOSED; n = next) {
-		xtc_task_t *w = n->task;
-		next = n->next;
-		if (w != NULL && w->loop == loop)
-			continue;
-		atomic_store_explicit(&n->done, 1, memory_order_release);
-		if (w != NULL)
-			xtc__task_wake(w);
-		else
-			futex_wake(&n->done);
-	}
+	atomic_store(&t->state, XTC__T_DONE);
+	await_fire_all(n, 0, XTC_E_ABORTED);
 }
 
 /* Unhook every unfinished task that waits on an object a completer on
@@ -1436,13 +1468,14 @@ static void release_all_tasks(xtc_loop_t *loop)
 		if (t->park_armed)
 			park_cancel(loop, t);
 		if (atomic_load(&t->state) != XTC__T_DONE) {
-			task_abandon(loop, t);
+			task_abandon(t);
 			if (t->cleanup != NULL)
 				t->cleanup(t, t->proc);
 			if (t->is_fiber && !t->stack_lazy)
 				xtc__fiber_release(&t->fiber);
 		}
-		free(t);
+		if (task_unheld(t))
+			free(t);
 	}
 	loop->all = NULL;
 	for (t = loop->task_free; t != NULL; t = next) {
@@ -1488,7 +1521,7 @@ static int loop_fini(xtc_loop_t *loop)
 	/* before the magic changes: a completer that fires while a hook waits
 	 * for it reads the magic (wake -> post), ordered by the hook's wait */
 	detach_waiters(loop);
-	loop->magic = XTC__LOOP_FINI;
+	atomic_store_explicit(&loop->magic, XTC__LOOP_FINI, memory_order_release);
 	inbox_drain(loop);
 	release_all_tasks(loop);
 	inbox_drain(loop); /* posts made by cleanup hooks */

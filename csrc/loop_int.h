@@ -172,8 +172,16 @@ typedef struct xtc__await_node xtc__await_node_t;
 struct xtc__await_node {
 	xtc__await_node_t *next;
 	xtc_task_t *task;     /* fiber waiter, or NULL for a thread waiter */
-	_Atomic uint32_t done; /* thread waiter: futex word */
+	_Atomic uint32_t done; /* XTC__AW_*; thread waiter: futex word */
+	int status;           /* 0, or XTC_E_ABORTED: the task's loop was finalised */
+	intptr_t result;      /* the task's result (status 0) */
 };
+/* Completion handshake of an await node (as futures, future_int.h): the
+ * completer takes the node off the list under wlock, stores result and
+ * status, publishes FIRING, wakes the waiter, then publishes DONE as its
+ * last access. A waiter that sees FIRING waits for DONE before it leaves
+ * (its node, and for a fiber waiter its task, may vanish afterwards). */
+enum { XTC__AW_PENDING = 0, XTC__AW_FIRING = 1, XTC__AW_DONE = 2 };
 
 struct xtc_task {
 	xtc__post_t node;        /* queue/inbox link: MUST stay first */
@@ -213,6 +221,8 @@ struct xtc_task {
 	void *sched_class;       /* opaque class (xtc_exec_class_t), NULL = default lane */
 	xtc__task_cleanup_fn cleanup; /* loop thread, at reap or fini */
 	_Atomic(xtc__await_node_t *) waiters; /* under wlock; XTC__AWAIT_CLOSED once DONE */
+	/* hooked xtc_await waiters holding the struct (+ XTC__WREF_ORPHAN) */
+	_Atomic uint32_t wrefs;
 
 	/* bookkeeping */
 	xtc_task_t *all_prev, *all_next; /* loop's live list (for fini) */
@@ -244,6 +254,18 @@ static inline void xtc__task_set_detach(xtc_task_t *t, void (*fn)(void *),
 }
 
 #define XTC__AWAIT_CLOSED ((xtc__await_node_t *)(uintptr_t)1)
+/* The task's loop was finalised with the task unfinished (task_abandon):
+ * waiters were fired with XTC_E_ABORTED and later awaits fail the same. */
+#define XTC__AWAIT_ABORTED ((xtc__await_node_t *)(uintptr_t)2)
+#define XTC__AWAIT_SEALED(p) ((p) == XTC__AWAIT_CLOSED || (p) == XTC__AWAIT_ABORTED)
+
+/* Waiter references (t->wrefs). A waiter that hooked a node on t (async.c)
+ * holds t until it has touched t for the last time, because the task's
+ * loop may be finalised meanwhile by another thread. Whoever would free or
+ * recycle t (loop fini, reap of an unretained task) sets XTC__WREF_ORPHAN
+ * and frees only if no reference was held; otherwise the waiter dropping
+ * the last reference frees t (it was calloc'ed). */
+#define XTC__WREF_ORPHAN (1u << 31)
 
 static inline void xtc__task_wlock(xtc_task_t *t)
 {
@@ -469,7 +491,9 @@ struct xtc_loop {
 	xtc_task_t *ccall_task;
 
 	/* ownership and lifecycle */
-	uint32_t magic;                /* XTC__LOOP_LIVE / XTC__LOOP_FINI */
+	/* XTC__LOOP_LIVE / XTC__LOOP_FINI. Read by other threads (posts,
+	 * spawns, wakes): atomic, stored with release by init/fini. */
+	_Atomic uint32_t magic;
 	_Atomic uintptr_t owner;       /* owner thread token, 0 = none */
 	_Atomic int stop;
 	_Atomic int sleeping;          /* XTC__SLEEP_*: owner (about to be) blocked */

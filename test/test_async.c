@@ -3,6 +3,8 @@
  * stack size, the yield budget, task exit, and 10^6 spawn/exit cycles with
  * flat RSS. */
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,6 +144,229 @@ static void test_await_foreign(void)
 	pthread_join(th, NULL);
 	CHECK(w.rc == 0 && w.r == 7);
 	CHECK(xtc_loop_fini(l) == 0);
+}
+
+/* ---- await across loops and threads vs loop fini -------------------- */
+
+/* A coroutine that never finishes on its own: parks untimed. */
+static intptr_t forever(void *a)
+{
+	(void)a;
+	for (;;)
+		xtc__park(-1, -1, 0, NULL);
+	return 0;
+}
+
+static intptr_t gated(void *a)
+{
+	while (!atomic_load((_Atomic int *)a))
+		xtc__park(1000000, -1, 0, NULL);
+	return 99;
+}
+
+struct xw { xtc_task_t *t; intptr_t r; int rc, done; };
+
+static intptr_t fiber_waiter(void *a)
+{
+	struct xw *w = a;
+
+	w->r = -1;
+	w->rc = xtc_await(w->t, &w->r);
+	w->done = 1;
+	return 0;
+}
+
+static int hooked(xtc_task_t *t)
+{
+	return atomic_load(&t->waiters) != NULL;
+}
+
+/* A coroutine's loop is finalised while a plain thread (which cannot drive
+ * it: this thread owns it) and a fiber of another loop await it: both get
+ * XTC_E_ABORTED, and neither touches the freed task. */
+static void test_fini_awaited_loop(void)
+{
+	xtc_loop_t *lt, *lw;
+	struct aw tw = { 0 };
+	struct xw fw = { 0 };
+	pthread_t th;
+
+	CHECK(xtc_loop_init(&lt) == 0);
+	CHECK(xtc_loop_init(&lw) == 0);
+	CHECK(xtc_async(lt, forever, NULL, &tw.t) == 0);
+	fw.t = tw.t;
+	CHECK(xtc__loop_enter(lt) == 0);
+	CHECK(xtc__loop_step(lt, 0) == 1); /* parked */
+	pthread_create(&th, NULL, await_thread, &tw);
+	while (!hooked(tw.t))
+		usleep(100);
+	xtc__loop_leave(lt);
+	CHECK(xtc_async(lw, fiber_waiter, &fw, NULL) == 0);
+	CHECK(xtc__loop_enter(lw) == 0);
+	CHECK(xtc__loop_step(lw, 0) == 1); /* fiber waiter parked */
+	xtc__loop_leave(lw);
+	CHECK(fw.done == 0);
+	CHECK(xtc_loop_fini(lt) == 0);
+	pthread_join(th, NULL);
+	CHECK(tw.rc == XTC_E_ABORTED);
+	CHECK(xtc_loop_run(lw) == 0);
+	CHECK(fw.done == 1 && fw.rc == XTC_E_ABORTED && fw.r == -1);
+	CHECK(xtc_loop_fini(lw) == 0);
+}
+
+/* Same, but the waiters return before the fini finishes or after it: run a
+ * few rounds with the thread waiter racing the fini. */
+static void test_fini_awaited_race(void)
+{
+	for (int i = 0; i < 50; i++) {
+		xtc_loop_t *lt;
+		struct aw tw = { 0 };
+		pthread_t th;
+
+		CHECK(xtc_loop_init(&lt) == 0);
+		CHECK(xtc_async(lt, forever, NULL, &tw.t) == 0);
+		CHECK(xtc__loop_enter(lt) == 0);
+		CHECK(xtc__loop_step(lt, 0) == 1);
+		pthread_create(&th, NULL, await_thread, &tw);
+		while (!hooked(tw.t))
+			sched_yield();
+		xtc__loop_leave(lt);
+		CHECK(xtc_loop_fini(lt) == 0);
+		pthread_join(th, NULL);
+		CHECK(tw.rc == XTC_E_ABORTED);
+	}
+}
+
+/* The waiter's loop is finalised while the awaited coroutine (another
+ * loop) still runs; then the coroutine completes: it must not write into
+ * the released fiber's node or wake its freed task. */
+static void test_fini_waiter_loop(void)
+{
+	xtc_loop_t *lt, *lw;
+	struct xw fw = { 0 };
+	_Atomic int gate = 0;
+	intptr_t r = 0;
+
+	CHECK(xtc_loop_init(&lt) == 0);
+	CHECK(xtc_loop_init(&lw) == 0);
+	CHECK(xtc_async(lt, gated, &gate, &fw.t) == 0);
+	/* Start it first, so its stack is not the one the fini releases. */
+	CHECK(xtc__loop_enter(lt) == 0);
+	CHECK(xtc__loop_step(lt, 0) == 1);
+	xtc__loop_leave(lt);
+	CHECK(xtc_async(lw, fiber_waiter, &fw, NULL) == 0);
+	CHECK(xtc__loop_enter(lw) == 0);
+	CHECK(xtc__loop_step(lw, 0) == 1); /* parked on fw.t */
+	xtc__loop_leave(lw);
+	CHECK(hooked(fw.t));
+	CHECK(xtc_loop_fini(lw) == 0);
+	CHECK(fw.done == 0);
+	atomic_store(&gate, 1);
+	CHECK(xtc_await(fw.t, &r) == 0 && r == 99); /* drives lt */
+	CHECK(xtc_loop_fini(lt) == 0);
+}
+
+/* Both on one loop, both unfinished at fini: no leak, no hang. */
+static void test_fini_same_loop(void)
+{
+	xtc_loop_t *l;
+	struct xw fw = { 0 };
+
+	CHECK(xtc_loop_init(&l) == 0);
+	CHECK(xtc_async(l, forever, NULL, &fw.t) == 0);
+	CHECK(xtc_async(l, fiber_waiter, &fw, NULL) == 0);
+	CHECK(xtc__loop_enter(l) == 0);
+	CHECK(xtc__loop_step(l, 0) == 1);
+	CHECK(xtc__loop_step(l, 0) == 1);
+	xtc__loop_leave(l);
+	CHECK(hooked(fw.t));
+	CHECK(xtc_loop_fini(l) == 0);
+	CHECK(fw.done == 0);
+}
+
+/* Cross-thread completion race: a fiber on one loop thread awaits a
+ * coroutine completed on another loop thread (handshake, no lost wake). */
+static void *run_loop_thread(void *p)
+{
+	CHECK(xtc_loop_run(p) == 0);
+	return NULL;
+}
+
+static intptr_t quick(void *a)
+{
+	return (intptr_t)a + 1;
+}
+
+static intptr_t remote_awaiter(void *a)
+{
+	xtc_loop_t *lt = a;
+	intptr_t sum = 0, r;
+	xtc_task_t *t;
+
+	for (int i = 0; i < 200; i++) {
+		int rc;
+
+		while ((rc = xtc_async(lt, quick, (void *)(intptr_t)i, &t)) ==
+		       XTC_E_AGAIN)
+			xtc_yield();
+		CHECK(rc == 0);
+		r = 0;
+		CHECK(xtc_await(t, &r) == 0);
+		sum += r;
+	}
+	return sum;
+}
+
+static intptr_t keepalive(void *a)
+{
+	while (!atomic_load((_Atomic int *)a))
+		xtc__park(1000000, -1, 0, NULL);
+	return 0;
+}
+
+static void test_await_cross_thread(void)
+{
+	xtc_loop_t *lt, *lw;
+	xtc_task_t *w;
+	_Atomic int stop = 0;
+	intptr_t r = 0;
+	pthread_t th;
+
+	CHECK(xtc_loop_init(&lt) == 0);
+	CHECK(xtc_loop_init(&lw) == 0);
+	CHECK(xtc_async(lt, keepalive, &stop, NULL) == 0);
+	pthread_create(&th, NULL, run_loop_thread, lt);
+	CHECK(xtc_async(lw, remote_awaiter, lt, &w) == 0);
+	CHECK(xtc_await(w, &r) == 0);
+	CHECK(r == 200 * 201 / 2);
+	atomic_store(&stop, 1);
+	pthread_join(th, NULL);
+	CHECK(xtc_loop_fini(lw) == 0);
+	CHECK(xtc_loop_fini(lt) == 0);
+}
+
+/* Another thread reads the loop's liveness (lock-free) while it is
+ * finalised: atomic under TSan, and 0 once finalised. */
+static void *poll_liveness(void *p)
+{
+	xtc_loop_t *l = p;
+
+	for (int i = 0; i < 100000; i++)
+		(void)xtc_yield_due_count(l);
+	return NULL;
+}
+
+static void test_liveness_race(void)
+{
+	xtc_loop_t *l;
+	pthread_t th;
+
+	CHECK(xtc_loop_init(&l) == 0);
+	pthread_create(&th, NULL, poll_liveness, l);
+	usleep(100);
+	CHECK(xtc_loop_fini(l) == 0);
+	pthread_join(th, NULL);
+	CHECK(xtc_yield_due_count(l) == 0);
 }
 
 /* ---- yield and yield_ex off a fiber --------------------------------- */
@@ -435,6 +660,12 @@ int main(void)
 	test_order_and_drive();
 	test_await_in_fiber();
 	test_await_foreign();
+	test_fini_awaited_loop();
+	test_fini_awaited_race();
+	test_fini_waiter_loop();
+	test_fini_same_loop();
+	test_await_cross_thread();
+	test_liveness_race();
 	test_yield_codes();
 	test_stack_size();
 	test_budget();
