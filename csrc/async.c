@@ -14,13 +14,31 @@
  * From a stackless task body or a timer callback (the carrier stack of a
  * running loop) awaiting an unfinished task cannot block: XTC_E_INVAL.
  *
+ * Completion is a handshake (loop_int.h, as futures): the completer takes
+ * the node under the task's wlock, stores result and status, publishes
+ * FIRING, wakes, publishes DONE; a waiter that sees FIRING waits for DONE,
+ * so neither side touches the other's memory after it may be gone.
+ * Loop fini, either side:
+ *  - the target's loop: task_abandon seals the list ABORTED and fires each
+ *    node with XTC_E_ABORTED. A hooked waiter holds a reference on the
+ *    task (t->wrefs) until its last access, so fini does not free a task
+ *    a waiter on another thread may still lock; the last waiter frees it.
+ *  - the waiter's loop: a fiber waiter registers a detach hook for its
+ *    whole wait; fini runs it, which unhooks the node (or settles a taken
+ *    one) and drops the reference, so no completion reaches the released
+ *    fiber.
+ * The handle itself stays the caller's to keep valid: an await that starts
+ * after the target's loop fini began uses a freed handle.
+ *
  * The yield budget costs nothing unless set: xtc_yield_set_budget flips
  * XTC__LF_BUDGET, which makes the loop stamp run_start at dispatch (the
  * only clock read), and xtc_yield_check compares against it.
  *
  * Alternatives rejected: a lock-free waiter stack (a killed proc could not
  * unhook its node, leaving a pointer into a dead stack); polling the task
- * state from a plain thread (burns a CPU; the futex costs one syscall).
+ * state from a plain thread (burns a CPU; the futex costs one syscall);
+ * fini waiting for woken waiters to let go of the task (a fiber waiter's
+ * loop may never run again, or be driven by the finalising thread).
  */
 #include <linux/futex.h>
 #include <sched.h>

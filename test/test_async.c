@@ -13,9 +13,7 @@
 #include "xtc.h"
 #include "loop_int.h"
 
-static int failures;
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK(%s) failed\n", \
-	__FILE__, __LINE__, #c); failures++; } } while (0)
+#include "test_util.h"
 
 static char trace[256];
 static int ntrace;

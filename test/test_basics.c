@@ -7,9 +7,7 @@
 
 #include "xtc.h"
 
-static int failures;
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK(%s) failed\n", \
-	__FILE__, __LINE__, #c); failures++; } } while (0)
+#include "test_util.h"
 
 static void test_version(void)
 {

@@ -14,9 +14,7 @@
 #include "loop_int.h"
 #include "io_int.h"
 
-static int failures;
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK(%s) failed\n", \
-	__FILE__, __LINE__, #c); failures++; } } while (0)
+#include "test_util.h"
 
 /* 400 arms + 200 removals + 200 cancelled adds per round: more completions
  * than the CQ ring (512) holds, so the overflow path runs too. */
