@@ -509,6 +509,170 @@ static void test_cross_thread(void)
 	CHECK(x.in_order);
 }
 
+/* Payload sizes straddling the small-message cache (<= 96 bytes) and the
+ * inline copy widths, sent from two threads; the receiver checks every
+ * byte, reallocs some buffers and hands others to a third thread to free:
+ * xtc_free/xtc_realloc must accept cached blocks from any thread. */
+static const size_t mix_sizes[] = { 0, 1, 7, 8, 9, 15, 16, 17, 31, 32, 33,
+				    96, 97, 104, 200, 5000 };
+#define MIX_N (sizeof(mix_sizes) / sizeof(mix_sizes[0]))
+#define MIX_PER 5000
+
+static xtc_pid_t mix_rx;
+static atomic_int mix_ready, mix_done, mix_bad;
+static void **mix_keep;
+static long mix_nkeep;
+
+static void mix_fill(unsigned char *b, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		b[i] = (unsigned char)(seed * 31 + i * 7);
+	if (n >= 4)
+		memcpy(b, &seed, 4);
+}
+
+static int mix_ok(const void *m, size_t n)
+{
+	unsigned char exp[5000];
+	unsigned seed;
+
+	if (n < 4)
+		return 1;
+	memcpy(&seed, m, 4);
+	mix_fill(exp, n, seed);
+	return memcmp(exp, m, n) == 0;
+}
+
+static void mix_receiver(void *arg)
+{
+	(void)arg;
+	mix_rx = xtc_self();
+	atomic_store(&mix_ready, 1);
+	for (long k = 0;; k++) {
+		void *m;
+		size_t n;
+
+		if (xtc_recv(&m, &n, k % 3 == 0 ? SEC : -1) != XTC_OK) {
+			atomic_fetch_add(&mix_bad, 1);
+			break;
+		}
+		if (n == 3 && memcmp(m, "END", 3) == 0) {
+			xtc_free(m);
+			break;
+		}
+		if (!mix_ok(m, n))
+			atomic_fetch_add(&mix_bad, 1);
+		if (k % 5 == 0) {
+			void *r = xtc_realloc(m, 300);
+
+			if (r == NULL) {
+				atomic_fetch_add(&mix_bad, 1);
+				xtc_free(m);
+				continue;
+			}
+			m = r;
+			memset(m, 1, 300);
+		}
+		if (k % 2)
+			mix_keep[mix_nkeep++] = m;
+		else
+			xtc_free(m);
+	}
+	atomic_store(&mix_done, 1);
+}
+
+static void *mix_sender(void *arg)
+{
+	long id = (long)arg;
+	unsigned char b[5000];
+
+	while (!atomic_load(&mix_ready))
+		usleep(100);
+	for (unsigned i = 0; i < MIX_PER; i++) {
+		size_t n = mix_sizes[(i + id) % MIX_N];
+
+		mix_fill(b, n, i * 2 + (unsigned)id);
+		while (xtc_send(mix_rx, b, n) == XTC_E_AGAIN)
+			usleep(10);
+	}
+	return NULL;
+}
+
+static void *mix_free_thread(void *arg)
+{
+	(void)arg;
+	for (long i = 0; i < mix_nkeep; i++)
+		xtc_free(mix_keep[i]);
+	return NULL;
+}
+
+static void *mix_loop_thread(void *arg)
+{
+	CHECK_EQ(xtc_loop_run(arg), XTC_OK);
+	return NULL;
+}
+
+static void test_sizes_cross_thread_free(void)
+{
+	xtc_loop_t *l;
+	pthread_t th[2], lt, ft;
+
+	mix_keep = calloc(2 * MIX_PER, sizeof(*mix_keep));
+	CHECK(mix_keep != NULL);
+	CHECK_EQ(xtc_loop_init(&l), XTC_OK);
+	CHECK_EQ(xtc_proc_spawn(l, mix_receiver, NULL, NULL, NULL), XTC_OK);
+	CHECK_EQ(pthread_create(&lt, NULL, mix_loop_thread, l), 0);
+	for (long i = 0; i < 2; i++)
+		CHECK_EQ(pthread_create(&th[i], NULL, mix_sender, (void *)i), 0);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	while (xtc_send(mix_rx, "END", 3) == XTC_E_AGAIN)
+		usleep(10);
+	pthread_join(lt, NULL);
+	CHECK(atomic_load(&mix_done));
+	CHECK_EQ(atomic_load(&mix_bad), 0);
+	CHECK_EQ(pthread_create(&ft, NULL, mix_free_thread, NULL), 0);
+	pthread_join(ft, NULL);
+	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+	free(mix_keep);
+}
+
+/* A proc parked in an untimed recv (the lock-parked path) is woken by
+ * foreign-thread wakes and sends, and a foreign-thread kill ends it: the
+ * loop run only returns if the kill reached it. */
+static void lp_victim(void *arg)
+{
+	xtc_pid_t *me = arg;
+	void *m;
+
+	*me = xtc_self();
+	for (;;)
+		if (xtc_recv(&m, NULL, -1) == XTC_OK)
+			xtc_free(m);
+}
+
+static void test_lock_parked_kill(void)
+{
+	xtc_loop_t *l;
+	pthread_t lt;
+	xtc_pid_t v = XTC_PID_NONE;
+
+	CHECK_EQ(xtc_loop_init(&l), XTC_OK);
+	CHECK_EQ(xtc_proc_spawn(l, lp_victim, &v, NULL, NULL), XTC_OK);
+	CHECK_EQ(pthread_create(&lt, NULL, mix_loop_thread, l), 0);
+	while (xtc_pid_is_none(*(volatile xtc_pid_t *)&v))
+		usleep(100);
+	usleep(20000);
+	for (int i = 0; i < 100; i++) {
+		CHECK_EQ(xtc_proc_wake(v), XTC_OK);
+		CHECK_EQ(xtc_send(v, "x", 1), XTC_OK);
+	}
+	usleep(20000);
+	CHECK_EQ(xtc_exit_pid(v, 7), XTC_OK);
+	pthread_join(lt, NULL);
+	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+}
+
 int main(void)
 {
 	test_errors();
@@ -518,6 +682,8 @@ int main(void)
 	test_watermark();
 	test_undelivered();
 	test_cross_thread();
+	test_sizes_cross_thread_free();
+	test_lock_parked_kill();
 	if (failures) {
 		fprintf(stderr, "test_mailbox: %d failure(s)\n", failures);
 		return 1;
