@@ -944,6 +944,13 @@ static void test_exec_alone(void)
 int main(int argc, char **argv)
 {
 	const char *only = argc > 1 ? argv[1] : NULL;
+#if defined(__SANITIZE_THREAD__)
+	/* TSan holds asynchronous signals until the thread enters one of its
+	 * interceptors, so call-free spinners are never preempted under it
+	 * and these tests would hang: the ASan and plain builds cover them. */
+	(void)only;
+	return 77;
+#endif
 #define RUN(name)                                                          \
 	do {                                                                   \
 		if (!only || strcmp(only, #name) == 0)                             \
