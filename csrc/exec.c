@@ -551,12 +551,10 @@ static void migrate_in(xtc_loop_t *l, xtc__post_t *p)
 	xtc_task_t *t = (xtc_task_t *)p;
 	xtc__carrier_t *c = carrier_of(l);
 
-	if (l->magic != XTC__LOOP_LIVE) { /* thief finalising: on no list */
-		if (t->cleanup != NULL)
-			t->cleanup(t, t->proc);
-		if (t->is_fiber)
-			xtc__fiber_release(&t->fiber);
-		free(t);
+	if (l->magic != XTC__LOOP_LIVE) {
+		/* Thief finalising; the task is on no list and may be awaited:
+		 * the teardown of any unfinished task (detach, abandon, cleanup). */
+		xtc__loop_adopt_orphan(l, t);
 		return;
 	}
 	all_link(l, t);

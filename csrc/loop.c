@@ -61,6 +61,7 @@
 #include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -244,32 +245,68 @@ int xtc__loop_post(xtc_loop_t *loop, xtc__post_t *p)
 	if (!loop_live(loop) || p == NULL || p->fn == NULL)
 		return XTC_E_INVAL;
 	head = atomic_load_explicit(&loop->inbox, memory_order_relaxed);
-	do
+	do {
+		if (XTC__UNLIKELY(head == XTC__INBOX_CLOSED))
+			return XTC_E_INVAL; /* fini got here first */
 		p->next = head;
-	while (!atomic_compare_exchange_weak(&loop->inbox, &head, p));
+	} while (!atomic_compare_exchange_weak(&loop->inbox, &head, p));
 	if (!xtc__loop_on_owner_thread(loop))
 		kick(loop);
+	/* The one extra RMW of a post. Release: fini's acquire load of the
+	 * count orders this poster's last touch of the loop (the kick) before
+	 * fini closes the eventfd and recycles the shell. */
+	atomic_fetch_add_explicit(&loop->posts_done, 1, memory_order_release);
 	return 0;
 }
 
-static int inbox_drain(xtc_loop_t *loop)
+/* Take the whole inbox (leaving `with` behind), oldest node first. */
+static xtc__post_t *inbox_take(xtc_loop_t *loop, xtc__post_t *with)
 {
 	xtc__post_t *p, *rev = NULL, *next;
-	int n = 0;
 
-	p = atomic_exchange_explicit(&loop->inbox, NULL, memory_order_acquire);
-	while (p != NULL) { /* LIFO -> FIFO */
+	p = atomic_exchange(&loop->inbox, with);
+	for (; p != NULL; p = next) { /* LIFO -> FIFO */
 		next = p->next;
 		p->next = rev;
 		rev = p;
-		p = next;
+		loop->posts_taken++;
 	}
-	for (p = rev; p != NULL; p = next) {
+	return rev;
+}
+
+static int inbox_run(xtc_loop_t *loop, xtc__post_t *p)
+{
+	xtc__post_t *next;
+	int n = 0;
+
+	for (; p != NULL; p = next) {
 		next = p->next;
 		p->fn(loop, p);
 		n++;
 	}
 	return n;
+}
+
+static int inbox_drain(xtc_loop_t *loop)
+{
+	return inbox_run(loop, inbox_take(loop, NULL));
+}
+
+/* Fini: no post gets in after this (XTC_E_INVAL), and none is still
+ * inside xtc__loop_post (every node taken has its poster's posts_done
+ * increment) nor inside xtc_loop_wake/stop, so the eventfd may close and
+ * the shell be reused. Then the last nodes run (magic is FINI: they free
+ * or hand their task to release_all_tasks). Posters never block, so the
+ * wait is a few instructions of theirs at most. */
+static void inbox_close(xtc_loop_t *loop)
+{
+	xtc__post_t *p = inbox_take(loop, XTC__INBOX_CLOSED);
+
+	while (atomic_load_explicit(&loop->posts_done, memory_order_acquire) !=
+	               loop->posts_taken ||
+	       atomic_load(&loop->rings) != 0)
+		sched_yield();
+	inbox_run(loop, p);
 }
 
 /* ------------------------------------------------------------------ */
@@ -563,10 +600,8 @@ static void spawn_post_fn(xtc_loop_t *loop, xtc__post_t *p)
 	atomic_fetch_sub_explicit(&loop->remote_pending, 1,
 	                          memory_order_relaxed);
 	if (loop->magic != XTC__LOOP_LIVE) {
-		/* Finalising: the task never ran (and has no stack yet). */
-		if (t->cleanup != NULL)
-			t->cleanup(t, t->proc);
-		free(t);
+		/* Finalising: it never ran, but it may be awaited already. */
+		xtc__loop_adopt_orphan(loop, t);
 		return;
 	}
 	loop->live_tasks++;
@@ -1402,9 +1437,28 @@ int xtc_loop_run(xtc_loop_t *loop)
 	return rc;
 }
 
-int xtc_loop_stop(xtc_loop_t *loop)
+/* xtc_loop_wake/stop from any thread write the eventfd without a node:
+ * they hold loop->rings meanwhile (seq_cst against inbox_close: either fini
+ * sees the count or the caller sees the inbox closed). */
+static int ring_enter(xtc_loop_t *loop)
 {
 	if (!loop_live(loop))
+		return 0;
+	atomic_fetch_add(&loop->rings, 1);
+	if (atomic_load(&loop->inbox) != XTC__INBOX_CLOSED)
+		return 1;
+	atomic_fetch_sub(&loop->rings, 1);
+	return 0;
+}
+
+static void ring_leave(xtc_loop_t *loop)
+{
+	atomic_fetch_sub_explicit(&loop->rings, 1, memory_order_release);
+}
+
+int xtc_loop_stop(xtc_loop_t *loop)
+{
+	if (!ring_enter(loop))
 		return XTC_E_INVAL;
 	atomic_store(&loop->stop, 1);
 	if (!xtc__loop_on_owner_thread(loop)) {
@@ -1412,16 +1466,21 @@ int xtc_loop_stop(xtc_loop_t *loop)
 			kick(loop);
 		xtc__io_wakeup(loop);
 	}
+	ring_leave(loop);
 	return 0;
 }
 
 int xtc_loop_wake(xtc_loop_t *loop)
 {
-	if (!loop_live(loop))
+	int rc;
+
+	if (!ring_enter(loop))
 		return XTC_E_INVAL;
 	if (atomic_load(&loop->sleeping) == XTC__SLEEP_FUTEX)
 		kick(loop);
-	return xtc__io_wakeup(loop);
+	rc = xtc__io_wakeup(loop);
+	ring_leave(loop);
+	return rc;
 }
 
 /* Fini of an unfinished task: its waiters (threads, fibers of other
@@ -1457,6 +1516,18 @@ static void detach_waiters(xtc_loop_t *loop)
 		t->detach = NULL;
 		fn(t->detach_arg);
 	}
+}
+
+void xtc__loop_adopt_orphan(xtc_loop_t *loop, xtc_task_t *t)
+{
+	void (*fn)(void *) = t->detach;
+
+	if (fn != NULL && atomic_load(&t->state) != XTC__T_DONE) {
+		t->detach = NULL;
+		fn(t->detach_arg);
+	}
+	loop->live_tasks++;
+	all_link(loop, t);
 }
 
 static void release_all_tasks(xtc_loop_t *loop)
@@ -1522,9 +1593,9 @@ static int loop_fini(xtc_loop_t *loop)
 	 * for it reads the magic (wake -> post), ordered by the hook's wait */
 	detach_waiters(loop);
 	atomic_store_explicit(&loop->magic, XTC__LOOP_FINI, memory_order_release);
-	inbox_drain(loop);
+	inbox_close(loop);
+	/* posts made by cleanup hooks from here on fail (XTC_E_INVAL) */
 	release_all_tasks(loop);
-	inbox_drain(loop); /* posts made by cleanup hooks */
 	xtc__proc_loop_fini(loop);
 	xtc__sched_loop_fini(loop);
 	spool_trim(loop, 0, 1);

@@ -89,8 +89,14 @@ struct xtc__post {
 };
 
 /* Any thread. Pushes p and wakes the loop's poller if it is blocked.
- * XTC_E_INVAL for NULL loop/p/fn or a finalised loop. */
+ * XTC_E_INVAL for NULL loop/p/fn or a finalised (or finalising) loop: the
+ * node was not taken, the caller still owns (and must free) it. A post
+ * that succeeded is always delivered, or at fini its fn runs with
+ * loop->magic != XTC__LOOP_LIVE (it frees instead of delivering): fini
+ * closes the inbox (XTC__INBOX_CLOSED) and waits for every poster that got
+ * in to finish its wake-up before it closes the eventfd. */
 int xtc__loop_post(xtc_loop_t *loop, xtc__post_t *p);
+#define XTC__INBOX_CLOSED ((xtc__post_t *)(uintptr_t)1)
 
 /* ------------------------------------------------------------------ */
 /* Timers (timer.c): an intrusive min-heap on the deadline              */
@@ -501,8 +507,16 @@ struct xtc_loop {
 	uint16_t id;                   /* process-unique, >= 1 */
 	int index;                     /* executor index, -1 standalone */
 
-	/* cross-thread inbox (Treiber stack, drained whole and reversed) */
+	/* cross-thread inbox (Treiber stack, drained whole and reversed);
+	 * XTC__INBOX_CLOSED from fini on. posts_done counts finished posts
+	 * (push and wake-up both done; one RMW per post, on the inbox's
+	 * line), posts_taken the nodes the owner took out: fini waits until
+	 * they match, i.e. until no poster still touches the loop. rings
+	 * counts xtc_loop_wake/stop callers inside their eventfd write. */
 	_Atomic(xtc__post_t *) inbox;
+	_Atomic uint64_t posts_done;
+	uint64_t posts_taken;          /* owner */
+	_Atomic int rings;
 
 	/* quiescence */
 	int64_t live_tasks;            /* spawned and not reaped (owner) */
@@ -569,6 +583,13 @@ void xtc__exec_ring_run(xtc_loop_t *loop);
 /* xtc_loop_fini refuses a loop with loop->exec set (XTC_E_INVAL), and so
  * does xtc_loop_run; the executor finalises its loops with this. */
 int xtc__loop_fini_owned(xtc_loop_t *loop);
+
+/* Fini only (owner thread, magic already XTC__LOOP_FINI): a task that
+ * reached the closing inbox on no task list (a cross-thread spawn, a
+ * migration) gets the teardown of every unfinished task: its detach hook
+ * runs now and it joins loop->all, so release_all_tasks abandons it
+ * (waiters get XTC_E_ABORTED), runs its cleanup and frees it. */
+void xtc__loop_adopt_orphan(xtc_loop_t *loop, xtc_task_t *t);
 
 /* Called by xtc_loop_fini after every task has been released (cleanup hooks
  * run) and the inbox drained; proc.c defines it (weak no-op otherwise). */

@@ -11,6 +11,7 @@
  * Under ThreadSanitizer the counts are divided by 10.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
@@ -160,6 +161,91 @@ static void mig_proc(void *a)
 	}
 }
 
+/* ---- migration racing fini -------------------------------------------------
+ * Migratable fibers that never finish, all homed on loop 0 (loop 1 steals
+ * them back and forth), each awaited by a plain thread. The executor is
+ * stopped and finalised mid-flight, so now and then a task sits in a
+ * thief's inbox between its two migration hops when the thief is
+ * finalised. Every awaiter must come back (XTC_E_ABORTED) once fini
+ * returns: a task freed there without being abandoned leaves its awaiter
+ * hanging (caught by the deadline) or reading freed memory (ASan). */
+
+#define MF_ROUNDS (200 / SCALE)
+#define MF_TASKS  6
+
+static atomic_int mf_back;
+static unsigned long long mf_steals;
+
+static void mf_body(void *a)
+{
+	(void)a;
+	for (;;)
+		xtc_yield();
+}
+
+static void *mf_awaiter(void *a)
+{
+	intptr_t res;
+
+	CHECK_EQ(xtc_await(a, &res), XTC_E_ABORTED);
+	atomic_fetch_add(&mf_back, 1);
+	return NULL;
+}
+
+static void *mf_runner(void *a)
+{
+	CHECK_EQ(xtc_exec_run(a), XTC_OK);
+	return NULL;
+}
+
+static void test_migrate_fini_race(void)
+{
+	xtc__spawn_opts_t o = { .migratable = 1 };
+
+	for (int r = 0; r < MF_ROUNDS; r++) {
+		xtc_exec_t *e;
+		xtc_task_t *t[MF_TASKS];
+		pthread_t aw[MF_TASKS], run;
+
+		CHECK_EQ(xtc_exec_init(&e, 2), XTC_OK);
+		xtc_exec_set_eager_rebalance(e, 1);
+		atomic_store(&mf_back, 0);
+		for (int i = 0; i < MF_TASKS; i++)
+			CHECK_EQ(xtc__task_spawn_fiber(xtc_exec_loop(e, 0), mf_body,
+			    NULL, &o, &t[i]), XTC_OK);
+		CHECK_EQ(pthread_create(&run, NULL, mf_runner, e), 0);
+		/* carriers own both loops: awaiters wait, they do not drive */
+		for (int i = 0; i < 2; i++)
+			while (atomic_load(&xtc_exec_loop(e, i)->owner) == 0)
+				sched_yield();
+		for (int i = 0; i < MF_TASKS; i++)
+			CHECK_EQ(pthread_create(&aw[i], NULL, mf_awaiter, t[i]), 0);
+		/* every awaiter hooked before anything can end */
+		for (int i = 0; i < MF_TASKS; i++)
+			while (atomic_load(&t[i]->waiters) == NULL)
+				sched_yield();
+		usleep(200 + (r % 7) * 150);
+		CHECK_EQ(xtc_exec_stop(e), XTC_OK);
+		pthread_join(run, NULL);
+		{
+			xtc_loop_stats_t a, b;
+			xtc_exec_loop_stats(e, 0, &a);
+			xtc_exec_loop_stats(e, 1, &b);
+			mf_steals += a.steals + b.steals;
+		}
+		CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+		for (int k = 0; k < 500 && atomic_load(&mf_back) < MF_TASKS; k++)
+			usleep(10000);
+		CHECK_EQ(atomic_load(&mf_back), MF_TASKS);
+		if (atomic_load(&mf_back) < MF_TASKS)
+			_exit(1); /* an awaiter hangs: cannot join it */
+		for (int i = 0; i < MF_TASKS; i++)
+			pthread_join(aw[i], NULL);
+	}
+	fprintf(stderr, "migrate/fini race: %d rounds, %llu steals\n",
+	    MF_ROUNDS, mf_steals);
+}
+
 /* ---- watchdog --------------------------------------------------------------- */
 
 static atomic_int done, timed_out;
@@ -241,5 +327,6 @@ int main(void)
 	    atomic_load(&again_total), moves,
 	    (unsigned long long)(s0.steals + s1.steals), (t1 - t0) / 1e9);
 	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+	test_migrate_fini_race();
 	return failures ? 1 : 0;
 }

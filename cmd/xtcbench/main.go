@@ -41,6 +41,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout)
 	WriteSummary(stdout, res)
+	if res.Calibration.Warning != "" {
+		fmt.Fprintf(stdout, "\nwarning: %s\n", res.Calibration.Warning)
+	}
 	fmt.Fprintf(stdout, "\nreport: %s\n", filepath.Join(cfg.Out, "report.md"))
 	return 0
 }

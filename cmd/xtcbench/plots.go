@@ -28,6 +28,8 @@ var palette = []color.Color{
 	color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 255}, // orange
 	color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 255}, // brown
 	color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 255}, // grey
+	color.RGBA{R: 0x17, G: 0xbe, B: 0xcf, A: 255}, // teal
+	color.RGBA{R: 0xe3, G: 0x77, B: 0xc2, A: 255}, // pink
 }
 
 func colorOf(i int) color.Color { return palette[i%len(palette)] }

@@ -407,6 +407,9 @@ func writeMarkdown(w io.Writer, r *Results) {
 		r.Host.CPU, r.Host.NumCPU, r.Host.Kernel, r.Host.GoVersion, r.Host.OSArch,
 		r.Features.Version, orDash(r.Features.Backend),
 		r.Calibration.CItersPerNs, r.Calibration.GoItersPerNs)
+	if r.Calibration.Warning != "" {
+		fmt.Fprintf(w, "**Calibration warning:** %s.\n\n", r.Calibration.Warning)
+	}
 	fmt.Fprintf(w, "Load average (1, 5, 15 min) at the start: %s; at the end: %s; the "+
 		"process ran at nice %d (both sides alike). The machine is shared: with a load "+
 		"above its %d CPUs, every figure that involves two threads (wake-ups, "+
