@@ -87,7 +87,7 @@
 #define LAT_SLICE_NS 100000     /* kernel slice asked for while parked */
 #define LAT_BUSY_NS  1000000    /* busy this long: the default slice again */
 #define LAT_CHECK_STEPS 8       /* busy steps between two clock checks */
-#define DRAIN_BATCH  256        /* submissions run between two loop steps */
+#define DRAIN_BATCH  256        /* submissions run at once by an idle loop */
 #define STEAL_POLL_NS 1000000   /* idle re-steal interval (1 ms) */
 #define STEAL_POLL_MAX_SHIFT 5  /* backoff cap: 32 ms */
 
@@ -124,6 +124,7 @@ typedef struct xtc__carrier {
 	int64_t gap_avg;       /* recent idle gaps ended by input (ns) */
 	int64_t busy_since;    /* end of the last idle episode */
 	int busy_steps;
+	int drain_credit;       /* loop steps since the last ring drain */
 	int kslice;            /* kernel slice: -1 untouched, 0 default, 1 short */
 	_Atomic(xtc__pslot_t *) pslot; /* preemption slot, NULL: none */
 	_Alignas(64) _Atomic uint64_t idle_gen; /* 0 = busy */
@@ -467,13 +468,13 @@ static int ring_nonempty(xtc__carrier_t *c)
 	return atomic_load(&c->sub_tail) != atomic_load(&c->sub_head);
 }
 
-/* Owner: run up to DRAIN_BATCH submissions on the carrier stack. */
-static int ring_drain(xtc__carrier_t *c)
+/* Owner: run up to max submissions on the carrier stack. */
+static int ring_drain(xtc__carrier_t *c, int max)
 {
 	uint64_t head = atomic_load_explicit(&c->sub_head, memory_order_relaxed);
 	int n = 0;
 
-	while (n < DRAIN_BATCH) {
+	while (n < max) {
 		sub_slot_t *s = &c->ring[head & (XTC_EXEC_SUBMIT_CAP - 1)];
 		xtc_exec_fn fn;
 		void *arg;
@@ -491,6 +492,33 @@ static int ring_drain(xtc__carrier_t *c)
 	}
 	if (n > 0) /* emptiness checks only: once per batch */
 		atomic_store_explicit(&c->sub_head, head, memory_order_release);
+	return n;
+}
+
+/*
+ * Admission pacing. A loop step runs one task, a drain can start
+ * DRAIN_BATCH. Draining a full batch before every step let submissions in
+ * up to 256 times faster than the loop ran them: under a steady stream
+ * (open-loop arrivals) the live fibers grew without bound, every spawn past
+ * the stack cache and overflow pool mapped a fresh stack (mmap, mprotect,
+ * first-touch faults, munmap with a TLB shootdown at exit), the per-request
+ * cost rose above the arrival gap and the backlog never drained (xtcbench
+ * tail, A1 from 30% load; a flood of submit->spawn ran out of stacks).
+ * So while the loop has ready work it admits at most as many submissions
+ * as it ran steps since the last drain (at least one: the ring is never
+ * starved); an idle loop takes a whole batch. A backlog then waits in the
+ * bounded ring, holding no stack, and producers see XTC_E_AGAIN
+ * (backpressure) instead of the carrier collapsing.
+ */
+static int drain_budget(xtc__carrier_t *c)
+{
+	int n;
+
+	if (!others_ready(c->loop, c))
+		n = DRAIN_BATCH;
+	else
+		n = c->drain_credit > 0 ? c->drain_credit : 1;
+	c->drain_credit = 0;
 	return n;
 }
 
@@ -524,7 +552,11 @@ static int has_input(xtc__carrier_t *c)
  * unlinks it and posts it to the thief, the thief links it and makes it
  * ready. Until the victim lets go the task counts as the victim's, then it
  * sits in the thief's inbox: quiescence never misses it, and a wake that
- * arrives meanwhile finds it READY and is latched.
+ * arrives meanwhile finds it READY and is latched. A thief being finalised
+ * when the task arrives tears it down like its own unfinished tasks
+ * (xtc__loop_adopt_orphan: detach hook, abandon, cleanup), so an awaiter
+ * gets XTC_E_ABORTED; a thief already finalised refuses the post and the
+ * victim keeps the task.
  */
 static void all_link(xtc_loop_t *l, xtc_task_t *t)
 {
@@ -929,7 +961,7 @@ static void *carrier_main(void *arg)
 			xtc_exec_stop(e);
 			break;
 		}
-		n = ring_drain(c);
+		n = ring_drain(c, drain_budget(c));
 
 		/* A step on an empty loop only polls the backend (a syscall):
 		 * skip it unless the loop has work. */
@@ -949,6 +981,8 @@ static void *carrier_main(void *arg)
 			break;
 		}
 		if (r > 0 || n > 0) {
+			if (r > 0 && c->drain_credit < DRAIN_BATCH)
+				c->drain_credit++;
 			c->idle_turns = 0;
 			kslice_busy(c);
 			continue;
@@ -1370,8 +1404,10 @@ int xtc__exec_sim_step(xtc_exec_t *e, int idx)
 	rc = xtc__loop_enter(c->loop);
 	if (rc != XTC_OK)
 		return rc;
-	n = ring_drain(c);
+	n = ring_drain(c, drain_budget(c));
 	r = xtc__loop_step(c->loop, 0);
+	if (r > 0 && c->drain_credit < DRAIN_BATCH)
+		c->drain_credit++;
 	if (r == 0 && n == 0)
 		r = try_steal(c);
 	xtc__loop_leave(c->loop);

@@ -42,6 +42,15 @@
  *    thread's cache cannot take at reap wait in a per-loop overflow pool
  *    and go back to the cache at the next spawn; stacks the pool did not
  *    need for XTC__SPOOL_TRIM_NS are unmapped when the loop idles.
+ *  - Fini vs other threads: fini swaps XTC__INBOX_CLOSED into the inbox, so
+ *    a later post fails (XTC_E_INVAL, the node stays the poster's), then
+ *    waits until every node it ever took has its poster's posts_done
+ *    increment (the poster's last touch, after its wake-up) and no
+ *    xtc_loop_wake/stop holds `rings`; only then do the last nodes run and
+ *    the eventfd close. A spawn or a migration that arrives then is
+ *    released like any unfinished task (xtc__loop_adopt_orphan). Rejected:
+ *    an enter/leave counter around each post (two RMWs per post instead of
+ *    one), a lock (on every post).
  *
  * Invariants
  *  - a task is on at most one queue (run queue, class queue, inbox) and

@@ -213,16 +213,19 @@ static void test_migrate_fini_race(void)
 		for (int i = 0; i < MF_TASKS; i++)
 			CHECK_EQ(xtc__task_spawn_fiber(xtc_exec_loop(e, 0), mf_body,
 			    NULL, &o, &t[i]), XTC_OK);
-		CHECK_EQ(pthread_create(&run, NULL, mf_runner, e), 0);
-		/* carriers own both loops: awaiters wait, they do not drive */
-		for (int i = 0; i < 2; i++)
-			while (atomic_load(&xtc_exec_loop(e, i)->owner) == 0)
-				sched_yield();
+		/* Hook every awaiter before the run: we hold loop 0, so they
+		 * wait instead of driving it, and they read t->loop (xtc_await)
+		 * before any migration can rewrite it. */
+		CHECK_EQ(xtc__loop_enter(xtc_exec_loop(e, 0)), XTC_OK);
 		for (int i = 0; i < MF_TASKS; i++)
 			CHECK_EQ(pthread_create(&aw[i], NULL, mf_awaiter, t[i]), 0);
-		/* every awaiter hooked before anything can end */
 		for (int i = 0; i < MF_TASKS; i++)
 			while (atomic_load(&t[i]->waiters) == NULL)
+				sched_yield();
+		xtc__loop_leave(xtc_exec_loop(e, 0));
+		CHECK_EQ(pthread_create(&run, NULL, mf_runner, e), 0);
+		for (int i = 0; i < 2; i++)
+			while (atomic_load(&xtc_exec_loop(e, i)->owner) == 0)
 				sched_yield();
 		usleep(200 + (r % 7) * 150);
 		CHECK_EQ(xtc_exec_stop(e), XTC_OK);
