@@ -294,9 +294,15 @@ int xtc_await(xtc_task_t *t, intptr_t *result)
 {
 	xtc_task_t *cur = xtc__tls_task;
 	intptr_t r = 0;
+	xtc_loop_t *home;
 	int rc;
 
-	if (t == NULL || t->loop == NULL)
+	/* t->loop changes when the executor migrates t: read it once, with an
+	 * atomic load, since the migrating carrier writes it concurrently. */
+	if (t == NULL)
+		return XTC_E_INVAL;
+	home = __atomic_load_n(&t->loop, __ATOMIC_RELAXED);
+	if (home == NULL)
 		return XTC_E_INVAL;
 	if (t == cur)
 		return XTC_E_DEADLK;
@@ -309,8 +315,8 @@ int xtc_await(xtc_task_t *t, intptr_t *result)
 			rc = await_fiber(cur, t, &r);
 		else if (cur != NULL || xtc__tls_loop != NULL)
 			return XTC_E_INVAL; /* carrier stack of a running loop */
-		else if (xtc__loop_enter(t->loop) == 0)
-			rc = await_drive(t->loop, t, &r);
+		else if (xtc__loop_enter(home) == 0)
+			rc = await_drive(home, t, &r);
 		else
 			rc = await_thread(t, &r);
 	}
