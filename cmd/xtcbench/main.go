@@ -3,7 +3,7 @@
 //
 //	go run ./cmd/xtcbench --short --out docs/xtcbench
 //
-// See `xtcbench --help` and docs/sections/xtcbench.md.
+// See `xtcbench --help` and the README section on xtcbench.
 package main
 
 import (
