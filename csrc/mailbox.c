@@ -1,6 +1,6 @@
 /*
  * mailbox.c - bounded per-proc mailboxes: xtc_send, xtc_recv,
- * xtc_recv_match, stats, watermark.
+ * xtc_recv_match, xtc_recv_correlate, stats, xtc_proc_info, watermark.
  *
  * Model. Each proc slot (proc_int.h) has two FIFO queues of messages:
  *   in    appended by any sender under the slot spinlock;
@@ -628,6 +628,92 @@ int xtc_recv_match(xtc_match_fn match_fn, void *user_data, void **out,
 	}
 }
 
+/* ---- correlated receive --------------------------------------------------
+ * xtc_recv_correlate is recv_match with a built-in prefix predicate, run
+ * n_expected times over one scan: the save-queue cursor (prev) survives
+ * between takes, so each message is compared once however many replies are
+ * awaited. Taken messages are unlinked one at a time under the lock (the
+ * count is shared with senders); the rest stay in the save queue in arrival
+ * order. No user code runs during the scan, so in_match is not raised. */
+
+static inline int corr_hit(const xtc__msg_t *m, const void *v, size_t n)
+{
+	return m->size >= n &&
+	       (n == 0 || memcmp(xtc__msg_data((xtc__msg_t *)m), v, n) == 0);
+}
+
+/* Unlink m (after prev, owner-only links) from the save queue. */
+static void save_take(xtc__proc_t *p, xtc__msg_t *prev, xtc__msg_t *m)
+{
+	xtc__spin_lock(&p->lock);
+	if (prev)
+		prev->next = m->next;
+	else
+		p->save.head = m->next;
+	if (p->save.tail == m)
+		p->save.tail = prev;
+	p->save.n--;
+	took_locked(p);
+	xtc__spin_unlock(&p->lock);
+}
+
+int xtc_recv_correlate(const void *corr_value, size_t corr_size,
+                       int n_expected, xtc_msg_t *out_msgs, int *out_n,
+                       int64_t timeout_ns)
+{
+	xtc_task_t *t = xtc__tls_task;
+	xtc__proc_t *p = t ? t->proc : NULL;
+	int64_t deadline = timeout_ns > 0 ? xtc__now() + timeout_ns : 0;
+	xtc__msg_t *prev = NULL, *m;
+	int got = 0;
+
+	if (!out_n)
+		return XTC_E_INVAL;
+	*out_n = 0;
+	if (!p || !out_msgs || n_expected < 1 || (corr_size && !corr_value) ||
+	    p->in_match)
+		return XTC_E_INVAL;
+	m = p->save.head;
+	for (;;) {
+		int64_t left;
+		int rc;
+
+		while (m) {
+			xtc__msg_t *next = m->next;
+			if (corr_hit(m, corr_value, corr_size)) {
+				save_take(p, prev, m);
+				out_msgs[got].data = xtc__msg_data(m);
+				out_msgs[got].size = m->size;
+				*out_n = ++got;
+				if (got == n_expected)
+					return XTC_OK;
+			} else {
+				prev = m;
+			}
+			m = next;
+		}
+		left = timeout_ns < 0 ? -1 : 0;
+		if (timeout_ns > 0)
+			left = time_left(deadline);
+		xtc__spin_lock(&p->lock);
+		p->waiting = 0;
+		if (p->in.n) {
+			q_splice(&p->save, &p->in);
+			xtc__spin_unlock(&p->lock);
+			m = prev ? prev->next : p->save.head;
+			continue;
+		}
+		if (left == 0) {
+			xtc__spin_unlock(&p->lock);
+			return XTC_E_AGAIN;
+		}
+		rc = wait_mail_unlock(t, p, left, XTC__WAIT_WAKE);
+		if (rc < 0 && rc != XTC_E_AGAIN)
+			return rc; /* *out_n already counts what was taken */
+		m = prev ? prev->next : p->save.head;
+	}
+}
+
 int xtc__mbox_flush_ref(xtc__proc_t *p, uint64_t ref)
 {
 	xtc__msgq_t *qs[2] = { &p->save, &p->in };
@@ -659,6 +745,19 @@ int xtc__mbox_flush_ref(xtc__proc_t *p, uint64_t ref)
 	return n;
 }
 
+/* Under o->lock, o alive. */
+static void stats_locked(xtc__proc_t *o, xtc_mailbox_stats_t *out)
+{
+	out->depth = o->in.n + o->save.n +
+	             (atomic_load_explicit(&o->handoff,
+	                                   memory_order_relaxed) != NULL);
+	out->saved = o->save.n;
+	out->peak = o->peak;
+	out->cap = o->cap;
+	out->recv_total = o->recv_total;
+	out->drop_total = o->drop_total;
+}
+
 int xtc_proc_mailbox_stats(xtc_pid_t pid, xtc_mailbox_stats_t *out)
 {
 	xtc__ptab_t *ref;
@@ -672,14 +771,43 @@ int xtc_proc_mailbox_stats(xtc_pid_t pid, xtc_mailbox_stats_t *out)
 		return XTC_E_INVAL;
 	xtc__spin_lock(&o->lock);
 	if (xtc__proc_is(o, pid)) {
-		out->depth = o->in.n + o->save.n +
-		             (atomic_load_explicit(&o->handoff,
-		                                   memory_order_relaxed) != NULL);
-		out->saved = o->save.n;
-		out->peak = o->peak;
-		out->cap = o->cap;
-		out->recv_total = o->recv_total;
-		out->drop_total = o->drop_total;
+		stats_locked(o, out);
+		rc = XTC_OK;
+	}
+	xtc__spin_unlock(&o->lock);
+	xtc__proc_unref(ref);
+	return rc;
+}
+
+/* xtc_proc_info: the same slot lock and liveness check as the stats, plus
+ * the slot's identity fields (name, migratable: both set at spawn). */
+int xtc_proc_info(xtc_pid_t pid, xtc_proc_info_t *out)
+{
+	xtc_mailbox_stats_t st;
+	xtc__ptab_t *ref;
+	xtc__proc_t *o;
+	int rc = XTC_E_INVAL;
+
+	if (!out || xtc_pid_is_none(pid))
+		return XTC_E_INVAL;
+	o = xtc__proc_ref(pid, &ref);
+	if (!o)
+		return XTC_E_INVAL;
+	xtc__spin_lock(&o->lock);
+	if (xtc__proc_is(o, pid)) {
+		stats_locked(o, &st);
+		memset(out, 0, sizeof *out);
+		out->alive = 1;
+		out->kill_pending = o->kill_pending != 0;
+		out->mbox_len = st.depth;
+		out->mbox_saved = st.saved;
+		out->mbox_peak = st.peak;
+		out->mbox_cap = st.cap;
+		out->recv_total = st.recv_total;
+		out->drop_total = st.drop_total;
+		out->name = o->name;
+		out->migratable = o->migratable;
+		out->loop_id = pid.loop_id;
 		rc = XTC_OK;
 	}
 	xtc__spin_unlock(&o->lock);

@@ -670,6 +670,7 @@ static int proc_spawn(xtc_loop_t *loop, xtc_proc_fn fn, void *arg,
 	if (rc == XTC_OK) {
 		memset(&so, 0, sizeof so);
 		so.migratable = opts ? opts->migratable != 0 : 0;
+		p->migratable = (uint8_t)so.migratable;
 		so.sched_class = opts ? opts->sched_class : NULL;
 		so.proc = p;
 		so.cleanup = proc_task_cleanup;

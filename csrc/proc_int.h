@@ -141,6 +141,7 @@ typedef struct xtc__proc {
 	uint8_t wm_fired;        /* watermark reported, re-armed below level */
 	uint8_t kill_pending;    /* under lock; first xtc_exit_pid wins */
 	uint8_t in_match;        /* owner: inside a recv_match predicate */
+	uint8_t migratable;      /* spawn option, for xtc_proc_info */
 	atomic_uchar post_queued;/* `post` sits in a loop inbox */
 	uint16_t local_id;
 	int kill_reason;

@@ -1,5 +1,6 @@
 /*
  * test_mailbox.c - bounded mailboxes: send/recv/recv_match, arrival order,
+ * xtc_recv_correlate (partial timeout, others kept in order),
  * the cap (save queue included), drops, timeouts, the watermark, stats,
  * zero-size messages, undelivered messages freed at exit, cross-thread
  * senders with exact per-sender order, and every error path.
@@ -308,6 +309,189 @@ static void test_match(void)
 	CHECK(c.ok_timeout);
 	CHECK(c.ok_wake);
 	CHECK(c.ok_nested);
+}
+
+/* ---- recv_correlate ----------------------------------------------------- */
+
+/* Messages are {int corr; int val}. */
+static int send_pair(xtc_pid_t to, int corr, int val)
+{
+	int m[2] = { corr, val };
+	return xtc_send(to, m, sizeof m);
+}
+
+static int pair_val(const xtc_msg_t *m)
+{
+	int v[2];
+	if (m->size != sizeof v)
+		return -1;
+	memcpy(v, m->data, sizeof v);
+	return v[1];
+}
+
+static void free_msgs(xtc_msg_t *m, int n)
+{
+	for (int i = 0; i < n; i++)
+		xtc_free(m[i].data);
+}
+
+struct corr {
+	int e_out_n, e_out_msgs, e_n0, e_nneg, e_nullv, n_after_err;
+	int ok_all, ok_rest, ok_partial, ok_wake, ok_zero, ok_short, ok_pred;
+	xtc_pid_t self;
+};
+
+static int corr_nested_rc;
+static int corr_nested(const void *d, size_t n, void *u)
+{
+	xtc_msg_t m[1];
+	int k = 5;
+	(void)d; (void)n; (void)u;
+	corr_nested_rc = xtc_recv_correlate(NULL, 0, 1, m, &k, 0);
+	return 1;
+}
+
+static void corr_body(void *arg)
+{
+	struct corr *c = arg;
+	xtc_pid_t me = xtc_self();
+	xtc_mailbox_stats_t st;
+	xtc_msg_t m[8];
+	int key = 7, other = 8, n = 99, v = 0;
+
+	c->self = me;
+	c->e_out_n = xtc_recv_correlate(&key, sizeof key, 1, m, NULL, 0);
+	c->e_out_msgs = xtc_recv_correlate(&key, sizeof key, 1, NULL, &n, 0);
+	c->n_after_err = n;
+	c->e_n0 = xtc_recv_correlate(&key, sizeof key, 0, m, &n, 0);
+	c->e_nneg = xtc_recv_correlate(&key, sizeof key, -3, m, &n, 0);
+	c->e_nullv = xtc_recv_correlate(NULL, sizeof key, 1, m, &n, 0);
+
+	/* 8/100 7/1 8/101 7/2 7/3 8/102: take the three 7s, in order */
+	send_pair(me, 8, 100); send_pair(me, 7, 1); send_pair(me, 8, 101);
+	send_pair(me, 7, 2); send_pair(me, 7, 3); send_pair(me, 8, 102);
+	n = -1;
+	c->ok_all = xtc_recv_correlate(&key, sizeof key, 3, m, &n, 0) ==
+	            XTC_OK && n == 3 && pair_val(&m[0]) == 1 &&
+	            pair_val(&m[1]) == 2 && pair_val(&m[2]) == 3;
+	free_msgs(m, n > 0 ? n : 0);
+	CHECK(xtc_proc_mailbox_stats(me, &st) == XTC_OK);
+	c->ok_all = c->ok_all && st.depth == 3 && st.saved == 3;
+	/* the non-matching ones, then a newer one, by plain recv in order */
+	send_pair(me, 9, 103);
+	for (int i = 0; i < 4; i++) {
+		void *b = NULL;
+		size_t sz = 0;
+		int pv[2] = { -1, -1 };
+		if (xtc_recv(&b, &sz, 0) == XTC_OK && sz == sizeof pv)
+			memcpy(pv, b, sizeof pv);
+		xtc_free(b);
+		v += pv[1] == 100 + i;
+	}
+	c->ok_rest = v == 4 && recv_int(0) == -1;
+
+	/* partial: 2 of 4 present, timeout, caller owns the two */
+	send_pair(me, 7, 10); send_pair(me, 8, 200); send_pair(me, 7, 11);
+	n = -1;
+	int64_t t0 = xtc_clock_mono();
+	int rc = xtc_recv_correlate(&key, sizeof key, 4, m, &n, 2 * MS);
+	c->ok_partial = rc == XTC_E_AGAIN && n == 2 &&
+	                xtc_clock_mono() - t0 >= 2 * MS &&
+	                pair_val(&m[0]) == 10 && pair_val(&m[1]) == 11;
+	free_msgs(m, n > 0 ? n : 0);
+	/* poll with nothing matching: AGAIN, 0, the 8 still queued */
+	n = -1;
+	rc = xtc_recv_correlate(&key, sizeof key, 1, m, &n, 0);
+	c->ok_partial = c->ok_partial && rc == XTC_E_AGAIN && n == 0;
+	n = -1;
+	rc = xtc_recv_correlate(&other, sizeof other, 1, m, &n, 0);
+	c->ok_partial = c->ok_partial && rc == XTC_OK && n == 1 &&
+	                pair_val(&m[0]) == 200;
+	free_msgs(m, n > 0 ? n : 0);
+
+	/* matches arriving while parked (helper: 7/41, 8/42, 7/43) */
+	n = -1;
+	rc = xtc_recv_correlate(&key, sizeof key, 2, m, &n, 5000 * MS);
+	c->ok_wake = rc == XTC_OK && n == 2 && pair_val(&m[0]) == 41 &&
+	             pair_val(&m[1]) == 43;
+	free_msgs(m, n > 0 ? n : 0);
+	n = -1;
+	rc = xtc_recv_correlate(&other, sizeof other, 1, m, &n, 0);
+	c->ok_wake = c->ok_wake && rc == XTC_OK && n == 1 &&
+	             pair_val(&m[0]) == 42;
+	free_msgs(m, n > 0 ? n : 0);
+
+	/* corr_size 0 matches anything (NULL value allowed), in order */
+	send_pair(me, 1, 50); send_pair(me, 2, 51);
+	n = -1;
+	rc = xtc_recv_correlate(NULL, 0, 2, m, &n, 0);
+	c->ok_zero = rc == XTC_OK && n == 2 && pair_val(&m[0]) == 50 &&
+	             pair_val(&m[1]) == 51;
+	free_msgs(m, n > 0 ? n : 0);
+
+	/* a message shorter than corr_size never matches and stays */
+	CHECK(xtc_send(me, "\x07", 1) == XTC_OK);
+	n = -1;
+	rc = xtc_recv_correlate(&key, sizeof key, 1, m, &n, 0);
+	c->ok_short = rc == XTC_E_AGAIN && n == 0;
+	{
+		void *b = NULL;
+		size_t sz = 0;
+		c->ok_short = c->ok_short && xtc_recv(&b, &sz, 0) == XTC_OK &&
+		              sz == 1;
+		xtc_free(b);
+	}
+
+	/* refused from inside a recv_match predicate */
+	send_int(me, 1);
+	corr_nested_rc = 0;
+	c->ok_pred = take_match(corr_nested, NULL, 0) == 1 &&
+	             corr_nested_rc == XTC_E_INVAL;
+}
+
+static void corr_helper(void *arg)
+{
+	struct corr *c = arg;
+	while (xtc_pid_is_none(c->self))
+		CHECK(xtc_proc_sleep(1 * MS) == XTC_OK);
+	CHECK(xtc_proc_sleep(20 * MS) == XTC_OK);
+	CHECK(send_pair(c->self, 7, 41) == XTC_OK);
+	CHECK(xtc_proc_sleep(2 * MS) == XTC_OK);
+	CHECK(send_pair(c->self, 8, 42) == XTC_OK);
+	CHECK(xtc_proc_sleep(2 * MS) == XTC_OK);
+	CHECK(send_pair(c->self, 7, 43) == XTC_OK);
+}
+
+static void test_correlate(void)
+{
+	xtc_loop_t *l = new_loop();
+	struct corr c;
+	xtc_msg_t m[1];
+	int key = 7, n = 5;
+
+	/* off a proc: INVAL, *out_n zeroed */
+	CHECK(xtc_recv_correlate(&key, sizeof key, 1, m, &n, 0) ==
+	      XTC_E_INVAL);
+	CHECK(n == 0);
+	CHECK(xtc_recv_correlate(&key, sizeof key, 1, m, NULL, 0) ==
+	      XTC_E_INVAL);
+	memset(&c, 0, sizeof c);
+	CHECK(xtc_proc_spawn(l, corr_body, &c, NULL, NULL) == XTC_OK);
+	CHECK(xtc_proc_spawn(l, corr_helper, &c, NULL, NULL) == XTC_OK);
+	run_fini(l);
+	CHECK(c.e_out_n == XTC_E_INVAL);
+	CHECK(c.e_out_msgs == XTC_E_INVAL);
+	CHECK(c.n_after_err == 0);
+	CHECK(c.e_n0 == XTC_E_INVAL);
+	CHECK(c.e_nneg == XTC_E_INVAL);
+	CHECK(c.e_nullv == XTC_E_INVAL);
+	CHECK(c.ok_all);
+	CHECK(c.ok_rest);
+	CHECK(c.ok_partial);
+	CHECK(c.ok_wake);
+	CHECK(c.ok_zero);
+	CHECK(c.ok_short);
+	CHECK(c.ok_pred);
 }
 
 /* ---- watermark ---------------------------------------------------------- */
@@ -679,6 +863,7 @@ int main(void)
 	test_order();
 	test_cap();
 	test_match();
+	test_correlate();
 	test_watermark();
 	test_undelivered();
 	test_cross_thread();

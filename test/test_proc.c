@@ -2,7 +2,8 @@
  * test_proc.c - processes: spawn and its variants, identity, userdata,
  * classes, sleep, wait_fd, wake (also from a pthread), exit paths (return,
  * exit_self, kill before/while running/parked), links, monitors, decoding,
- * loop fini with live procs, and every error path.
+ * xtc_proc_info (live and dead pids, from a pthread), loop fini with
+ * live procs, and every error path.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -870,6 +871,130 @@ static void test_after_fini(void)
 	run_fini(l2);
 }
 
+/* ---- xtc_proc_info from another thread ---------------------------------- */
+
+static atomic_int info_stage;
+
+static int info_want99(const void *d, size_t n, void *u)
+{
+	int v;
+	(void)u;
+	if (n != sizeof v)
+		return 0;
+	memcpy(&v, d, sizeof v);
+	return v == 99;
+}
+
+static void info_body(void *arg)
+{
+	void *m = NULL;
+	(void)arg;
+	CHECK(xtc_recv(&m, NULL, -1) == XTC_OK);
+	xtc_free(m);
+	atomic_store(&info_stage, 1);
+	/* 2 3 4 go to the save queue; parks until killed */
+	(void)xtc_recv_match(info_want99, NULL, &m, NULL, -1);
+}
+
+static void info_idle(void *arg)
+{
+	void *m = NULL;
+	(void)arg;
+	(void)xtc_recv(&m, NULL, -1);
+	xtc_free(m);
+}
+
+static void *info_loop_thread(void *arg)
+{
+	CHECK(xtc_loop_run(arg) == XTC_OK);
+	return NULL;
+}
+
+/* Poll xtc_proc_info until pred holds or ~5 s pass. */
+static int info_wait(xtc_pid_t pid, xtc_proc_info_t *in, int want_rc,
+                     int (*pred)(const xtc_proc_info_t *))
+{
+	for (int i = 0; i < 5000; i++) {
+		int rc = xtc_proc_info(pid, in);
+		if (rc == want_rc && (!pred || pred(in)))
+			return 1;
+		usleep(1000);
+	}
+	return 0;
+}
+
+static int saved3(const xtc_proc_info_t *in) { return in->mbox_saved == 3; }
+
+static void test_info(void)
+{
+	xtc_loop_t *l = new_loop();
+	xtc_proc_opts_t o;
+	xtc_proc_info_t in;
+	xtc_pid_t p, q, r, stale, unknown = { 4242, 1, 1 };
+	pthread_t th;
+
+	memset(&o, 0, sizeof o);
+	o.name = "infoproc";
+	o.mailbox_cap = 4;
+	atomic_store(&info_stage, 0);
+	CHECK(xtc_proc_spawn(l, info_body, NULL, &o, &p) == XTC_OK);
+	CHECK(xtc_proc_spawn(l, info_idle, NULL, NULL, &q) == XTC_OK);
+	o.name = NULL;
+	o.mailbox_cap = 0;
+	o.migratable = 1;
+	CHECK(xtc_proc_spawn(l, info_idle, NULL, &o, &r) == XTC_OK);
+
+	/* errors */
+	CHECK(xtc_proc_info(p, NULL) == XTC_E_INVAL);
+	CHECK(xtc_proc_info(XTC_PID_NONE, &in) == XTC_E_INVAL);
+	CHECK(xtc_proc_info(unknown, &in) == XTC_E_INVAL);
+	stale = p;
+	stale.gen++;
+	CHECK(xtc_proc_info(stale, &in) == XTC_E_INVAL);
+
+	/* live, not started yet */
+	memset(&in, 0xa5, sizeof in);
+	CHECK(xtc_proc_info(p, &in) == XTC_OK);
+	CHECK(in.alive == 1);
+	CHECK(in.kill_pending == 0);
+	CHECK(in.name != NULL && strcmp(in.name, "infoproc") == 0);
+	CHECK(in.migratable == 0);
+	CHECK(in.loop_id == p.loop_id);
+	CHECK(in.mbox_cap == 4);
+	CHECK(in.mbox_len == 0 && in.mbox_saved == 0 && in.recv_total == 0);
+	for (int v = 1; v <= 4; v++) {
+		CHECK(xtc_send(p, &v, sizeof v) == XTC_OK);
+	}
+	CHECK(xtc_send(p, "x", 1) == XTC_E_AGAIN);
+	CHECK(xtc_proc_info(p, &in) == XTC_OK);
+	CHECK(in.mbox_len == 4 && in.mbox_peak == 4 && in.drop_total == 1);
+	CHECK(xtc_exit_pid(q, 3) == XTC_OK);
+	CHECK(xtc_proc_info(q, &in) == XTC_OK);
+	CHECK(in.kill_pending == 1 && in.name == NULL);
+	CHECK(in.mbox_cap == XTC_MAILBOX_DEFAULT_CAP);
+
+	/* live, parked, read from this (foreign) thread */
+	CHECK(pthread_create(&th, NULL, info_loop_thread, l) == 0);
+	CHECK(info_wait(p, &in, XTC_OK, saved3));
+	CHECK(atomic_load(&info_stage) == 1);
+	CHECK(in.alive == 1 && in.migratable == 0);
+	CHECK(in.mbox_len == 3 && in.recv_total == 1 && in.mbox_peak == 4);
+	CHECK(xtc_proc_info(r, &in) == XTC_OK);
+	CHECK(in.migratable == 1);
+	/* q was killed before it ran: gone once the loop acted on it */
+	CHECK(info_wait(q, &in, XTC_E_INVAL, NULL));
+
+	/* dead pids: INVAL, from this thread */
+	CHECK(xtc_exit_pid(p, 5) == XTC_OK);
+	CHECK(xtc_exit_pid(r, 5) == XTC_OK);
+	CHECK(info_wait(p, &in, XTC_E_INVAL, NULL));
+	CHECK(info_wait(r, &in, XTC_E_INVAL, NULL));
+	pthread_join(th, NULL);
+	CHECK(xtc_proc_info(p, &in) == XTC_E_INVAL);
+	CHECK(xtc_loop_fini(l) == XTC_OK);
+	CHECK(xtc_proc_info(p, &in) == XTC_E_INVAL); /* after fini */
+}
+
 int main(void)
 {
 	test_off_proc();
@@ -878,6 +1003,7 @@ int main(void)
 	test_sleep();
 	test_wait_fd();
 	test_wake_pthread();
+	test_info();
 	test_monitors();
 	test_links();
 	test_decode();

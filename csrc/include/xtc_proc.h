@@ -11,7 +11,7 @@
  * xtc_recv*, xtc_proc_sleep, xtc_proc_wait_fd, xtc_exit_self, xtc_link,
  * xtc_monitor, ...) return XTC_E_INVAL (or NONE / NULL) off a proc. The
  * ones taking a pid (xtc_send, xtc_proc_wake, xtc_exit_pid,
- * xtc_proc_mailbox_stats) and the spawns work from any thread.
+ * xtc_proc_mailbox_stats, xtc_proc_info) and the spawns work from any thread.
  *
  * Timeouts (int64_t ns): < 0 waits forever, 0 polls, > 0 bounds the wait
  * and expires with XTC_E_AGAIN.
@@ -156,6 +156,37 @@ XTC_API int xtc_recv_match(xtc_match_fn match_fn, void *user_data, void **out,
  * or a dead/unknown pid. depth counts every queued message, saved the part
  * in the save queue. */
 XTC_API int xtc_proc_mailbox_stats(xtc_pid_t pid, xtc_mailbox_stats_t *out);
+
+/* Collect n_expected messages whose first corr_size bytes equal corr_value
+ * (corr_size 0 matches any message), in arrival order, into out_msgs[0..];
+ * *out_n counts them (also on failure: the caller owns and xtc_frees every
+ * out_msgs[i].data below *out_n). Other messages stay queued in order (save
+ * queue, as xtc_recv_match). XTC_E_AGAIN on timeout with the partial count;
+ * XTC_E_INVAL off a proc, NULL out_msgs or out_n, n_expected < 1, NULL
+ * corr_value with corr_size > 0, or inside a match predicate;
+ * XTC_E_DEADLK inside a Go callback. */
+XTC_API int xtc_recv_correlate(const void *corr_value, size_t corr_size,
+                               int n_expected, xtc_msg_t *out_msgs,
+                               int *out_n, int64_t timeout_ns);
+
+typedef struct xtc_proc_info {
+	int         alive;        /* 1: a successful call saw it alive */
+	int         kill_pending; /* xtc_exit_pid issued, not yet acted on */
+	size_t      mbox_len;     /* queued messages (xtc_mailbox_stats_t.depth) */
+	size_t      mbox_saved;   /* of which in the save queue */
+	size_t      mbox_peak;    /* highest depth seen */
+	size_t      mbox_cap;
+	uint64_t    recv_total;   /* messages taken */
+	uint64_t    drop_total;   /* sends refused as full */
+	const char *name;         /* xtc_proc_opts_t.name, or NULL */
+	int         migratable;   /* 1 stealable, 0 pinned (spawn option) */
+	uint16_t    loop_id;      /* home loop (pid.loop_id) */
+} xtc_proc_info_t;
+
+/* Snapshot of a live proc; any thread. XTC_OK while pid is alive in its
+ * loop's table; XTC_E_INVAL for NULL out, XTC_PID_NONE or a dead, stale or
+ * unknown pid (poll it to learn "is it gone"). */
+XTC_API int xtc_proc_info(xtc_pid_t pid, xtc_proc_info_t *out);
 
 /* Wait until fd is ready for interest (XTC_IO_READABLE|WRITABLE), a new
  * message is queued (XTC_WAIT_MAILBOX, also when one is already queued at
