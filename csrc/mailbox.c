@@ -565,84 +565,13 @@ int xtc_recv(void **out, size_t *out_size, int64_t timeout_ns)
 	}
 }
 
-int xtc_recv_match(xtc_match_fn match_fn, void *user_data, void **out,
-                   size_t *out_size, int64_t timeout_ns)
-{
-	xtc_task_t *t = xtc__tls_task;
-	xtc__proc_t *p = t ? t->proc : NULL;
-	int64_t deadline = timeout_ns > 0 ? xtc__now() + timeout_ns : 0;
-	xtc__msg_t *prev = NULL, *m;
+/* ---- selective receive -------------------------------------------------
+ * recv_match and recv_correlate scan the save queue with a cursor (prev)
+ * that survives refills, so each message is looked at once however long
+ * the wait. Links of the save queue are owner-only; its count is shared
+ * with senders (the cap covers both queues), hence the lock around takes. */
 
-	if (!out)
-		return XTC_E_INVAL;
-	*out = NULL;
-	if (!p || !match_fn || p->in_match)
-		return XTC_E_INVAL;
-	m = p->save.head;
-	for (;;) {
-		int64_t left;
-		int rc;
-
-		/* scan what we have not looked at yet (owner-only links) */
-		while (m) {
-			int take;
-			p->in_match = 1;
-			take = match_fn(xtc__msg_data(m), m->size, user_data);
-			p->in_match = 0;
-			if (take) {
-				xtc__spin_lock(&p->lock);
-				if (prev)
-					prev->next = m->next;
-				else
-					p->save.head = m->next;
-				if (p->save.tail == m)
-					p->save.tail = prev;
-				p->save.n--;
-				took_locked(p);
-				xtc__spin_unlock(&p->lock);
-				return deliver(m, out, out_size);
-			}
-			prev = m;
-			m = m->next;
-		}
-		left = timeout_ns < 0 ? -1 : 0;
-		if (timeout_ns > 0)
-			left = time_left(deadline);
-		xtc__spin_lock(&p->lock);
-		p->waiting = 0;
-		if (p->in.n) {
-			/* newer messages join the save queue, then get scanned */
-			q_splice(&p->save, &p->in);
-			xtc__spin_unlock(&p->lock);
-			m = prev ? prev->next : p->save.head;
-			continue;
-		}
-		if (left == 0) {
-			xtc__spin_unlock(&p->lock);
-			return XTC_E_AGAIN;
-		}
-		rc = wait_mail_unlock(t, p, left, XTC__WAIT_WAKE);
-		if (rc < 0 && rc != XTC_E_AGAIN)
-			return rc;
-		m = prev ? prev->next : p->save.head;
-	}
-}
-
-/* ---- correlated receive --------------------------------------------------
- * xtc_recv_correlate is recv_match with a built-in prefix predicate, run
- * n_expected times over one scan: the save-queue cursor (prev) survives
- * between takes, so each message is compared once however many replies are
- * awaited. Taken messages are unlinked one at a time under the lock (the
- * count is shared with senders); the rest stay in the save queue in arrival
- * order. No user code runs during the scan, so in_match is not raised. */
-
-static inline int corr_hit(const xtc__msg_t *m, const void *v, size_t n)
-{
-	return m->size >= n &&
-	       (n == 0 || memcmp(xtc__msg_data((xtc__msg_t *)m), v, n) == 0);
-}
-
-/* Unlink m (after prev, owner-only links) from the save queue. */
+/* Unlink m (after prev) from the save queue. */
 static void save_take(xtc__proc_t *p, xtc__msg_t *prev, xtc__msg_t *m)
 {
 	xtc__spin_lock(&p->lock);
@@ -657,6 +586,77 @@ static void save_take(xtc__proc_t *p, xtc__msg_t *prev, xtc__msg_t *m)
 	xtc__spin_unlock(&p->lock);
 }
 
+/* The scan reached the end of the save queue: move newer messages into it
+ * or wait for some. 0 = rescan from the cursor (new messages, a wake or a
+ * timeout: the next call reports it); XTC_E_AGAIN when the time is up;
+ * other negative codes from the wait (XTC_E_DEADLK in a Go callback...). */
+static int save_refill(xtc_task_t *t, xtc__proc_t *p, int64_t timeout_ns,
+                       int64_t deadline)
+{
+	int64_t left = timeout_ns < 0 ? -1 : 0;
+	int rc;
+
+	if (timeout_ns > 0)
+		left = time_left(deadline);
+	xtc__spin_lock(&p->lock);
+	p->waiting = 0;
+	if (p->in.n) {
+		q_splice(&p->save, &p->in);
+		xtc__spin_unlock(&p->lock);
+		return 0;
+	}
+	if (left == 0) {
+		xtc__spin_unlock(&p->lock);
+		return XTC_E_AGAIN;
+	}
+	rc = wait_mail_unlock(t, p, left, XTC__WAIT_WAKE);
+	return rc < 0 && rc != XTC_E_AGAIN ? rc : 0;
+}
+
+int xtc_recv_match(xtc_match_fn match_fn, void *user_data, void **out,
+                   size_t *out_size, int64_t timeout_ns)
+{
+	xtc_task_t *t = xtc__tls_task;
+	xtc__proc_t *p = t ? t->proc : NULL;
+	int64_t deadline = timeout_ns > 0 ? xtc__now() + timeout_ns : 0;
+	xtc__msg_t *prev = NULL, *m;
+	int rc;
+
+	if (!out)
+		return XTC_E_INVAL;
+	*out = NULL;
+	if (!p || !match_fn || p->in_match)
+		return XTC_E_INVAL;
+	m = p->save.head;
+	for (;;) {
+		while (m) {
+			int take;
+			p->in_match = 1;
+			take = match_fn(xtc__msg_data(m), m->size, user_data);
+			p->in_match = 0;
+			if (take) {
+				save_take(p, prev, m);
+				return deliver(m, out, out_size);
+			}
+			prev = m;
+			m = m->next;
+		}
+		rc = save_refill(t, p, timeout_ns, deadline);
+		if (rc < 0)
+			return rc;
+		m = prev ? prev->next : p->save.head;
+	}
+}
+
+/* xtc_recv_correlate is recv_match with a built-in prefix predicate, taking
+ * n_expected messages in one scan. No user code runs during the scan, so
+ * in_match is not raised. */
+static inline int corr_hit(const xtc__msg_t *m, const void *v, size_t n)
+{
+	return m->size >= n &&
+	       (n == 0 || memcmp(xtc__msg_data((xtc__msg_t *)m), v, n) == 0);
+}
+
 int xtc_recv_correlate(const void *corr_value, size_t corr_size,
                        int n_expected, xtc_msg_t *out_msgs, int *out_n,
                        int64_t timeout_ns)
@@ -665,7 +665,7 @@ int xtc_recv_correlate(const void *corr_value, size_t corr_size,
 	xtc__proc_t *p = t ? t->proc : NULL;
 	int64_t deadline = timeout_ns > 0 ? xtc__now() + timeout_ns : 0;
 	xtc__msg_t *prev = NULL, *m;
-	int got = 0;
+	int got = 0, rc;
 
 	if (!out_n)
 		return XTC_E_INVAL;
@@ -675,9 +675,6 @@ int xtc_recv_correlate(const void *corr_value, size_t corr_size,
 		return XTC_E_INVAL;
 	m = p->save.head;
 	for (;;) {
-		int64_t left;
-		int rc;
-
 		while (m) {
 			xtc__msg_t *next = m->next;
 			if (corr_hit(m, corr_value, corr_size)) {
@@ -692,23 +689,8 @@ int xtc_recv_correlate(const void *corr_value, size_t corr_size,
 			}
 			m = next;
 		}
-		left = timeout_ns < 0 ? -1 : 0;
-		if (timeout_ns > 0)
-			left = time_left(deadline);
-		xtc__spin_lock(&p->lock);
-		p->waiting = 0;
-		if (p->in.n) {
-			q_splice(&p->save, &p->in);
-			xtc__spin_unlock(&p->lock);
-			m = prev ? prev->next : p->save.head;
-			continue;
-		}
-		if (left == 0) {
-			xtc__spin_unlock(&p->lock);
-			return XTC_E_AGAIN;
-		}
-		rc = wait_mail_unlock(t, p, left, XTC__WAIT_WAKE);
-		if (rc < 0 && rc != XTC_E_AGAIN)
+		rc = save_refill(t, p, timeout_ns, deadline);
+		if (rc < 0)
 			return rc; /* *out_n already counts what was taken */
 		m = prev ? prev->next : p->save.head;
 	}
