@@ -1183,20 +1183,31 @@ static int pick_loop(xtc_exec_t *e)
 	    (uint32_t)e->n);
 }
 
-static int spawn_task(xtc_exec_t *e, int idx, int pinned, xtc_task_fn fn,
-                      void *user, xtc_task_t **out)
+/* Shared by the four spawn entry points: validation, placement (idx < 0 =
+ * round robin, unpinned) and the spawn options. */
+static int spawn_prep(xtc_exec_t *e, int idx, int pinned, int has_fn,
+                      int retain, xtc__spawn_opts_t *o)
 {
-	xtc__spawn_opts_t o;
-
-	if (!exec_ok(e) || fn == NULL)
+	if (!exec_ok(e) || !has_fn)
 		return XTC_E_INVAL;
 	if (idx < 0)
 		idx = pick_loop(e);
 	else if (idx >= e->n)
 		return XTC_E_INVAL;
-	memset(&o, 0, sizeof(o));
-	o.migratable = !pinned;
-	o.retain = out != NULL;
+	memset(o, 0, sizeof(*o));
+	o->migratable = !pinned;
+	o->retain = retain;
+	return idx;
+}
+
+static int spawn_task(xtc_exec_t *e, int idx, int pinned, xtc_task_fn fn,
+                      void *user, xtc_task_t **out)
+{
+	xtc__spawn_opts_t o;
+
+	idx = spawn_prep(e, idx, pinned, fn != NULL, out != NULL, &o);
+	if (idx < 0)
+		return idx;
 	return xtc__task_spawn_fn(e->c[idx].loop, fn, user, &o, out);
 }
 
@@ -1223,15 +1234,9 @@ static int spawn_coro(xtc_exec_t *e, int idx, int pinned, xtc_coro_fn fn,
 {
 	xtc__spawn_opts_t o;
 
-	if (!exec_ok(e) || fn == NULL)
-		return XTC_E_INVAL;
+	idx = spawn_prep(e, idx, pinned, fn != NULL, out != NULL, &o);
 	if (idx < 0)
-		idx = pick_loop(e);
-	else if (idx >= e->n)
-		return XTC_E_INVAL;
-	memset(&o, 0, sizeof(o));
-	o.migratable = !pinned;
-	o.retain = out != NULL;
+		return idx;
 	return xtc__task_spawn_coro(e->c[idx].loop, fn, arg, &o, out);
 }
 
