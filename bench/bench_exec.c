@@ -36,6 +36,8 @@
 #include <unistd.h>
 
 #include "xtc.h"
+
+#include "bench_util.h"
 #include "xtc_exec.h"
 
 static int quick;
@@ -43,12 +45,6 @@ static int quick;
 static int64_t now(void)
 {
 	return xtc_clock_mono();
-}
-
-static int cmp_i64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-	return (x > y) - (x < y);
 }
 
 static void spin_ns(int64_t ns)

@@ -42,6 +42,8 @@
 #include "loop_int.h"
 #include "preempt_int.h"
 #include "xtc.h"
+
+#include "bench_util.h"
 #include "xtc_exec.h"
 #include "xtc_preempt.h"
 
@@ -52,18 +54,6 @@ static int64_t now_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int cmp_i64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-	return (x > y) - (x < y);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
 }
 
 static double median(double *v, int n)

@@ -25,18 +25,9 @@
 
 #include "xtc.h"
 
-#define RUNS 5
+#include "bench_util.h"
 
-static double median(double *v, int n)
-{
-	for (int i = 1; i < n; i++)
-		for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
-			double t = v[j];
-			v[j] = v[j - 1];
-			v[j - 1] = t;
-		}
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+#define RUNS 5
 
 static xtc_loop_t *new_loop(void)
 {
@@ -334,17 +325,17 @@ int main(int argc, char **argv)
 	if (!*only || !strcmp(only, "spawn")) {
 		for (int i = 0; i < RUNS; i++)
 			v[i] = bench_spawn(200000);
-		printf("spawn_proc %.1f ns\n", median(v, RUNS));
+		printf("spawn_proc %.1f ns\n", bench_median(v, RUNS));
 	}
 	if (!*only || !strcmp(only, "pingpong")) {
 		for (int i = 0; i < RUNS; i++)
 			v[i] = bench_pingpong(iters > 0 ? iters : 200000);
-		printf("proc_pingpong %.1f ns\n", median(v, RUNS));
+		printf("proc_pingpong %.1f ns\n", bench_median(v, RUNS));
 	}
 	if (!*only || !strcmp(only, "xthread")) {
 		for (int i = 0; i < RUNS; i++)
 			v[i] = bench_pingpong_xthread(20000);
-		printf("proc_pingpong_xthread %.1f ns\n", median(v, RUNS));
+		printf("proc_pingpong_xthread %.1f ns\n", bench_median(v, RUNS));
 	}
 	return 0;
 }

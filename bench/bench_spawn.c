@@ -20,6 +20,8 @@
 
 #include "xtc.h"
 
+#include "bench_util.h"
+
 #define RUNS 7
 static int batch = 32;
 
@@ -34,19 +36,6 @@ static double now_ns(void)
 	clock_gettime(use_cpu_clock ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC,
 	              &ts);
 	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof *v, cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 static long done;
@@ -110,7 +99,7 @@ static double bench(long n, int stackless)
 	run_once(n / 10, stackless);
 	for (int r = 0; r < RUNS; r++)
 		v[r] = run_once(n, stackless);
-	return median(v, RUNS);
+	return bench_median(v, RUNS);
 }
 
 int main(void)

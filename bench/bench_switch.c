@@ -20,6 +20,8 @@
 #include "fiber_int.h"
 #include "xtc.h"
 
+#include "bench_util.h"
+
 #define RUNS 7
 
 static double now_ns(void)
@@ -27,18 +29,6 @@ static double now_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof *v, cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* ---- xtc__fiber_switch ------------------------------------------- */
@@ -144,7 +134,7 @@ int main(void)
 		return 1;
 	for (int r = 0; r < RUNS; r++)
 		v[r] = bench_fiber_switch(2000000 / scale);
-	double fiber_ns = median(v, RUNS);
+	double fiber_ns = bench_median(v, RUNS);
 	printf("switch_fiber_oneway %.2f ns\n", fiber_ns);
 	fprintf(stderr, "bench_switch: substrate %s\n", xtc__fiber_substrate());
 
@@ -156,7 +146,7 @@ int main(void)
 	raw_fiber.sp = xtc__ctx_make(st.hi, raw_start, &raw_fiber);
 	for (int r = 0; r < RUNS; r++)
 		v[r] = bench_asm(2000000 / scale);
-	asm_ns = median(v, RUNS);
+	asm_ns = bench_median(v, RUNS);
 	printf("switch_asm_oneway %.2f ns\n", asm_ns);
 #endif
 
@@ -169,7 +159,7 @@ int main(void)
 		return 1;
 	for (int r = 0; r < 5; r++)
 		v[r] = bench_ucontext(50000 / scale);
-	double uc_ns = median(v, 5);
+	double uc_ns = bench_median(v, 5);
 	printf("switch_ucontext_oneway %.2f ns\n", uc_ns);
 	if (asm_ns > 0)
 		printf("switch_ucontext_vs_asm %.1f x\n", uc_ns / asm_ns);
@@ -177,6 +167,6 @@ int main(void)
 
 	for (int r = 0; r < RUNS; r++)
 		v[r] = bench_spawn(200000 / scale);
-	printf("fiber_spawn_exit_pooled %.2f ns\n", median(v, RUNS));
+	printf("fiber_spawn_exit_pooled %.2f ns\n", bench_median(v, RUNS));
 	return 0;
 }

@@ -17,6 +17,8 @@
 
 #include "xtc.h"
 
+#include "bench_util.h"
+
 #define RUNS 7
 
 /* Wall time, or this thread's CPU time: on a shared machine the CPU-time
@@ -30,19 +32,6 @@ static double now_ns(void)
 	clock_gettime(use_cpu_clock ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC,
 	              &ts);
 	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof *v, cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 static intptr_t yielder(void *a)
@@ -81,7 +70,7 @@ static double bench(int fibers, long n, int64_t budget)
 	run_once(fibers, n / 10, budget); /* warm stacks and caches */
 	for (int r = 0; r < RUNS; r++)
 		v[r] = run_once(fibers, n, budget);
-	return median(v, RUNS);
+	return bench_median(v, RUNS);
 }
 
 int main(void)
