@@ -740,29 +740,8 @@ static void stats_locked(xtc__proc_t *o, xtc_mailbox_stats_t *out)
 	out->drop_total = o->drop_total;
 }
 
-int xtc_proc_mailbox_stats(xtc_pid_t pid, xtc_mailbox_stats_t *out)
-{
-	xtc__ptab_t *ref;
-	xtc__proc_t *o;
-	int rc = XTC_E_INVAL;
-
-	if (!out || xtc_pid_is_none(pid))
-		return XTC_E_INVAL;
-	o = xtc__proc_ref(pid, &ref);
-	if (!o)
-		return XTC_E_INVAL;
-	xtc__spin_lock(&o->lock);
-	if (xtc__proc_is(o, pid)) {
-		stats_locked(o, out);
-		rc = XTC_OK;
-	}
-	xtc__spin_unlock(&o->lock);
-	xtc__proc_unref(ref);
-	return rc;
-}
-
-/* xtc_proc_info: the same slot lock and liveness check as the stats, plus
- * the slot's identity fields (name, migratable: both set at spawn). */
+/* xtc_proc_info: under the slot lock, the mailbox counters plus the slot's
+ * identity fields (name, migratable: both set at spawn). */
 int xtc_proc_info(xtc_pid_t pid, xtc_proc_info_t *out)
 {
 	xtc_mailbox_stats_t st;
@@ -795,4 +774,24 @@ int xtc_proc_info(xtc_pid_t pid, xtc_proc_info_t *out)
 	xtc__spin_unlock(&o->lock);
 	xtc__proc_unref(ref);
 	return rc;
+}
+
+/* The mailbox counters are a subset of xtc_proc_info. */
+int xtc_proc_mailbox_stats(xtc_pid_t pid, xtc_mailbox_stats_t *out)
+{
+	xtc_proc_info_t in;
+	int rc;
+
+	if (!out)
+		return XTC_E_INVAL;
+	rc = xtc_proc_info(pid, &in);
+	if (rc != XTC_OK)
+		return rc;
+	out->depth = in.mbox_len;
+	out->saved = in.mbox_saved;
+	out->peak = in.mbox_peak;
+	out->cap = in.mbox_cap;
+	out->recv_total = in.recv_total;
+	out->drop_total = in.drop_total;
+	return XTC_OK;
 }
