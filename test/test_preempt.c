@@ -26,19 +26,7 @@
 #include "xtc_exec.h"
 #include "xtc_preempt.h"
 
-static int failures;
-
-#define CHECK(cond)                                                         \
-	do {                                                                    \
-		if (!(cond)) {                                                      \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,          \
-			        __LINE__, #cond);                                       \
-			failures++;                                                     \
-		}                                                                   \
-	} while (0)
-
-#define US 1000LL
-#define MS 1000000LL
+#include "test_util.h"
 
 #ifdef XTC_TEST_SLOW
 #define LONG_RUN_S 10
@@ -951,6 +939,7 @@ int main(int argc, char **argv)
 	(void)only;
 	return 77;
 #endif
+#undef RUN /* test_util.h's RUN takes no filter */
 #define RUN(name)                                                          \
 	do {                                                                   \
 		if (!only || strcmp(only, #name) == 0)                             \
