@@ -210,12 +210,7 @@ func (e *Exec) withC(op string, call func(c *C.xtc_exec_t) C.int) error {
 	if e == nil {
 		return errClosed(op)
 	}
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	if e.closed.Load() {
-		return errClosed(op)
-	}
-	return mkerr(op, int(call(e.c)))
+	return guardedCall(op, &e.mu, &e.closed, &e.c, call)
 }
 
 // NLoops returns the number of loops (0 for a nil or finalised Exec).

@@ -240,18 +240,26 @@ func (l *Loop) exec(opname string, op func()) error {
 	}
 }
 
+// guardedCall runs a thread-safe C call on the caller's thread while the
+// handle *cp is guaranteed not to be finalised (Fini takes mu for writing
+// and sets closed), for Loop and Exec alike.
+func guardedCall[T any](op string, mu *sync.RWMutex, closed *atomic.Bool,
+	cp *T, call func(T) C.int) error {
+	mu.RLock()
+	defer mu.RUnlock()
+	if closed.Load() {
+		return errClosed(op)
+	}
+	return mkerr(op, int(call(*cp)))
+}
+
 // withC runs a thread-safe C call on the caller's thread while the loop is
 // guaranteed not to be finalised.
 func (l *Loop) withC(opname string, call func(c *C.xtc_loop_t) C.int) error {
 	if l == nil {
 		return errClosed(opname)
 	}
-	l.cmu.RLock()
-	defer l.cmu.RUnlock()
-	if l.closed.Load() {
-		return errClosed(opname)
-	}
-	return mkerr(opname, int(call(l.c)))
+	return guardedCall(opname, &l.cmu, &l.closed, &l.c, call)
 }
 
 // Run drives the loop (xtc_loop_run) until no task or timer is left or Stop
