@@ -110,6 +110,11 @@ xtc_loop_t *xtc__class_loop(xtc_exec_class_t cls)
 	return valid_class(cls) ? cls->loop : NULL;
 }
 
+int xtc__class_index(xtc_exec_class_t cls)
+{
+	return valid_class(cls) ? cls->idx : -1;
+}
+
 int xtc__class_check(xtc_loop_t *loop, xtc_exec_class_t cls)
 {
 	if (cls == NULL)

@@ -1412,6 +1412,7 @@ int xtc__loop_enter(xtc_loop_t *loop)
 		return XTC_E_INVAL;
 	loop->root = xtc__fiber_root();
 	xtc__tls_loop = loop;
+	atomic_store_explicit(&loop->started, 1, memory_order_release);
 	return 0;
 }
 

@@ -504,6 +504,10 @@ struct xtc_loop {
 	_Atomic int stop;
 	_Atomic int sleeping;          /* XTC__SLEEP_*: owner (about to be) blocked */
 	int in_step;
+	/* set by the first xtc__loop_enter (run, step, carrier, await
+	 * driving) and never cleared: "setup-only" calls (batch groups, lane
+	 * policies) return XTC_E_AGAIN once it is set */
+	_Atomic uint8_t started;
 	uint16_t id;                   /* process-unique, >= 1 */
 	int index;                     /* executor index, -1 standalone */
 

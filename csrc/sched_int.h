@@ -53,6 +53,8 @@ void xtc__class_charge(xtc_loop_t *loop, xtc_task_t *t, int64_t ran_ns);
 int64_t xtc__class_queued(const xtc_loop_t *loop);
 void xtc__class_loop_fini(xtc_loop_t *loop);
 xtc_loop_t *xtc__class_loop(xtc_exec_class_t cls);
+/* Lane id (creation index 0..15) of a valid class, or -1 (NULL/invalid). */
+int xtc__class_index(xtc_exec_class_t cls);
 /* Validation for xtc_proc_set_class / spawn: 0 or XTC_E_INVAL. */
 int xtc__class_check(xtc_loop_t *loop, xtc_exec_class_t cls);
 /* Hash of class state (sim). */
