@@ -7,6 +7,7 @@ package xtc
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 #include "xtc.h"
@@ -14,7 +15,7 @@ package xtc
 #include "loop_int.h"
 
 // Exported from exec_cb.go (declarations only there).
-extern void xtcGoStall(uintptr_t h, xtc_task_t *task, int64_t ran, int64_t budget);
+extern void xtcGoStall(uintptr_t h, xtc_stall_info_t *info);
 extern void xtcGoSubmit(uintptr_t h);
 
 // Both trampolines run on a carrier's own stack (the run-end hook and the
@@ -23,9 +24,18 @@ extern void xtcGoSubmit(uintptr_t h);
 static void xtc_go_stall_tramp(xtc_loop_t *loop, xtc_task_t *task,
                                int64_t ran, int64_t budget, void *user)
 {
-	(void)loop;
+	xtc_stall_info_t in;
+
+	// the record is this run's (ended): identity, whole run time
+	if (xtc_loop_stall_inflight(loop, &in) != 0 || in.task != task) {
+		memset(&in, 0, sizeof(in));
+		in.task = task;
+	}
+	in.ran_ns = ran;
+	in.budget_ns = budget;
+	in.running = 0;
 	xtc__gocb_enter();
-	xtcGoStall((uintptr_t)user, task, ran, budget);
+	xtcGoStall((uintptr_t)user, &in);
 	xtc__gocb_leave();
 }
 
@@ -116,7 +126,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 )
 
 // Exec is a multi-loop executor (xtc_exec_t): n loops, each driven by its
@@ -186,7 +195,9 @@ func ExecInit(n int) (*Exec, error) {
 	e := &Exec{c: c}
 	cnt := int(C.xtc_exec_n_loops(c))
 	for i := 0; i < cnt; i++ {
-		e.loops = append(e.loops, execLoop(C.xtc_exec_loop(c, C.int(i))))
+		l := execLoop(C.xtc_exec_loop(c, C.int(i)))
+		l.owner = e
+		e.loops = append(e.loops, l)
 	}
 	return e, nil
 }
@@ -355,10 +366,10 @@ func (e *Exec) Fini() error {
 			h.Delete()
 		}
 		l.handles = nil
-		for _, p := range l.cstrs {
-			C.free(p)
+		if l.stall != nil {
+			l.stall.end()
+			l.stall = nil
 		}
-		l.cstrs = nil
 		l.hmu.Unlock()
 	}
 	return nil
@@ -539,14 +550,34 @@ func (c *ExecClass) CPU() time.Duration {
 
 // ---- stall watchdog ----------------------------------------------------------
 
-// StallFunc receives a stall report: the run took ran >= budget. It runs on
-// the loop's carrier stack, synchronously at the end of that run; keep it
-// short. task identifies the run (it may have finished already).
-type StallFunc func(l *Loop, task unsafe.Pointer, ran, budget time.Duration)
+// StallReport describes a run that took at least the loop's stall budget.
+type StallReport struct {
+	Pid      Pid           // the proc that ran, PidNone for another task
+	Name     string        // its ProcOpts.Name, "" when none
+	Ran      time.Duration // run time so far (InFlight) or the whole run
+	Budget   time.Duration // the loop's stall budget
+	InFlight bool          // true: the run is still going on
+	Run      uint64        // the loop's run number: tells reports apart
+}
 
+// StallFunc receives stall reports of a loop (Loop.SetStallFunc). It is
+// called twice for a run that overruns while it is being watched: once
+// while the run is still in flight (InFlight, from a goroutine of the
+// wrapper that polls the loop every quarter budget, at least every 1 ms),
+// and once when it ends (on the loop's carrier stack, synchronously: keep
+// it short). A run shorter than a poll interval past its budget may only
+// get the end report. A panic in fn is recovered: it stops the loop's run
+// (or executor's), and Loop.Run / ExecRun.Wait re-panic with the value.
+type StallFunc func(l *Loop, r StallReport)
+
+// stallCb is the one handle per loop that C holds for its Go stall
+// callback; SetStallFunc swaps fn in place, so replacing the callback
+// never leaves a handle behind (it is deleted at Fini).
 type stallCb struct {
-	l  *Loop
-	fn StallFunc
+	l    *Loop
+	h    cgo.Handle
+	fn   atomic.Pointer[StallFunc]
+	stop chan struct{} // closes the in-flight poller (Fini)
 }
 
 // SetStallBudget arms this loop's stall watchdog (xtc_loop_set_stall_budget);
@@ -559,20 +590,95 @@ func (l *Loop) SetStallBudget(d time.Duration) error {
 }
 
 // SetStallFunc installs fn as the loop's stall callback
-// (xtc_loop_set_stall_cb); nil restores the default report on stderr.
+// (xtc_loop_set_stall_cb) and starts reporting runs in flight (see
+// StallFunc); nil restores the default report on stderr (at run end).
+// Any goroutine; calling it again replaces the callback.
 func (l *Loop) SetStallFunc(fn StallFunc) error {
+	if l == nil {
+		return errClosed("xtc_loop_set_stall_cb")
+	}
+	l.hmu.Lock()
+	if l.handles == nil {
+		l.hmu.Unlock()
+		return errClosed("xtc_loop_set_stall_cb")
+	}
+	s := l.stall
+	if s == nil {
+		s = &stallCb{l: l, stop: make(chan struct{})}
+		s.h = cgo.NewHandle(s)
+		l.handles[s.h] = struct{}{}
+		l.stall = s
+		go s.poll()
+	}
+	l.hmu.Unlock()
 	var h cgo.Handle
 	if fn != nil {
-		var ok bool
-		if h, ok = l.addHandle(&stallCb{l: l, fn: fn}); !ok {
-			return errClosed("xtc_loop_set_stall_cb")
-		}
+		s.fn.Store(&fn)
+		h = s.h
+	} else {
+		s.fn.Store(nil)
 	}
 	return l.withC("xtc_loop_set_stall_cb", func(c *C.xtc_loop_t) C.int {
 		C.xtc_go_set_stall_cb(c, C.uintptr_t(h))
 		return 0
 	})
 }
+
+// stallInflight reads the loop's watched run (xtc_loop_stall_inflight).
+func (l *Loop) stallInflight() (StallReport, bool) {
+	var in C.xtc_stall_info_t
+	if l.withC("xtc_loop_stall_inflight", func(c *C.xtc_loop_t) C.int {
+		return C.xtc_loop_stall_inflight(c, &in)
+	}) != nil {
+		return StallReport{}, false
+	}
+	r := stallReportC(&in)
+	r.InFlight = in.running != 0
+	return r, true
+}
+
+func stallReportC(in *C.xtc_stall_info_t) StallReport {
+	r := StallReport{Pid: pidFromC(in.pid), Ran: time.Duration(in.ran_ns),
+		Budget: time.Duration(in.budget_ns), Run: uint64(in.run)}
+	if in.name != nil {
+		r.Name = C.GoString(in.name)
+	}
+	return r
+}
+
+// poll is the in-flight watcher of one loop: every quarter budget (at
+// least 1 ms; 50 ms while no budget is set) it looks at the run in flight
+// and reports an over-budget one once. It parks on a Go timer between
+// looks, never on an OS thread, and ends at the loop's Fini.
+func (s *stallCb) poll() {
+	var reported uint64
+	wait := 50 * time.Millisecond
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		wait = 50 * time.Millisecond
+		if fn := s.fn.Load(); fn != nil {
+			if r, ok := s.l.stallInflight(); ok && r.Budget > 0 {
+				if wait = r.Budget / 4; wait < time.Millisecond {
+					wait = time.Millisecond
+				}
+				if r.InFlight && r.Ran >= r.Budget && r.Run != reported {
+					reported = r.Run
+					callGoVoid(s.l, func() { (*fn)(s.l, r) })
+				}
+			}
+		}
+		t.Reset(wait)
+	}
+}
+
+// end stops the poller (Fini; with hmu held).
+func (s *stallCb) end() { close(s.stop) }
 
 // StallCount returns how many runs overran the budget (xtc_loop_stall_count).
 func (l *Loop) StallCount() uint64 {

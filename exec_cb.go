@@ -11,16 +11,17 @@ package xtc
 */
 import "C"
 
-import (
-	"runtime/cgo"
-	"time"
-	"unsafe"
-)
+import "runtime/cgo"
 
 //export xtcGoStall
-func xtcGoStall(h C.uintptr_t, task *C.xtc_task_t, ran, budget C.int64_t) {
+func xtcGoStall(h C.uintptr_t, in *C.xtc_stall_info_t) {
 	s := cgo.Handle(h).Value().(*stallCb)
-	s.fn(s.l, unsafe.Pointer(task), time.Duration(ran), time.Duration(budget))
+	fn := s.fn.Load()
+	if fn == nil {
+		return
+	}
+	r := stallReportC(in)
+	callGoVoid(s.l, func() { (*fn)(s.l, r) })
 }
 
 //export xtcGoSubmit
@@ -28,10 +29,5 @@ func xtcGoSubmit(h C.uintptr_t) {
 	hd := cgo.Handle(h)
 	s := hd.Value().(*submitFn)
 	hd.Delete()
-	defer func() {
-		if p := recover(); p != nil {
-			s.e.recordPanic(p) // a panic must not unwind through C
-		}
-	}()
-	s.fn()
+	callGoVoid(s.e, s.fn)
 }

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -265,10 +264,13 @@ func TestExecStallFunc(t *testing.T) {
 	var calls atomic.Int64
 	var gotRan, gotBudget atomic.Int64
 	var gotLoop atomic.Pointer[Loop]
-	require.NoError(t, l.SetStallFunc(func(sl *Loop, task unsafe.Pointer, ran, budget time.Duration) {
+	require.NoError(t, l.SetStallFunc(func(sl *Loop, r StallReport) {
+		if r.InFlight {
+			return // the end-of-run report only
+		}
 		gotLoop.Store(sl)
-		gotRan.Store(int64(ran))
-		gotBudget.Store(int64(budget))
+		gotRan.Store(int64(r.Ran))
+		gotBudget.Store(int64(r.Budget))
 		calls.Add(1)
 	}))
 	e.SetStallBudget(2 * time.Millisecond)
@@ -291,7 +293,11 @@ func TestExecStallFunc(t *testing.T) {
 	require.NoError(t, err)
 	defer sl.Fini()
 	require.NoError(t, sl.SetStallBudget(time.Millisecond))
-	require.NoError(t, sl.SetStallFunc(func(*Loop, unsafe.Pointer, time.Duration, time.Duration) { calls.Add(1) }))
+	require.NoError(t, sl.SetStallFunc(func(_ *Loop, r StallReport) {
+		if !r.InFlight {
+			calls.Add(1)
+		}
+	}))
 	_, err = TaskSpawn(sl, func(*Task) TaskResult {
 		time.Sleep(3 * time.Millisecond)
 		return TaskDone

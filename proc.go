@@ -81,17 +81,10 @@ func ProcSpawn(l *Loop, fn unsafe.Pointer, arg unsafe.Pointer, opts *ProcOpts) (
 			co.sched_class = opts.SchedClass.c
 		}
 		if opts.Name != "" {
-			// C keeps the pointer for the proc's life: owned by the loop,
-			// freed at Fini.
+			// C copies the name at spawn (XTC_PROC_NAME_MAX): freed
+			// right after the call, so named spawns leave nothing behind.
 			name := C.CString(opts.Name)
-			l.hmu.Lock()
-			if l.handles == nil {
-				l.hmu.Unlock()
-				C.free(unsafe.Pointer(name))
-				return PidNone, errClosed("xtc_proc_spawn")
-			}
-			l.cstrs = append(l.cstrs, unsafe.Pointer(name))
-			l.hmu.Unlock()
+			defer C.free(unsafe.Pointer(name))
 			co.name = name
 		}
 		copts = &co

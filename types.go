@@ -41,7 +41,7 @@ func (p Pid) String() string { return fmt.Sprintf("<%d.%d.%d>", p.LoopID, p.Loca
 // ProcOpts are the spawn options (xtc_proc_opts_t); the zero value (or a
 // nil *ProcOpts) means defaults.
 type ProcOpts struct {
-	Name       string     // shown in the stack-overflow report; "" = none
+	Name       string     // shown in stall and stack-overflow reports (first 31 bytes); "" = none
 	MailboxCap int        // 0 = XTC_MAILBOX_DEFAULT_CAP (4096)
 	Migratable bool       // may move between executor carriers at yields
 	SchedClass *ExecClass // nil = the default lane

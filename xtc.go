@@ -73,7 +73,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 )
 
 // Version returns the C library version string (xtc_version_string).
@@ -140,9 +139,11 @@ type Loop struct {
 	inRun     bool
 	finishing bool
 
+	owner *Exec    // owning executor, nil for a stand-alone loop
+	stall *stallCb // the Go stall callback's holder (guarded by hmu)
+
 	hmu     sync.Mutex
 	handles map[cgo.Handle]struct{} // Go callbacks C still references
-	cstrs   []unsafe.Pointer        // C strings handed to C (proc names)
 	panicv  any                     // first panic of a Go callback
 }
 
@@ -367,10 +368,10 @@ func (l *Loop) Fini() error {
 			h.Delete()
 		}
 		l.handles = nil
-		for _, p := range l.cstrs {
-			C.free(p)
+		if l.stall != nil {
+			l.stall.end()
+			l.stall = nil
 		}
-		l.cstrs = nil
 		l.hmu.Unlock()
 	})
 	if err != nil {
@@ -418,6 +419,10 @@ func (l *Loop) dropHandle(h cgo.Handle) {
 // recordPanic keeps the first panic of a Go callback and stops the loop;
 // Run re-panics with it. Called on the loop thread.
 func (l *Loop) recordPanic(v any) {
+	if l.owner != nil { // an executor loop: its run is the executor's
+		l.owner.recordPanic(v)
+		return
+	}
 	l.hmu.Lock()
 	if l.panicv == nil {
 		l.panicv = v
@@ -520,18 +525,13 @@ func (w Waker) Wake() error {
 }
 
 // runTask is the Go side of xtc_go_task_tramp (loop thread).
-func runTask(t *Task) (res TaskResult) {
-	defer func() {
-		if p := recover(); p != nil {
-			t.loop.recordPanic(p)
-			res = TaskDone
-		}
-		if res == TaskDone {
-			t.done = true
-			t.loop.dropHandle(t.h)
-		}
-	}()
-	return t.fn(t)
+func runTask(t *Task) TaskResult {
+	res := callGo(t.loop, TaskDone, func() TaskResult { return t.fn(t) })
+	if res == TaskDone {
+		t.done = true
+		t.loop.dropHandle(t.h)
+	}
+	return res
 }
 
 // Timer is a one-shot timer whose callback is a Go function, run on the
@@ -606,12 +606,7 @@ func fireTimer(t *Timer) {
 	}
 	t.done = true
 	t.loop.dropHandle(t.h)
-	defer func() {
-		if p := recover(); p != nil {
-			t.loop.recordPanic(p)
-		}
-	}()
-	t.fn()
+	callGoVoid(t.loop, t.fn)
 }
 
 // String describes the loop for debugging.

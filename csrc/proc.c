@@ -45,6 +45,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -632,7 +633,13 @@ static int proc_spawn(xtc_loop_t *loop, xtc_proc_fn fn, void *arg,
 	p->fn = fn;
 	p->arg = arg;
 	p->userdata = NULL;
-	p->name = opts ? opts->name : NULL;
+	p->name = NULL;
+	if (opts && opts->name) {
+		/* copied: a caller (the Go wrapper, a server naming each
+		 * request) need not keep its string alive for the proc */
+		snprintf(p->name_buf, sizeof p->name_buf, "%s", opts->name);
+		p->name = p->name_buf;
+	}
 	p->task = NULL;
 	p->kill_pending = 0;
 	p->kill_reason = 0;

@@ -150,7 +150,11 @@ typedef struct xtc__proc {
 	xtc_proc_fn fn;
 	void *arg;
 	void *userdata;
-	const char *name;
+	const char *name;        /* NULL or name_buf */
+	/* the spawn option's copy: slots live until loop fini, so a report
+	 * that still holds `name` after the proc died reads valid memory (at
+	 * worst the name of the slot's next proc) */
+	char name_buf[XTC_PROC_NAME_MAX];
 	/* mailbox. `in` is appended by senders under the lock; `save` (messages
 	 * a recv_match has passed over, older than everything in `in`) is
 	 * spliced and scanned by the owner only, its count kept under the lock

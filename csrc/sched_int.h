@@ -62,7 +62,7 @@ uint64_t xtc__class_hash(const xtc_loop_t *loop, uint64_t h);
 
 /* ---- stall.c ------------------------------------------------------------ */
 
-void xtc__stall_begin(xtc_loop_t *loop, xtc_task_t *t);
+void xtc__stall_begin(xtc_loop_t *loop, xtc_task_t *t, int64_t now);
 void xtc__stall_check(xtc_loop_t *loop, xtc_task_t *t, int64_t ran_ns);
 void xtc__stall_loop_fini(xtc_loop_t *loop);
 

@@ -15,15 +15,17 @@
  * first setter call and freed at loop fini; settings are atomics so any
  * thread may change them, and the feature bit is flipped on the owner.
  *
- * Alternatives rejected: a watcher thread with a signal (can report a hog
- * while it still runs, but needs async-signal-safe reporting and costs a
- * thread; the preemption monitor already covers the "still running" case).
+ * Alternatives rejected: a watcher thread with a signal (needs
+ * async-signal-safe reporting and costs a thread per process even when
+ * nobody looks; a poll of the published record by whoever wants in-flight
+ * reports costs nothing on the carrier beyond two sequence bumps per run).
  */
 #include <execinfo.h>
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "sched_int.h"
@@ -35,12 +37,47 @@ typedef struct xtc__stall {
 	_Atomic(void *) user;
 	_Atomic uint64_t count;
 	/* identity of the run in flight, captured at run start: at run end
-	 * the task (and its proc slot) may already be gone */
-	xtc_task_t *cur;
-	int cur_is_proc;
-	xtc_pid_t cur_pid;
-	const char *cur_name;
+	 * the task (and its proc slot) may already be gone. Written by the
+	 * owner only, between two bumps of seq (odd while writing); read by
+	 * any thread with the sequence-lock retry. Fields are relaxed atomics
+	 * so a racing read is defined (and retried). */
+	_Atomic uint64_t seq;
+	_Atomic uint64_t runs;
+	_Atomic(xtc_task_t *) cur;
+	_Atomic int cur_is_proc;
+	_Atomic uint64_t cur_pid; /* packed xtc_pid_t */
+	_Atomic(const char *) cur_name;
+	_Atomic int64_t cur_start;
+	_Atomic int64_t cur_ran;  /* -1 while the run is in flight */
 } xtc__stall_t;
+
+#define RLX memory_order_relaxed
+
+static uint64_t pid_pack(xtc_pid_t p)
+{
+	return (uint64_t)p.loop_id << 48 | (uint64_t)p.local_id << 32 | p.gen;
+}
+
+static xtc_pid_t pid_unpack(uint64_t v)
+{
+	xtc_pid_t p;
+
+	p.loop_id = (uint16_t)(v >> 48);
+	p.local_id = (uint16_t)(v >> 32);
+	p.gen = (uint32_t)v;
+	return p;
+}
+
+static void wr_begin(xtc__stall_t *s)
+{
+	atomic_fetch_add_explicit(&s->seq, 1, RLX);
+	atomic_thread_fence(memory_order_release);
+}
+
+static void wr_end(xtc__stall_t *s)
+{
+	atomic_fetch_add_explicit(&s->seq, 1, memory_order_release);
+}
 
 static int loop_ok(const xtc_loop_t *loop)
 {
@@ -123,19 +160,73 @@ uint64_t xtc_loop_stall_count(const xtc_loop_t *loop)
 	return atomic_load_explicit(&s->count, memory_order_relaxed);
 }
 
-void xtc__stall_begin(xtc_loop_t *loop, xtc_task_t *t)
+void xtc__stall_begin(xtc_loop_t *loop, xtc_task_t *t, int64_t now)
 {
 	xtc__stall_t *s = loop->stall;
 	xtc__proc_t *p = t->proc;
 
 	if (s == NULL)
 		return;
-	s->cur = t;
-	s->cur_is_proc = p != NULL;
-	if (p != NULL) {
-		s->cur_pid = xtc__proc_pid(p);
-		s->cur_name = p->name;
+	wr_begin(s);
+	atomic_store_explicit(&s->cur, t, RLX);
+	atomic_store_explicit(&s->cur_is_proc, p != NULL, RLX);
+	atomic_store_explicit(&s->cur_pid,
+	    p != NULL ? pid_pack(xtc__proc_pid(p)) : 0, RLX);
+	atomic_store_explicit(&s->cur_name, p != NULL ? p->name : NULL, RLX);
+	atomic_store_explicit(&s->cur_start, now, RLX);
+	atomic_store_explicit(&s->cur_ran, -1, RLX);
+	atomic_fetch_add_explicit(&s->runs, 1, RLX);
+	wr_end(s);
+}
+
+int xtc_loop_stall_inflight(const xtc_loop_t *loop, xtc_stall_info_t *out)
+{
+	const xtc__stall_t *s;
+	xtc__stall_t *w;
+	uint64_t q0, q1;
+	xtc_stall_info_t r;
+
+	if (!loop_ok(loop) || out == NULL)
+		return XTC_E_INVAL;
+	memset(out, 0, sizeof(*out));
+	s = __atomic_load_n(&loop->stall, __ATOMIC_ACQUIRE);
+	if (s == NULL)
+		return XTC_E_NOTFOUND;
+	w = (xtc__stall_t *)s; /* atomics only: C11 loads take non-const */
+	for (int tries = 0;; tries++) {
+		q0 = atomic_load_explicit(&w->seq, memory_order_acquire);
+		if (q0 & 1) {
+			if (tries > 1000)
+				return XTC_E_AGAIN;
+			continue;
+		}
+		memset(&r, 0, sizeof(r));
+		r.run = atomic_load_explicit(&w->runs, RLX);
+		r.task = atomic_load_explicit(&w->cur, RLX);
+		if (atomic_load_explicit(&w->cur_is_proc, RLX))
+			r.pid = pid_unpack(atomic_load_explicit(&w->cur_pid,
+			    RLX));
+		r.name = atomic_load_explicit(&w->cur_name, RLX);
+		r.started_ns = atomic_load_explicit(&w->cur_start, RLX);
+		r.ran_ns = atomic_load_explicit(&w->cur_ran, RLX);
+		atomic_thread_fence(memory_order_acquire);
+		q1 = atomic_load_explicit(&w->seq, RLX);
+		if (q0 == q1)
+			break;
+		if (tries > 1000)
+			return XTC_E_AGAIN;
 	}
+	if (r.run == 0)
+		return XTC_E_NOTFOUND;
+	r.running = r.ran_ns < 0;
+	if (r.running) {
+		r.ran_ns = xtc__now() - r.started_ns;
+		if (r.ran_ns < 0)
+			r.ran_ns = 0;
+	}
+	r.budget_ns = atomic_load_explicit(&w->budget, RLX);
+	*out = r;
+	return XTC_OK;
 }
 
 static void default_report(xtc_loop_t *loop, const xtc__stall_t *s,
@@ -144,15 +235,19 @@ static void default_report(xtc_loop_t *loop, const xtc__stall_t *s,
 	void *frames[32];
 	int n;
 
-	if (s->cur_is_proc) {
+	if (atomic_load_explicit(&s->cur_is_proc, RLX)) {
+		xtc_pid_t pid = pid_unpack(atomic_load_explicit(&s->cur_pid,
+		    RLX));
+		const char *name = atomic_load_explicit(&s->cur_name, RLX);
 		fprintf(stderr, "xtc: WARN stall: loop %u proc <%u.%u.%u> \"%s\" "
 		    "ran %.3f ms >= budget %.3f ms\n", (unsigned)loop->id,
-		    (unsigned)s->cur_pid.loop_id, (unsigned)s->cur_pid.local_id,
-		    (unsigned)s->cur_pid.gen, s->cur_name ? s->cur_name : "",
+		    (unsigned)pid.loop_id, (unsigned)pid.local_id,
+		    (unsigned)pid.gen, name ? name : "",
 		    ran / 1e6, budget / 1e6);
 	} else {
 		fprintf(stderr, "xtc: WARN stall: loop %u task %p ran %.3f ms >= "
-		    "budget %.3f ms\n", (unsigned)loop->id, (void *)s->cur,
+		    "budget %.3f ms\n", (unsigned)loop->id,
+		    (void *)atomic_load_explicit(&s->cur, RLX),
 		    ran / 1e6, budget / 1e6);
 	}
 	fflush(stderr);
@@ -169,6 +264,12 @@ void xtc__stall_check(xtc_loop_t *loop, xtc_task_t *t, int64_t ran_ns)
 
 	if (s == NULL)
 		return;
+	if (atomic_load_explicit(&s->cur, RLX) == t &&
+	    atomic_load_explicit(&s->cur_ran, RLX) < 0) {
+		wr_begin(s);
+		atomic_store_explicit(&s->cur_ran, ran_ns < 0 ? 0 : ran_ns, RLX);
+		wr_end(s);
+	}
 	budget = atomic_load_explicit(&s->budget, memory_order_relaxed);
 	if (budget <= 0 || ran_ns < budget)
 		return;

@@ -933,11 +933,22 @@ static void test_info(void)
 	xtc_pid_t p, q, r, stale, unknown = { 4242, 1, 1 };
 	pthread_t th;
 
+	char namebuf[64];
+
 	memset(&o, 0, sizeof o);
-	o.name = "infoproc";
+	/* the name is copied at spawn: the caller's buffer may change */
+	snprintf(namebuf, sizeof namebuf, "infoproc");
+	o.name = namebuf;
 	o.mailbox_cap = 4;
 	atomic_store(&info_stage, 0);
 	CHECK(xtc_proc_spawn(l, info_body, NULL, &o, &p) == XTC_OK);
+	memset(namebuf, 'X', sizeof namebuf - 1);
+	/* a long name is cut to XTC_PROC_NAME_MAX - 1 bytes */
+	o.name = namebuf;
+	CHECK(xtc_proc_spawn(l, info_idle, NULL, &o, &stale) == XTC_OK);
+	CHECK(xtc_proc_info(stale, &in) == XTC_OK);
+	CHECK(in.name != NULL && strlen(in.name) == XTC_PROC_NAME_MAX - 1);
+	CHECK(xtc_exit_pid(stale, 0) == XTC_OK);
 	CHECK(xtc_proc_spawn(l, info_idle, NULL, NULL, &q) == XTC_OK);
 	o.name = NULL;
 	o.mailbox_cap = 0;

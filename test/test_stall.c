@@ -242,6 +242,55 @@ static void test_set_while_running(void)
 	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
 }
 
+/* A watcher thread sees the hung run while it still runs: its pid, name,
+ * run time so far and the budget; after the run the record has ended. */
+static void test_inflight(void)
+{
+	xtc_exec_t *e;
+	xtc_loop_t *l;
+	xtc_proc_opts_t o;
+	xtc_stall_info_t in;
+	xtc_pid_t pid;
+	struct runner r;
+	pthread_t th;
+	int seen_inflight = 0;
+	uint64_t run = 0;
+
+	CHECK_EQ(xtc_loop_stall_inflight(NULL, &in), XTC_E_INVAL);
+	CHECK_EQ(xtc_exec_init(&e, 1), XTC_OK);
+	l = xtc_exec_loop(e, 0);
+	CHECK_EQ(xtc_loop_stall_inflight(l, NULL), XTC_E_INVAL);
+	CHECK_EQ(xtc_loop_stall_inflight(l, &in), XTC_E_NOTFOUND);
+	xtc_exec_set_stall_budget(e, 5 * MS);
+	xtc_loop_set_stall_cb(l, on_stall, &seen);
+	memset(&seen, 0, sizeof(seen));
+	memset(&o, 0, sizeof(o));
+	o.name = "hung";
+	CHECK_EQ(xtc_proc_spawn(l, hog, (void *)(intptr_t)(150 * MS), &o,
+	    &pid), XTC_OK);
+	r.e = e;
+	CHECK_EQ(pthread_create(&th, NULL, run_thread, &r), 0);
+	for (int i = 0; i < 5000 && !seen_inflight; i++) {
+		if (xtc_loop_stall_inflight(l, &in) == XTC_OK && in.running &&
+		    in.ran_ns >= in.budget_ns && xtc_pid_eq(in.pid, pid)) {
+			seen_inflight = atomic_load(&seen.calls) == 0;
+			run = in.run;
+			CHECK(in.name != NULL && strcmp(in.name, "hung") == 0);
+			CHECK_EQ(in.budget_ns, 5 * MS);
+		}
+		usleep(200);
+	}
+	CHECK(seen_inflight); /* before the end-of-run callback */
+	pthread_join(th, NULL);
+	CHECK_EQ(r.rc, XTC_OK);
+	CHECK_EQ(atomic_load(&seen.calls), 1);
+	CHECK_EQ(xtc_loop_stall_inflight(l, &in), XTC_OK);
+	CHECK_EQ(in.running, 0);
+	CHECK_EQ(in.run, run);
+	CHECK(in.ran_ns >= 150 * MS);
+	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+}
+
 int main(void)
 {
 	RUN(test_null_and_clamp);
@@ -249,5 +298,6 @@ int main(void)
 	RUN(test_default_report);
 	RUN(test_exec_wide);
 	RUN(test_set_while_running);
+	RUN(test_inflight);
 	return failures ? 1 : 0;
 }

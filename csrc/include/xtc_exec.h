@@ -107,6 +107,26 @@ XTC_API uint64_t xtc_loop_stall_count(const xtc_loop_t *loop);
 XTC_API void     xtc_exec_set_stall_budget(xtc_exec_t *exec,
                                            int64_t budget_ns);
 
+/* The run the watchdog watches on a loop: the one in flight, else the
+ * last one that ended. Filled while a stall budget is (or was) set. */
+typedef struct xtc_stall_info {
+	uint64_t    run;        /* runs watched so far on the loop (>= 1) */
+	xtc_task_t *task;       /* identity only: it may be gone */
+	xtc_pid_t   pid;        /* XTC_PID_NONE when not a proc */
+	const char *name;       /* the proc's name, or NULL */
+	int64_t     started_ns; /* xtc_clock_mono() at the run's start */
+	int64_t     ran_ns;     /* so far when running, else the whole run */
+	int64_t     budget_ns;  /* the loop's budget now (0 = off) */
+	int         running;    /* 1 while the run is in flight */
+} xtc_stall_info_t;
+/* Snapshot for any thread (a watcher polling for hung runs: running and
+ * ran_ns >= budget_ns is a stall in flight; `run` tells runs apart).
+ *   XTC_E_INVAL     NULL or finalised loop, NULL out
+ *   XTC_E_NOTFOUND  no run watched yet (no budget ever set, or no run)
+ *   XTC_E_AGAIN     the record kept changing under the read (retry) */
+XTC_API int      xtc_loop_stall_inflight(const xtc_loop_t *loop,
+                                         xtc_stall_info_t *out);
+
 #ifdef __cplusplus
 }
 #endif

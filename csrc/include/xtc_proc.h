@@ -69,9 +69,13 @@ typedef struct xtc_msg {
  * queued messages including the xtc_recv_match save queue. */
 #define XTC_MAILBOX_DEFAULT_CAP 4096
 
+/* Room for a proc's name, terminator included (longer names are cut). */
+#define XTC_PROC_NAME_MAX 32
+
 /* Spawn options; a zeroed struct (or opts == NULL) gives the defaults. */
 typedef struct xtc_proc_opts {
-	const char *name;        /* debug label (overflow/stall reports); kept, not copied */
+	const char *name;        /* debug label (overflow/stall reports); copied
+	                          * at spawn, up to XTC_PROC_NAME_MAX - 1 bytes */
 	size_t      mailbox_cap; /* 0 = XTC_MAILBOX_DEFAULT_CAP; <= INT32_MAX */
 	int         link_to;     /* legacy: nonzero = link to the live proc with
 	                          * this local id on the same loop */

@@ -1,0 +1,74 @@
+//go:build cgo
+
+package ctest
+
+// Never-yielding C kernels for the Go-surface tests (stall reports in
+// flight, exec.Go cancellation). Not named xtc_*: the preemption map treats
+// every xtc_* function as the runtime's own code, never interrupted.
+
+/*
+#include <stdint.h>
+#include <time.h>
+
+static int64_t gospin_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+// Proc body: spins for *(int64_t *)arg nanoseconds without a yield point
+// (the clock read is a vDSO call, no runtime function).
+static void gospin_proc(void *arg)
+{
+	int64_t end = gospin_now() + *(int64_t *)arg;
+	while (gospin_now() < end) {
+	}
+}
+
+// Coroutine body: returns its argument (the empty kernel of round trips).
+static intptr_t gospin_ident(void *arg) { return (intptr_t)arg; }
+
+// Coroutine body: spins until *(volatile int *)arg != 0, pure arithmetic.
+static intptr_t gospin_forever(void *arg)
+{
+	volatile int *stop = arg;
+	uint64_t x = 1;
+	while (stop == 0 || !*stop)
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+	return (intptr_t)(x & 1);
+}
+
+// Coroutine body: spins for (intptr_t)arg nanoseconds, returns 42.
+static intptr_t gospin_for(void *arg)
+{
+	int64_t end = gospin_now() + (int64_t)(intptr_t)arg;
+	while (gospin_now() < end) {
+	}
+	return 42;
+}
+
+static void *gospin_proc_fn(void)    { return (void *)gospin_proc; }
+static void *gospin_ident_fn(void)   { return (void *)gospin_ident; }
+static void *gospin_forever_fn(void) { return (void *)gospin_forever; }
+static void *gospin_for_fn(void)     { return (void *)gospin_for; }
+*/
+import "C"
+
+import "unsafe"
+
+// SpinProc is a `void (*)(void *)` proc body spinning for the number of
+// nanoseconds its int64 argument (C memory, see NewCell: N) holds.
+func SpinProc() unsafe.Pointer { return C.gospin_proc_fn() }
+
+// Ident is an `intptr_t (*)(void *)` returning its argument.
+func Ident() unsafe.Pointer { return C.gospin_ident_fn() }
+
+// Forever is an `intptr_t (*)(void *)` that spins (never yielding) until
+// the int its argument points to turns non-zero; a nil argument spins
+// until killed.
+func Forever() unsafe.Pointer { return C.gospin_forever_fn() }
+
+// SpinFor is an `intptr_t (*)(void *)` spinning for arg nanoseconds (the
+// argument is the number itself), returning 42.
+func SpinFor() unsafe.Pointer { return C.gospin_for_fn() }
