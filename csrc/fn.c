@@ -308,7 +308,11 @@ int xtc_fn_quantum_create(const xtc_fn_quantum_opts_t *opts,
 	xtc_fn_quantum_opts_t o = { 0 };
 	if (opts)
 		o = *opts;
+	/* isfinite: a NaN compares false with everything, so a NaN threshold
+	 * would silently never fire; an infinite one always or never. */
 	if (o.min_ns < 0 || o.max_ns < 0 || o.initial_ns < 0 || o.period_ns < 0 ||
+	    !isfinite(o.load_high) || !isfinite(o.load_low) ||
+	    !isfinite(o.alpha_heavy) ||
 	    o.load_high < 0 || o.load_low < 0 || o.alpha_heavy < 0 ||
 	    o.workers < 0)
 		return XTC_E_INVAL;
@@ -408,7 +412,7 @@ int xtc_fn_quantum_add_busy(xtc_fn_quantum_t *q, int64_t busy_ns)
 
 int xtc_fn_quantum_set_load(xtc_fn_quantum_t *q, double load)
 {
-	if (q == NULL || load != load)
+	if (q == NULL || !isfinite(load))
 		return XTC_E_INVAL;
 	atomic_store(&q->load_override_ppm,
 	             load < 0 ? -1 : (int64_t)(load > 1000 ? 1e9 : load * 1e6));

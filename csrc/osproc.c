@@ -17,6 +17,11 @@
  * functions (fcntl, execve, _exit), which a fork from a multi-threaded
  * process (a Go program) requires.
  *
+ * A failed execve is reported, not hidden in an exit status: a
+ * close-on-exec pipe carries the child's errno back (end of file = the exec
+ * happened), so a missing or non-executable program fails the spawn with
+ * XTC_E_NOTFOUND or XTC_E_INVAL and the child is reaped at once.
+ *
  * Control protocol: frames of a 4-byte little-endian length and that many
  * bytes; one reply frame per request frame. After a timeout or an I/O error
  * mid-frame the stream is out of sync: the handle refuses further calls
@@ -33,6 +38,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,6 +175,50 @@ static char **env_with_ctrl(int fd, char *buf, size_t buflen)
 	return env;
 }
 
+static pthread_mutex_t exec_pipe_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The exec-status pipe (close-on-exec): end of file means execve
+ * succeeded; otherwise the child wrote execve's errno and exits 127, and is
+ * reaped here so a failed spawn leaves no zombie. Closes both ends. */
+static int exec_result(int ep[2], pid_t pid)
+{
+	int err = 0;
+	ssize_t n;
+
+	close(ep[1]);
+	ep[1] = -1;
+	pthread_mutex_unlock(&exec_pipe_lock);
+	do
+		n = read(ep[0], &err, sizeof err);
+	while (n < 0 && errno == EINTR);
+	close(ep[0]);
+	ep[0] = -1;
+	if (n == 0)
+		return XTC_OK;
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	if (n != (ssize_t)sizeof err)
+		return XTC_E_INTERNAL;
+	switch (err) {
+	case ENOENT:
+	case ENOTDIR:
+		return XTC_E_NOTFOUND;
+	case EACCES:
+	case EPERM:
+	case ENOEXEC:
+	case EISDIR:
+	case ELOOP:
+	case ENAMETOOLONG:
+		return XTC_E_INVAL;
+	case E2BIG:
+		return XTC_E_RANGE;
+	case ENOMEM:
+		return XTC_E_NOMEM;
+	default:
+		return XTC_E_INTERNAL;
+	}
+}
+
 static int spawn_impl(const xtc_osproc_opts_t *o, int isolate,
                       xtc_osproc_t **out)
 {
@@ -184,7 +234,7 @@ static int spawn_impl(const xtc_osproc_opts_t *o, int isolate,
 	p->pidfd = p->ctrl = -1;
 	p->pid = -1;
 	snprintf(p->name, sizeof p->name, "%s", o->name ? o->name : "");
-	int sv[2] = { -1, -1 };
+	int sv[2] = { -1, -1 }, ep[2] = { -1, -1 };
 	char *path = NULL, **env = NULL, envbuf[32];
 	int rc = XTC_E_INTERNAL;
 	if (o->ctrl_socket &&
@@ -196,14 +246,26 @@ static int spawn_impl(const xtc_osproc_opts_t *o, int isolate,
 		env = env_with_ctrl(sv[1], envbuf, sizeof envbuf);
 		if (env == NULL)
 			goto fail;
-		rc = XTC_E_INTERNAL;
+		rc = XTC_E_NOTFOUND;
 		if (path == NULL)
 			goto fail;
+		rc = XTC_E_INTERNAL;
+		/* Held until the parent closed the write end: a concurrent xtc
+		 * fork (a fn child never execs) must not inherit it, or the read
+		 * below would wait for that child's exit. */
+		pthread_mutex_lock(&exec_pipe_lock);
+		if (pipe2(ep, O_CLOEXEC) != 0) {
+			pthread_mutex_unlock(&exec_pipe_lock);
+			goto fail;
+		}
 	}
 	pid_t parent = getpid();
 	pid_t pid = fork();
-	if (pid < 0)
+	if (pid < 0) {
+		if (ep[0] >= 0)
+			pthread_mutex_unlock(&exec_pipe_lock);
 		goto fail;
+	}
 	if (pid == 0) {
 		/* child: async-signal-safe calls only */
 		if (sv[0] >= 0)
@@ -224,6 +286,9 @@ static int spawn_impl(const xtc_osproc_opts_t *o, int isolate,
 		if (sv[1] >= 0)
 			fcntl(sv[1], F_SETFD, 0); /* survives exec */
 		execve(path, o->argv, env);
+		int err = errno;
+		while (write(ep[1], &err, sizeof err) < 0 && errno == EINTR)
+			;
 		_exit(127);
 	}
 	p->pid = pid;
@@ -231,6 +296,11 @@ static int spawn_impl(const xtc_osproc_opts_t *o, int isolate,
 	free(env);
 	path = NULL;
 	env = NULL;
+	if (ep[0] >= 0) {
+		rc = exec_result(ep, pid);
+		if (rc != XTC_OK)
+			goto fail;
+	}
 	if (sv[1] >= 0)
 		close(sv[1]);
 	if (sv[0] >= 0) {
@@ -246,6 +316,9 @@ static int spawn_impl(const xtc_osproc_opts_t *o, int isolate,
 	*out = p;
 	return XTC_OK;
 fail:
+	for (int i = 0; i < 2; i++)
+		if (ep[i] >= 0)
+			close(ep[i]);
 	if (sv[0] >= 0)
 		close(sv[0]);
 	if (sv[1] >= 0)

@@ -61,10 +61,24 @@ static void check_quantum_bad_args(void)
 	CHECK(xtc_fn_quantum_create(&o, &q) == XTC_E_RANGE && q == NULL);
 	o = (xtc_fn_quantum_opts_t){ .workers = -1 };
 	CHECK(xtc_fn_quantum_create(&o, &q) == XTC_E_INVAL && q == NULL);
+	/* every float option: NaN and both infinities are refused */
+	for (int f = 0; f < 3; f++) {
+		const double bad[3] = { NAN, HUGE_VAL, -HUGE_VAL };
+		for (int b = 0; b < 3; b++) {
+			o = (xtc_fn_quantum_opts_t){ 0 };
+			double *field = f == 0 ? &o.load_high
+			              : f == 1 ? &o.load_low : &o.alpha_heavy;
+			*field = bad[b];
+			CHECK(xtc_fn_quantum_create(&o, &q) == XTC_E_INVAL &&
+			      q == NULL);
+		}
+	}
 	CHECK(xtc_fn_quantum_create(NULL, &q) == XTC_OK && q != NULL);
 	CHECK(xtc_fn_quantum_record(q, -5) == XTC_E_INVAL);
 	CHECK(xtc_fn_quantum_add_busy(q, -5) == XTC_E_INVAL);
 	CHECK(xtc_fn_quantum_set_load(q, 0.0 / 0.0) == XTC_E_INVAL);
+	CHECK(xtc_fn_quantum_set_load(q, HUGE_VAL) == XTC_E_INVAL);
+	CHECK(xtc_fn_quantum_set_load(q, -HUGE_VAL) == XTC_E_INVAL);
 	CHECK(xtc_fn_quantum_set_load(NULL, 0.5) == XTC_E_INVAL);
 	CHECK(xtc_fn_quantum_tail_index(NULL) == 0);
 	CHECK(xtc_fn_quantum_load(NULL) == 0);

@@ -4,6 +4,8 @@
  * (XTC_CTRL_FD for exec'd children), call/serve framing, a fiber that waits
  * while its loop keeps running, and every error path.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +64,46 @@ static int child_serve(int fd, void *arg)
 	return xtc_osproc_serve(fd, upper, arg) == XTC_OK ? 0 : 9;
 }
 
+
+/* A failed execve is the spawn's error, never a child exiting 127: a
+ * missing absolute path, a file without execute permission, a directory,
+ * a non-executable file with the x bit. No child is left behind. */
+static void check_exec_failures(void)
+{
+	char dir[] = "/tmp/xtc-osproc-XXXXXX", noexec[64], junk[64];
+	xtc_osproc_t *p = (xtc_osproc_t *)1;
+
+	if (mkdtemp(dir) == NULL) {
+		CHECK(0);
+		return;
+	}
+	snprintf(noexec, sizeof noexec, "%s/noexec", dir);
+	snprintf(junk, sizeof junk, "%s/junk", dir);
+	int fd = open(noexec, O_CREAT | O_WRONLY, 0644);
+	CHECK(fd >= 0 && write(fd, "#!/bin/sh\nexit 0\n", 18) == 18);
+	close(fd);
+	fd = open(junk, O_CREAT | O_WRONLY, 0755);
+	CHECK(fd >= 0 && write(fd, "\x01\x02garbage", 9) == 9);
+	close(fd);
+
+	char *abs_missing[] = { "/nonexistent/xtc/program", NULL };
+	char *not_x[] = { noexec, NULL };
+	char *a_dir[] = { dir, NULL };
+	char *bad_fmt[] = { junk, NULL };
+	xtc_osproc_opts_t o = { .argv = abs_missing };
+	CHECK(xtc_osproc_spawn(&o, &p) == XTC_E_NOTFOUND && p == NULL);
+	o.argv = not_x;
+	CHECK(xtc_osproc_spawn(&o, &p) == XTC_E_INVAL && p == NULL);
+	o.argv = a_dir;
+	CHECK(xtc_osproc_spawn(&o, &p) == XTC_E_INVAL && p == NULL);
+	o.argv = bad_fmt;
+	o.ctrl_socket = 1;
+	CHECK(xtc_osproc_spawn(&o, &p) == XTC_E_INVAL && p == NULL);
+	unlink(noexec);
+	unlink(junk);
+	rmdir(dir);
+}
+
 static void test_errors(void)
 {
 	xtc_osproc_t *p = (xtc_osproc_t *)1;
@@ -79,7 +121,8 @@ static void test_errors(void)
 	CHECK(xtc_osproc_spawn(&o, &p) == XTC_E_INVAL);
 	char *missing[] = { "no-such-program-xtc", NULL };
 	o.argv = missing;
-	CHECK(xtc_osproc_spawn(&o, &p) == XTC_E_INTERNAL);
+	CHECK(xtc_osproc_spawn(&o, &p) == XTC_E_NOTFOUND && p == NULL);
+	check_exec_failures();
 	CHECK(xtc_osproc_isolated_spawn("x", NULL, NULL, &p) == XTC_E_INVAL);
 	CHECK(xtc_osproc_pid(NULL) == -1);
 	CHECK(xtc_osproc_ctrl_fd(NULL) == -1);

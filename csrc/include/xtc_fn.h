@@ -91,7 +91,7 @@ XTC_API int  xtc_fn_quantum_record(xtc_fn_quantum_t *q, int64_t service_ns);
 XTC_API int  xtc_fn_quantum_add_busy(xtc_fn_quantum_t *q, int64_t busy_ns);
 /* Use this load (fraction of capacity, e.g. offered QPS / max QPS) at the
  * next updates instead of the busy-time measurement; < 0 goes back to
- * measuring. XTC_E_INVAL for NULL or NaN. */
+ * measuring. XTC_E_INVAL for NULL, NaN or an infinity. */
 XTC_API int  xtc_fn_quantum_set_load(xtc_fn_quantum_t *q, double load);
 /* Run the controller now over the samples since the last update; returns
  * the new quantum (ns) or a negative XTC_E_* code. */

@@ -30,6 +30,8 @@ typedef struct xtc_osproc_opts {
 	int          ctrl_socket;            /* 1: AF_UNIX SOCK_STREAM pair */
 } xtc_osproc_opts_t;
 
+/* A program that does not exist: XTC_E_NOTFOUND; one that cannot be
+ * executed: XTC_E_INVAL (the exec failure is the spawn's result). */
 XTC_API int  xtc_osproc_spawn(const xtc_osproc_opts_t *opts,
                               xtc_osproc_t **out);
 XTC_API long xtc_osproc_pid(const xtc_osproc_t *p);      /* -1 if none */
