@@ -301,7 +301,7 @@ int xtc_await(xtc_task_t *t, intptr_t *result)
 	 * atomic load, since the migrating carrier writes it concurrently. */
 	if (t == NULL)
 		return XTC_E_INVAL;
-	home = __atomic_load_n(&t->loop, __ATOMIC_RELAXED);
+	home = xtc__task_loop(t);
 	if (home == NULL)
 		return XTC_E_INVAL;
 	if (t == cur)

@@ -617,15 +617,15 @@ static void migrate_out(xtc_loop_t *l, xtc__post_t *p)
 	}
 	all_unlink(l, t);
 	l->live_tasks--;
-	/* Atomic: a thread awaiting this task reads t->loop concurrently. */
-	__atomic_store_n(&t->loop, to, __ATOMIC_RELAXED);
+	/* Atomic: wakers and awaiters read it concurrently (xtc__task_loop). */
+	xtc__task_set_loop(t, to);
 	t->node.fn = migrate_in;
 	if (xtc__loop_post(to, &t->node) != XTC_OK) {
 		/* thief gone: keep it here */
 		xtc__carrier_t *thief = carrier_of(to);
 		if (thief != NULL)
 			atomic_store(&thief->steal_inflight, 0);
-		__atomic_store_n(&t->loop, l, __ATOMIC_RELAXED);
+		xtc__task_set_loop(t, l);
 		all_link(l, t);
 		l->live_tasks++;
 		xtc__loop_make_ready(l, t);

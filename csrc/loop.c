@@ -761,7 +761,7 @@ int xtc_task_spawn(xtc_loop_t *loop, xtc_task_fn fn, void *user,
 
 static void enqueue_woken(xtc_task_t *t)
 {
-	xtc_loop_t *loop = t->loop;
+	xtc_loop_t *loop = xtc__task_loop(t);
 
 	if (xtc__loop_on_owner_thread(loop)) {
 		xtc__loop_make_ready(loop, t);
@@ -826,7 +826,7 @@ int xtc_task_waker(xtc_task_t *task, xtc_waker_t *out)
 {
 	if (task == NULL || out == NULL)
 		return XTC_E_INVAL;
-	out->loop = task->loop;
+	out->loop = xtc__task_loop(task);
 	out->task = task;
 	return 0;
 }

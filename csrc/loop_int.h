@@ -252,6 +252,24 @@ struct xtc_task {
  * for without parking (it is between two stores). fn must not park or
  * yield and must not touch the loop's tasks. Set and cleared by the task
  * itself, read by fini only while no thread runs the loop. */
+/* t's home loop as seen from a thread that does not own t: the executor
+ * moves a READY task by storing t->loop atomically on the victim's thread
+ * (exec.c migrate_out), so every reader that can run concurrently with a
+ * migration (a cross-thread wake, await, send, a waker handle) uses this.
+ * The value may be the pre-migration loop; a wake posted there is
+ * forwarded (the post handler re-reads the loop under the task's state).
+ * Plain reads stay correct only on the owning loop's thread or from the
+ * running task itself. */
+static inline xtc_loop_t *xtc__task_loop(const xtc_task_t *t)
+{
+	return __atomic_load_n(&t->loop, __ATOMIC_ACQUIRE);
+}
+
+static inline void xtc__task_set_loop(xtc_task_t *t, xtc_loop_t *l)
+{
+	__atomic_store_n(&t->loop, l, __ATOMIC_RELEASE);
+}
+
 static inline void xtc__task_set_detach(xtc_task_t *t, void (*fn)(void *),
                                         void *arg)
 {

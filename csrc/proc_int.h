@@ -266,16 +266,18 @@ static inline xtc__proc_t *xtc__proc_current(void)
 static inline xtc_loop_t *xtc__proc_wake_locked(xtc__proc_t *p)
 {
 	xtc_task_t *t = p->task;
+	xtc_loop_t *home;
 
 	if (!t)
 		return NULL; /* not started: it will look at its mailbox anyway */
-	if (t->loop == xtc__tls_loop) {
+	home = xtc__task_loop(t); /* once: a migration may move it meanwhile */
+	if (home == xtc__tls_loop) {
 		xtc__task_wake_local(t);
 		return NULL;
 	}
 	if (atomic_exchange_explicit(&p->post_queued, 1, memory_order_acq_rel))
 		return NULL; /* a queued post will wake it */
-	return t->loop;
+	return home;
 }
 
 /* After dropping p->lock: queue p's wake on loop (from
