@@ -310,17 +310,9 @@ func (l *Loop) RunContext(ctx context.Context) error {
 			return
 		}
 		cancelled.Store(true)
-		// Repeat: a stop that lands before the run starts may be cleared.
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			_ = l.Stop()
-			select {
-			case <-returned:
-				return
-			case <-tick.C:
-			}
-		}
+		// One stop is enough: a stop that lands before the run starts is
+		// kept and ends it (xtc_loop_stop latches until run returns).
+		_ = l.Stop()
 	}()
 	err := l.Run()
 	close(returned)

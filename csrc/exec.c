@@ -1097,7 +1097,10 @@ int xtc_exec_run(xtc_exec_t *e)
 		return XTC_E_INVAL; /* not from inside one of its own loops */
 	if (!atomic_compare_exchange_strong(&e->running, &expect, 1))
 		return XTC_E_INVAL;
-	atomic_store(&e->stop, 0);
+	/* The stop flag is NOT cleared here: a stop issued before this point
+	 * (typically right after the caller started the thread that calls
+	 * run) must end this run, so it is consumed on return instead, as
+	 * xtc_loop_run does. */
 	for (int i = 0; i < e->n; i++) {
 		xtc__carrier_t *c = &e->c[i];
 		c->rc = XTC_OK;
@@ -1118,6 +1121,9 @@ int xtc_exec_run(xtc_exec_t *e)
 		if (rc == XTC_OK && e->c[i].rc != XTC_OK)
 			rc = e->c[i].rc;
 	}
+	atomic_store(&e->stop, 0); /* consumed by this run */
+	for (int i = 0; i < e->n; i++)
+		atomic_store(&e->c[i].loop->stop, 0);
 	atomic_store(&e->running, 0);
 	return rc;
 }

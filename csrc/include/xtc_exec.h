@@ -34,6 +34,8 @@ typedef struct xtc_loop_stats {
 XTC_API int  xtc_exec_init(xtc_exec_t **out, int n_loops); /* <= 0: CPUs */
 XTC_API int  xtc_exec_fini(xtc_exec_t *exec);
 XTC_API int  xtc_exec_run(xtc_exec_t *exec);
+/* Kept until a run returns: a stop before or during the start of a run
+ * ends it (never lost); one with no run in progress ends the next. */
 XTC_API int  xtc_exec_stop(xtc_exec_t *exec);
 XTC_API int  xtc_exec_n_loops(xtc_exec_t *exec);
 XTC_API xtc_loop_t *xtc_exec_loop(xtc_exec_t *exec, int idx);
