@@ -882,6 +882,17 @@ int xtc__preempt_register(int64_t interval_ns)
 	int rc = global_init();
 	if (rc != XTC_OK)
 		return rc;
+	/* A thread that asks to be preempted gets the signal even when it
+	 * inherited a mask that blocks it (the sigwait-thread pattern blocks
+	 * everything in main before creating threads): without this, ticks
+	 * would pend forever and preemption be silently off. Only xtc's own
+	 * real-time signal is touched; it is sent per thread (tgkill), so a
+	 * sigwait thread never consumes it. */
+	sigset_t ps;
+	sigemptyset(&ps);
+	sigaddset(&ps, preempt_signo);
+	if (pthread_sigmask(SIG_UNBLOCK, &ps, NULL) != 0)
+		return XTC_E_INTERNAL;
 	if (xtc__fiber_thread_init() != 0) /* per-thread sigaltstack */
 		return XTC_E_INTERNAL;
 	xtc__ptls_t *p = &xtc__ptls;
