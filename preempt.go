@@ -20,11 +20,11 @@ package xtc
 #include "xtc_fn.h"
 #include "xtc_exec.h"
 
-static int xtc_go_preempt_map_info(int *n_rt, int *n_local);
-int xtc__preempt_map_info(int *n_rt, int *n_local);
-static int xtc_go_preempt_map_info(int *n_rt, int *n_local)
+static int xtc_go_preempt_map_info(int *n_rt, int *n_files);
+int xtc__preempt_map_info(int *n_rt, int *n_files);
+static int xtc_go_preempt_map_info(int *n_rt, int *n_files)
 {
-	return xtc__preempt_map_info(n_rt, n_local);
+	return xtc__preempt_map_info(n_rt, n_files);
 }
 */
 import "C"
@@ -120,10 +120,10 @@ func PreemptStatsGlobal() (PreemptStats, uint64) {
 	return statsFromC(&s), uint64(sent)
 }
 
-// preemptMapInfo reports how many runtime functions the preemptible-code
-// map knows, and how many of them are file-local (found through the ELF
-// symbol table's file entries); for tests.
-func preemptMapInfo() (nRuntime, nLocal int, ok bool) {
+// preemptMapInfo reports how many runtime code ranges the preemptible-code
+// map knows and from how many runtime source files (rtcode_int.h); for
+// tests.
+func preemptMapInfo() (nRanges, nFiles int, ok bool) {
 	var a, b C.int
 	rc := C.xtc_go_preempt_map_info(&a, &b)
 	return int(a), int(b), rc == 0

@@ -40,6 +40,7 @@
  * fini waiting for woken waiters to let go of the task (a fiber waiter's
  * loop may never run again, or be driven by the finalising thread).
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 #include <linux/futex.h>
 #include <sched.h>
 #include <stdlib.h>

@@ -12,6 +12,7 @@
  * detect failure); a TSC clock here (the vDSO monotonic clock is cheap and
  * correct across CPUs; TSC accounting belongs to the scheduler).
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>

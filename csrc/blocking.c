@@ -35,6 +35,7 @@
  *    but there is no fiber to park, so the synchronous call is the only
  *    answer that still runs fn (libxtc does the same).
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>

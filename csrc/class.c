@@ -34,6 +34,7 @@
  * scan has no update cost); counting runs instead of time (shares then only
  * hold when every run costs the same).
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 #include <stdatomic.h>
 #include <stdlib.h>
 

@@ -21,6 +21,7 @@
  * Rejected: setjmp/longjmp after one makecontext (FORTIFY_SOURCE aborts on
  * the stack change, and it is not a documented use).
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 #include "fiber_int.h"
 
 #ifdef XTC__HAVE_UCONTEXT

@@ -62,6 +62,7 @@
  * queues the carrier behind the producer, costs the producer a syscall;
  * the short kernel slice gets the same effect on the carrier's side).
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 #include <errno.h>
 #include <linux/futex.h>
 #include <pthread.h>

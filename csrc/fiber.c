@@ -36,6 +36,7 @@
  * printing with stdio in the handler (not async-signal-safe); reporting
  * through the ucontext's saved frame (the overflowed stack is unusable).
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* REG_RSP in <ucontext.h> */
 #endif

@@ -34,6 +34,7 @@
  * to avoid it); unwinding a cancelled function (C has no portable unwinding;
  * cancel documents that frames are abandoned).
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif

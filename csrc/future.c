@@ -43,6 +43,7 @@
  *    the middle of a fiber's completion; a Vyukov-style sequence ring with
  *    slots reserved at registration can neither block nor fail.
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>

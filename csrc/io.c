@@ -16,6 +16,7 @@
  * not tell which backend ran); freeing records on disarm (use after free
  * when the cancelled completion arrives).
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>

@@ -18,6 +18,7 @@
  * registrations around and still needs a DEL at disarm); level-triggered
  * persistent registrations (would need per-fd demultiplexing of waiters).
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/epoll.h>

@@ -19,6 +19,7 @@
  * syscall per park); an IORING_OP_READ on the eventfd (a blocking read can
  * pin an io-wq worker on kernels without nowait support for eventfd).
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 #ifdef XTC_HAVE_URING
 
 #include <errno.h>

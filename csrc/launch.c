@@ -34,6 +34,7 @@
  * proc exit hook runs user code); waiting at fini for the child to die
  * (its loop may never run again: a hang).
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 #include <sched.h>
 #include <stdatomic.h>
 #include <string.h>

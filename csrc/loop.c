@@ -66,6 +66,7 @@
  * modes); clearing wake_pending at dispatch (needs an atomic RMW per
  * dispatch to stay correct; the yield path must stay free of it).
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 #include <errno.h>
 #include <linux/futex.h>
 #include <poll.h>

@@ -49,6 +49,7 @@
  * straight to the woken receiver (a send would become a yield; the
  * receiver runs next anyway once the sender parks in its own recv).
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>

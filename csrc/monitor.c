@@ -38,6 +38,7 @@
  * their own, and an idle carrier must disarm them); busy-polling the TSC
  * like LibPreemptible (burns a core on a 2-core machine).
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif

@@ -32,6 +32,7 @@
  * close-on-exec on exactly one fd portably); blocking the carrier in
  * waitpid.
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif

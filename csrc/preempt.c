@@ -31,12 +31,14 @@
  *    the involuntary path is switched on): the executable segments of every
  *    loaded object are allowed, except libc, ld.so, the vDSO and the other
  *    system/sanitizer libraries (they take locks: preempting malloc
- *    deadlocks or corrupts the heap); inside the object that holds the
- *    runtime, every runtime function (from the ELF symbol table: xtc_*
- *    names and every function of a runtime source file) is denied, and so
- *    are the ranges the user declared unsafe. A PC in no known object
- *    (code loaded later) is denied. If the runtime's own functions cannot
- *    be located (a stripped binary) the involuntary path declines.
+ *    deadlocks or corrupts the heap); the runtime's own code is denied, as
+ *    the code map records it by construction (rtcode_int.h: every runtime
+ *    object brackets its text sections and registers them in the
+ *    xtc_rtmap section, so neither file names, nor symbol names, nor link
+ *    order, nor a stripped symbol table matter), and so are the ranges the
+ *    user declared unsafe. A PC in no known object (code loaded later) is
+ *    denied. If the map lacks a runtime function it must contain, the
+ *    involuntary path declines.
  *  - A refused preemption is deferred: counted, flagged, and the deadline
  *    re-armed a quarter slice later so the monitor asks again; the next
  *    yield check, park point or the end of a no-preempt region honours it.
@@ -46,13 +48,13 @@
  * vector registers); preempting anywhere (malloc deadlocks); a whitelist
  * section the user must annotate (user C kernels should just work).
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <link.h>
 #include <pthread.h>
@@ -60,8 +62,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
+#include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <ucontext.h>
@@ -112,10 +113,10 @@ typedef struct pmap pmap_t;
 struct pmap {
 	prange_t *objs;    /* sorted executable segments, allow flag */
 	size_t n_objs;
-	prange_t *rt;      /* sorted runtime functions (deny) */
+	prange_t *rt;      /* sorted runtime code ranges (deny) */
 	size_t n_rt;
-	int rt_known;      /* runtime functions located */
-	int n_local;       /* of which file-local (static) functions */
+	int rt_known;      /* runtime code located */
+	int n_files;       /* runtime source files in the code map */
 	unsigned long long adds; /* dl_iterate_phdr's load count at build */
 	struct pmap *prev; /* retired maps stay reachable (never freed) */
 };
@@ -136,34 +137,16 @@ static const char *const system_objs[] = {
 	"libresolv", "libnss", NULL
 };
 
-/* Runtime source files: their static functions have no xtc_ prefix. */
-static const char *const runtime_files[] = {
-	"async.c", "basics.c", "batch.c", "blocking.c", "class.c",
-	"ctx_ucontext.c", "dispatch.c", "errors.c", "exec.c", "fiber.c",
-	"fn.c", "future.c", "io.c", "io_epoll.c", "io_uring.c", "launch.c",
-	"loop.c", "mailbox.c", "monitor.c", "osproc.c", "preempt.c", "proc.c",
-	"sched.c", "sim.c", "stack.c", "stall.c", "tickring.c", "timer.c",
-	"deque.c", "clock.c", "alloc.c", "link.c", "carrier.c",
-	"switch_x86_64_sysv_elf.S", "switch_aarch64_aapcs_elf.S",
-	"preempt_x86_64_sysv_elf.S", "preempt_aarch64_aapcs_elf.S", NULL
-};
+/* The runtime's code, by construction: one record per text section of
+ * every runtime object (rtcode_int.h), whatever the file names, the link
+ * order or the symbol table. Hidden: each module sees its own records. */
+extern const xtc__rtcode_t __start_xtc_rtmap[] __attribute__((visibility("hidden")));
+extern const xtc__rtcode_t __stop_xtc_rtmap[] __attribute__((visibility("hidden")));
 
 static int has_substr(const char *s, const char *const *list)
 {
 	for (int i = 0; list[i]; i++)
 		if (strstr(s, list[i]))
-			return 1;
-	return 0;
-}
-
-static int is_runtime_file(const char *name)
-{
-	const char *b = strrchr(name, '/');
-	b = b ? b + 1 : name;
-	if (strncmp(b, "zz_csrc_", 8) == 0)
-		return 1; /* the Go build's shims, one per csrc file */
-	for (int i = 0; runtime_files[i]; i++)
-		if (strcmp(b, runtime_files[i]) == 0)
 			return 1;
 	return 0;
 }
@@ -196,12 +179,23 @@ static int cmp_range(const void *a, const void *b)
 struct phdr_ctx {
 	vec_t *objs;
 	uintptr_t rt_addr;   /* an address inside the runtime */
-	uintptr_t rt_bias;   /* load bias of the object holding it */
+	uintptr_t vdso;      /* AT_SYSINFO_EHDR (the vDSO may have no name) */
 	int rt_is_main;
 	int idx;
 	int main_static;
 	unsigned long long adds;
 };
+
+static int in_load_segment(const struct dl_phdr_info *info, uintptr_t a)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+		if (ph->p_type == PT_LOAD && a >= lo && a < lo + ph->p_memsz)
+			return 1;
+	}
+	return 0;
+}
 
 static int phdr_cb(struct dl_phdr_info *info, size_t sz, void *arg)
 {
@@ -210,31 +204,21 @@ static int phdr_cb(struct dl_phdr_info *info, size_t sz, void *arg)
 	int is_main = c->idx++ == 0;
 	if (sz >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof info->dlpi_adds)
 		c->adds = info->dlpi_adds;
-	int holds_rt = 0;
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		if (ph->p_type != PT_LOAD)
-			continue;
-		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
-		if (c->rt_addr >= lo && c->rt_addr < lo + ph->p_memsz)
-			holds_rt = 1;
-	}
-	if (holds_rt) {
-		c->rt_bias = info->dlpi_addr;
+	int holds_rt = in_load_segment(info, c->rt_addr);
+	if (holds_rt)
 		c->rt_is_main = is_main;
-	}
+	int vdso = c->vdso != 0 && in_load_segment(info, c->vdso);
 	/* A shared libxtc is runtime as a whole; in the main program only the
-	 * runtime's functions are (added from the symbol table). A static
-	 * program has libc inside it, indistinguishable from user code: none
-	 * of it is preemptible. */
+	 * runtime's code is (the code map). A static program has libc inside
+	 * it, indistinguishable from user code: none of it is preemptible. */
 	int dynamic = 0;
 	for (int i = 0; i < info->dlpi_phnum; i++)
 		if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
 			dynamic = 1;
 	if (is_main)
 		c->main_static = !dynamic;
-	int allow = !has_substr(name, system_objs) && !(holds_rt && !is_main) &&
-	            dynamic;
+	int allow = !has_substr(name, system_objs) && !vdso &&
+	            !(holds_rt && !is_main) && dynamic;
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
@@ -246,92 +230,37 @@ static int phdr_cb(struct dl_phdr_info *info, size_t sz, void *arg)
 	return 0;
 }
 
-/* Read the static symbol table of the main program and collect every
- * runtime function. 0 on success, -1 when there is no symbol table. */
-static int load_runtime_syms(uintptr_t bias, vec_t *rt, int *n_local)
+/* The code map's ranges; -1 when it lacks a function it must contain (a
+ * runtime file built without rtcode_int.h, or an unexpected toolchain). */
+static int load_code_map(vec_t *rt, int *n_files)
 {
-	int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	struct stat st;
-	if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(ElfW(Ehdr))) {
-		close(fd);
-		return -1;
-	}
-	size_t len = (size_t)st.st_size;
-	const unsigned char *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-	close(fd);
-	if (m == MAP_FAILED)
-		return -1;
-	int rc = -1;
-	const ElfW(Ehdr) *eh = (const void *)m;
-	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_shoff == 0 ||
-	    eh->e_shoff + (size_t)eh->e_shnum * sizeof(ElfW(Shdr)) > len)
-		goto out;
-	const ElfW(Shdr) *sh = (const void *)(m + eh->e_shoff);
-	for (int i = 0; i < eh->e_shnum; i++) {
-		if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh->e_shnum)
-			continue;
-		const ElfW(Shdr) *strs = &sh[sh[i].sh_link];
-		if (sh[i].sh_offset + sh[i].sh_size > len ||
-		    strs->sh_offset + strs->sh_size > len)
-			goto out;
-		const ElfW(Sym) *sym = (const void *)(m + sh[i].sh_offset);
-		size_t n = sh[i].sh_size / sizeof *sym;
-		const char *str = (const char *)(m + strs->sh_offset);
-		int file_rt = 0;
-		for (size_t k = 0; k < n; k++) {
-			if (sym[k].st_name >= strs->sh_size)
-				continue;
-			const char *nm = str + sym[k].st_name;
-			int type = ELF64_ST_TYPE(sym[k].st_info);
-			int bind = ELF64_ST_BIND(sym[k].st_info);
-			if (type == STT_FILE) {
-				file_rt = is_runtime_file(nm);
-				continue;
-			}
-			if (type != STT_FUNC || sym[k].st_size == 0 ||
-			    sym[k].st_shndx == SHN_UNDEF)
-				continue;
-			int named = strncmp(nm, "xtc_", 4) == 0;
-			if (named || (bind == STB_LOCAL && file_rt)) {
-				uintptr_t lo = bias + sym[k].st_value;
-				*n_local += !named;
-				if (vec_push(rt, lo, lo + sym[k].st_size, 0) != 0)
-					goto out;
-			}
+	const char *last = NULL;
+	*n_files = 0;
+	for (const xtc__rtcode_t *r = __start_xtc_rtmap; r < __stop_xtc_rtmap; r++) {
+		if (r->file != last) {
+			last = r->file;
+			(*n_files)++;
 		}
-		rc = rt->n > 0 ? 0 : -1;
-		break;
+		if (r->hi > r->lo &&
+		    vec_push(rt, (uintptr_t)r->lo, (uintptr_t)r->hi, 0) != 0)
+			return -1;
 	}
-out:
-	munmap((void *)m, len);
-	return rc;
-}
-
-static unsigned long long current_adds(void);
-
-/* The Go build's text-range markers (zzz_text_end.c, preempt asm); weak:
- * meson builds do not have the end marker. */
-extern void xtc__rt_text_begin(void) __attribute__((weak));
-extern void xtc__rt_text_end(void) __attribute__((weak));
-
-/* Without a symbol table: the marker pair, if it brackets the runtime. */
-static int marker_range(vec_t *rt)
-{
-	uintptr_t b = (uintptr_t)&xtc__rt_text_begin;
-	uintptr_t e = (uintptr_t)&xtc__rt_text_end;
 	uintptr_t probes[] = { (uintptr_t)&xtc_preempt_arm,
 	                       (uintptr_t)&xtc__preempt_trampoline,
 	                       (uintptr_t)&xtc_yield,
-	                       (uintptr_t)&xtc__preempt_run_begin };
-	if (b == 0 || e == 0 || e <= b || e - b > ((uintptr_t)64 << 20))
-		return -1;
-	for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++)
-		if (probes[i] < b || probes[i] >= e)
+	                       (uintptr_t)&xtc__preempt_run_begin,
+	                       (uintptr_t)&xtc_loop_run };
+	for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
+		int in = 0;
+		for (size_t k = 0; k < rt->n && !in; k++)
+			in = probes[i] >= rt->v[k].lo && probes[i] < rt->v[k].hi;
+		if (!in)
 			return -1;
-	return vec_push(rt, b, e + 64, 0);
+	}
+	return 0;
 }
+
+static unsigned long long current_adds(void);
 
 /* Caller holds init_mu. Rebuilds only when objects were loaded since. */
 static int build_map(void)
@@ -344,19 +273,14 @@ static int build_map(void)
 		return XTC_E_NOMEM;
 	vec_t objs = { 0 }, rt = { 0 };
 	struct phdr_ctx c = { .objs = &objs,
-	                      .rt_addr = (uintptr_t)&xtc_preempt_arm };
+	                      .rt_addr = (uintptr_t)&xtc_preempt_arm,
+	                      .vdso = (uintptr_t)getauxval(AT_SYSINFO_EHDR) };
 	dl_iterate_phdr(phdr_cb, &c);
-	if (c.main_static) {
+	pm->rt_known = load_code_map(&rt, &pm->n_files) == 0;
+	if (c.main_static)
 		pm->rt_known = 0; /* decline: see phdr_cb */
-	} else if (c.rt_is_main) {
-		pm->rt_known = load_runtime_syms(c.rt_bias, &rt, &pm->n_local) == 0;
-		if (!pm->rt_known) {
-			rt.n = 0;
-			pm->rt_known = marker_range(&rt) == 0;
-			pm->n_local = pm->rt_known ? -1 : 0;
-		}
-	} else
-		pm->rt_known = 1; /* a shared library: denied as a whole */
+	if (!pm->rt_known)
+		rt.n = 0;
 	qsort(objs.v, objs.n, sizeof *objs.v, cmp_range);
 	if (rt.n)
 		qsort(rt.v, rt.n, sizeof *rt.v, cmp_range);
@@ -420,10 +344,10 @@ static int pc_preemptible(uintptr_t pc)
 	return r != NULL && r->allow;
 }
 
-/* Tests (Go): size of the runtime part of the map; n_local counts the
- * functions found only through their source file (static helpers). */
-int xtc__preempt_map_info(int *n_rt, int *n_local);
-int xtc__preempt_map_info(int *n_rt, int *n_local)
+/* Tests: the number of runtime code ranges and of runtime source files in
+ * the code map. */
+int xtc__preempt_map_info(int *n_rt, int *n_files);
+int xtc__preempt_map_info(int *n_rt, int *n_files)
 {
 	pthread_mutex_lock(&init_mu);
 	int rc = build_map();
@@ -433,8 +357,8 @@ int xtc__preempt_map_info(int *n_rt, int *n_local)
 		return rc != XTC_OK ? rc : XTC_E_INTERNAL;
 	if (n_rt)
 		*n_rt = (int)pm->n_rt;
-	if (n_local)
-		*n_local = pm->n_local;
+	if (n_files)
+		*n_files = pm->n_files;
 	return pm->rt_known ? XTC_OK : XTC_E_NOTFOUND;
 }
 
@@ -443,6 +367,22 @@ int xtc__preempt_pc_ok(const void *pc);
 int xtc__preempt_pc_ok(const void *pc)
 {
 	return pc_preemptible((uintptr_t)pc);
+}
+
+/* Test hook: record i of the code map (file name and range); NOTFOUND
+ * past the last one. */
+int xtc__preempt_codemap_get(int i, const char **file, const void **lo,
+                             const void **hi);
+int xtc__preempt_codemap_get(int i, const char **file, const void **lo,
+                             const void **hi)
+{
+	if (i < 0 || i >= __stop_xtc_rtmap - __start_xtc_rtmap)
+		return XTC_E_NOTFOUND;
+	const xtc__rtcode_t *r = &__start_xtc_rtmap[i];
+	*file = r->file;
+	*lo = r->lo;
+	*hi = r->hi;
+	return XTC_OK;
 }
 
 int xtc_preempt_declare_unsafe(const void *lo, const void *hi)

@@ -41,6 +41,7 @@
  *  - longjmp to unwind exit: xtc__task_exit already abandons the frames,
  *    and a jmp_buf per proc costs 200 bytes of stack.
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>

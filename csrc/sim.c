@@ -24,6 +24,7 @@
  * lock (the OS scheduler would still choose the interleaving); a separate
  * model of the scheduler (it would prove the model, not our code).
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 #include <stdatomic.h>
 #include <string.h>
 

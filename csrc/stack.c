@@ -34,6 +34,7 @@
  * global locked pool (a lock on the spawn path), MAP_GROWSDOWN (the kernel
  * only grows it for faults near the stack pointer and it is deprecated).
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 #include "fiber_int.h"
 
 #include <errno.h>

@@ -20,6 +20,7 @@
  * nobody looks; a poll of the published record by whoever wants in-flight
  * reports costs nothing on the carrier beyond two sequence bumps per run).
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 #include <execinfo.h>
 #include <inttypes.h>
 #include <stdatomic.h>

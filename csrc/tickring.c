@@ -19,6 +19,7 @@
  * timeout on the loop's main ring (its CQEs are reaped by the loop, not
  * checkable in two loads, and would mix with I/O completions).
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif

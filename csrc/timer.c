@@ -19,6 +19,7 @@
  * Alternatives rejected: a timer wheel (cheaper inserts, but coarse
  * granularity and a tick); a sorted list (O(n) inserts under many sleepers).
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 #include <stdlib.h>
 
 #include "loop_int.h"

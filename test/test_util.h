@@ -1,7 +1,8 @@
 /*
  * test_util.h - the check harness shared by the C tests: a failure
  * counter, CHECK / CHECK_EQ (report and count, never abort, so one run
- * lists every broken case), RUN (names a test case and its verdict), time
+ * lists every broken case), REQUIRE (report and exit: for setup whose
+ * failure leaves nothing valid to check), RUN (names a test case and its verdict), time
  * units, and loop helpers that exit on a setup failure.
  */
 #ifndef TEST_UTIL_H
@@ -20,6 +21,15 @@ static int failures;
 			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,          \
 			        __LINE__, #cond);                                       \
 			failures++;                                                     \
+		}                                                                   \
+	} while (0)
+
+#define REQUIRE(cond)                                                       \
+	do {                                                                    \
+		if (!(cond)) {                                                      \
+			fprintf(stderr, "%s:%d: REQUIRE failed: %s\n", __FILE__,        \
+			        __LINE__, #cond);                                       \
+			exit(1);                                                        \
 		}                                                                   \
 	} while (0)
 

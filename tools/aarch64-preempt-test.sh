@@ -14,7 +14,7 @@ command -v "$QEMU" >/dev/null 2>&1 || { echo "no $QEMU: skipped"; exit 77; }
 [ -e "$SYSROOT/lib/ld-linux-aarch64.so.1" ] || { echo "no $SYSROOT: skipped"; exit 77; }
 out=$(mktemp -d /tmp/xtc-a64-preempt.XXXXXX)
 trap 'rm -rf "$out"' EXIT
-srcs=$(ls "$root"/csrc/*.c | grep -v 'zzz_text_end\|/sim\.c')
+srcs=$(ls "$root"/csrc/*.c | grep -v '/sim\.c')
 fail=0
 for t in fn preempt; do
 	if ! "$CC" -std=gnu11 -O2 -D_GNU_SOURCE -pthread -I"$root/csrc/include" \

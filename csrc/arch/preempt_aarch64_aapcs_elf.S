@@ -26,10 +26,8 @@
  * Cost: one extra system call per preemption compared with x86-64, where
  * XSAVE/XRSTOR in user space suffice.
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 	.text
-	.globl	xtc__rt_text_begin
-	.hidden	xtc__rt_text_begin
-xtc__rt_text_begin:
 	.globl	xtc__preempt_trampoline
 	.type	xtc__preempt_trampoline, %function
 	.p2align 4

@@ -27,14 +27,8 @@
  * The direction flag is cleared before calling C (the ABI requires DF=0);
  * the interrupted value comes back with popfq.
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 	.text
-	/* Start of the runtime's machine code in the Go build, where the cgo
-	 * objects of the package are linked in name order (this file first,
-	 * csrc/zzz_text_end.c last) and `go run`/`go test` strip the symbol
-	 * table; preempt.c uses the pair only when it has no symbol table. */
-	.globl	xtc__rt_text_begin
-	.hidden	xtc__rt_text_begin
-xtc__rt_text_begin:
 	.globl	xtc__preempt_trampoline
 	.type	xtc__preempt_trampoline, @function
 	.p2align 4

@@ -35,6 +35,7 @@
  * Rejected: saving q8-q15 in full (AAPCS64 only preserves their low half);
  * setjmp/longjmp (pointer mangling and FORTIFY checks).
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 #if defined(__aarch64__) && defined(__ELF__)
 
 	.text

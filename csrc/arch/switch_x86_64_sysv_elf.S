@@ -47,6 +47,7 @@
  * xmm0-15 as clobbered across a call; the preemption trampoline does its own
  * xsave); setjmp/longjmp (FORTIFY_SOURCE aborts on stack changes).
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 #if defined(__x86_64__) && defined(__ELF__)
 
 	.text

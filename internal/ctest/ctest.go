@@ -92,6 +92,11 @@ static void ctest_wait(void *arg)
 	c->done = 1;
 }
 
+// User code in timer.c (named like a runtime file) and a user xtc_*
+// function: the preemption code map must leave both preemptible.
+int ctest_codemap_timer_fn(int x);
+int xtc_ctest_codemap_fn(int x);
+
 static void *ctest_fn(int which)
 {
 	switch (which) {
@@ -100,6 +105,8 @@ static void *ctest_fn(int which)
 	case 2: return (void *)ctest_recv_sum;
 	case 3: return (void *)ctest_sleep;
 	case 4: return (void *)ctest_wait;
+	case 5: return (void *)ctest_codemap_timer_fn;
+	case 6: return (void *)xtc_ctest_codemap_fn;
 	}
 	return NULL;
 }
@@ -115,6 +122,13 @@ var (
 	RecvSum = unsafe.Pointer(C.ctest_fn(2)) // sums int64 messages until an empty one
 	Sleep   = unsafe.Pointer(C.ctest_fn(3)) // xtc_proc_sleep(N ns); RC = result
 	Wait    = unsafe.Pointer(C.ctest_fn(4)) // blocks in xtc_recv; Done=1 after a message
+)
+
+// User functions for the preemption code-map test: one in a file named
+// timer.c, one named xtc_*; neither is runtime code.
+var (
+	CodemapTimerFn = unsafe.Pointer(C.ctest_fn(5))
+	CodemapXtcFn   = unsafe.Pointer(C.ctest_fn(6))
 )
 
 // GocbDepth returns the calling thread's Go-callback depth: > 0 inside a
