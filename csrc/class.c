@@ -63,6 +63,7 @@ typedef struct xtc__classes {
 	uint64_t def_vruntime;
 	uint64_t def_ewma;
 	int def_active;   /* default lane was ready or ran at the last pick */
+	uint64_t def_runs; /* picks that served the default lane while ready */
 	struct xtc_run_class *running; /* lane of the task in flight */
 	int in_run;
 	int64_t queued;
@@ -146,15 +147,14 @@ int xtc__class_enqueue(xtc_loop_t *loop, xtc_task_t *t)
 	return 1;
 }
 
-xtc_task_t *xtc__class_pick(xtc_loop_t *loop, int default_ready)
+int xtc__class_choose(xtc_loop_t *loop, int default_ready)
 {
 	xtc__classes_t *cs = loop->classes;
-	struct xtc_run_class *best = NULL;
+	int best = -1;
 	uint64_t bv, m;
-	xtc_task_t *t;
 
 	if (cs == NULL || cs->n == 0)
-		return NULL;
+		return -1;
 	if (default_ready && !cs->def_active) {
 		/* the default lane comes back from idle: no banked credit */
 		if (active_min(cs, &m) && cs->def_vruntime < m)
@@ -165,22 +165,78 @@ xtc_task_t *xtc__class_pick(xtc_loop_t *loop, int default_ready)
 	for (int i = 0; i < cs->n; i++) {
 		struct xtc_run_class *c = cs->v[i];
 		if (c->qhead != NULL && ld(&c->vruntime) < bv) {
-			best = c;
+			best = i;
 			bv = ld(&c->vruntime);
 		}
 	}
-	cs->in_run = 1;
-	cs->running = best;
-	if (best == NULL)
+	return best;
+}
+
+xtc_task_t *xtc__class_take(xtc_loop_t *loop, int lane)
+{
+	xtc__classes_t *cs = loop->classes;
+	struct xtc_run_class *c;
+	xtc_task_t *t;
+
+	if (cs == NULL || cs->n == 0)
 		return NULL;
-	t = best->qhead;
-	best->qhead = (xtc_task_t *)t->node.next;
-	if (best->qhead == NULL)
-		best->qtail = NULL;
+	cs->in_run = 1;
+	if (lane < 0 || lane >= cs->n || cs->v[lane]->qhead == NULL) {
+		cs->running = NULL;
+		if (cs->def_active)
+			cs->def_runs++;
+		return NULL;
+	}
+	c = cs->running = cs->v[lane];
+	t = c->qhead;
+	c->qhead = (xtc_task_t *)t->node.next;
+	if (c->qhead == NULL)
+		c->qtail = NULL;
 	t->node.next = NULL;
 	cs->queued--;
-	add(&best->runs, 1);
+	add(&c->runs, 1);
 	return t;
+}
+
+xtc_task_t *xtc__class_pick(xtc_loop_t *loop, int default_ready)
+{
+	return xtc__class_take(loop, xtc__class_choose(loop, default_ready));
+}
+
+uint32_t xtc__class_ready_mask(const xtc_loop_t *loop)
+{
+	const xtc__classes_t *cs = loop->classes;
+	uint32_t m = 0;
+
+	if (cs == NULL)
+		return 0;
+	for (int i = 0; i < cs->n; i++)
+		if (cs->v[i]->qhead != NULL)
+			m |= 1u << i;
+	return m;
+}
+
+int xtc__class_lane_info(const xtc_loop_t *loop, int lane, int *shares,
+                         uint64_t *runs)
+{
+	const xtc__classes_t *cs = loop->classes;
+
+	if (lane < 0) {
+		*shares = XTC_DEFAULT_CLASS_SHARES;
+		*runs = cs != NULL ? cs->def_runs : 0;
+		return XTC_OK;
+	}
+	if (cs == NULL || lane >= cs->n)
+		return XTC_E_INVAL;
+	*shares = cs->v[lane]->shares;
+	*runs = ld(&cs->v[lane]->runs);
+	return XTC_OK;
+}
+
+int xtc__class_count(const xtc_loop_t *loop)
+{
+	const xtc__classes_t *cs = loop->classes;
+	return cs != NULL ? cs->n : 0;
 }
 
 /* The charge of one run: the measured time, floored at 1 us, and clamped

@@ -1,6 +1,7 @@
 /*
- * exec.c - the multi-loop executor: carriers, submission, stealing,
- * quiescence, and the hook routing shared with classes and the watchdog.
+ * exec.c - the multi-loop executor: carriers, submission, stealing and
+ * quiescence. What runs next on a loop is sched.c's; the executor registers
+ * its default-lane deque and its preemption bookkeeping there.
  *
  * Model: an executor owns n loops. xtc_exec_run starts one C-created carrier
  * thread per loop (Go never owns a carrier, so fibers never run on a Go
@@ -34,7 +35,8 @@
  * (XTC__SLEEP_RUN), so the first producer after that makes the run
  * preemptible at its slice end (xtc__exec_ring_run), the same way it would
  * wake a parked carrier; work the run itself makes ready does the same
- * through hook_enqueue, and a timer caps the run's hard deadline.
+ * through the enqueue hook (sched.c), and a timer caps the run's hard
+ * deadline.
  *
  * Stealing: ready tasks that are neither pinned nor in a class go to the
  * loop's Chase-Lev deque (deque_int.h) instead of its private FIFO; the owner
@@ -158,13 +160,9 @@ static xtc__carrier_t *carrier_of(const xtc_loop_t *l)
 }
 
 /* ------------------------------------------------------------------ */
-/* Hook routing (classes, deque, stall, preemption)                     */
+/* The default lane of a multi-loop executor: deque and plain FIFO      */
+/* (registered with sched.c, which routes the loop's hooks)            */
 /* ------------------------------------------------------------------ */
-
-static int can_steal(const xtc__carrier_t *c)
-{
-	return c != NULL && c->exec->n > 1;
-}
 
 /* Ready tasks carry their enqueue sequence so the owner can serve its
  * private FIFO and its deque in one global FIFO order: a pinned task that
@@ -189,20 +187,14 @@ static xtc_task_t *deque_oldest(xtc__carrier_t *c)
 	return NULL;
 }
 
-static xtc_task_t *hook_pick(xtc_loop_t *l)
+/* The default lane is served: the older of the plain FIFO's head and the
+ * deque's top (NULL: the plain FIFO). */
+static xtc_task_t *exec_def_pick(xtc_loop_t *l)
 {
 	xtc__carrier_t *c = carrier_of(l);
-	xtc_task_t *t;
 	int64_t tp;
 
-	if (l->feat & XTC__LF_CLASSES) {
-		int def = l->rq_head != NULL ||
-		    (can_steal(c) && xtc__deque_size(&c->dq) > 0);
-		t = xtc__class_pick(l, def);
-		if (t != NULL)
-			return t;
-	}
-	if (!can_steal(c) || xtc__deque_size(&c->dq) == 0)
+	if (xtc__deque_size(&c->dq) == 0)
 		return NULL; /* the plain FIFO */
 	if (l->rq_head != NULL) {
 		/* a hint: if a thief takes that slot meanwhile, the next
@@ -212,6 +204,11 @@ static xtc_task_t *hook_pick(xtc_loop_t *l)
 			return NULL;
 	}
 	return deque_oldest(c);
+}
+
+static int exec_def_ready(xtc_loop_t *l)
+{
+	return xtc__deque_size(&carrier_of(l)->dq) > 0;
 }
 
 /* Wake a parked carrier (Dekker with carrier_park: the caller published
@@ -228,21 +225,14 @@ static void carrier_kick(xtc__carrier_t *c)
 		xtc__loop_ring(l, s);
 }
 
-static int hook_enqueue(xtc_loop_t *l, xtc_task_t *t)
+/* An untagged task became ready on a loop of a multi-loop executor (the
+ * router in sched.c handled classes and preemption contention). */
+static int exec_enqueue(xtc_loop_t *l, xtc_task_t *t)
 {
 	xtc__carrier_t *c;
 	uint64_t seq;
 
-	/* work made ready during a run (not the run's own yield): that run
-	 * now competes, so its slice applies (see hook_run_begin) */
-	if ((l->feat & XTC__LF_PREEMPT) && xtc__ptls.fiber != NULL &&
-	    t != xtc__task_current())
-		xtc__preempt_contend(xtc__ptls.slot);
-	if ((l->feat & XTC__LF_CLASSES) && xtc__class_enqueue(l, t))
-		return 1;
 	c = carrier_of(l);
-	if (!can_steal(c))
-		return 0;
 	seq = ++c->enq_seq;
 	if (!t->pinned && t->sched_class == NULL) {
 		int64_t b = atomic_load_explicit(&c->dq.bottom,
@@ -273,10 +263,9 @@ pushed:
 static int ring_nonempty(xtc__carrier_t *c);
 
 /* Ready work other than the run about to start, visible to the owner. */
-static int others_ready(xtc_loop_t *l, xtc__carrier_t *c)
+static int others_ready(xtc_loop_t *l)
 {
-	return l->rq_head != NULL || xtc__class_queued(l) > 0 ||
-	    (can_steal(c) && xtc__deque_size(&c->dq) > 0);
+	return l->rq_head != NULL || xtc__sched_busy(l);
 }
 
 /*
@@ -295,7 +284,7 @@ static void preempt_begin(xtc_loop_t *l, xtc_task_t *t, int64_t now)
 	xtc__pslot_t *s = xtc__preempt_slot();
 	int64_t until;
 
-	if (c == NULL || s == NULL || others_ready(l, c))
+	if (c == NULL || s == NULL || others_ready(l))
 		goto contended;
 	until = xtc__timers_next(l);
 	if (until >= 0 && until <= now)
@@ -319,105 +308,16 @@ void xtc__exec_ring_run(xtc_loop_t *l)
 		    memory_order_relaxed));
 }
 
-static void hook_run_begin(xtc_loop_t *l, xtc_task_t *t, int64_t now)
-{
-	if (l->feat & XTC__LF_STALL)
-		xtc__stall_begin(l, t, now);
-	/* latency classes shorten the slice as they tighten the budget;
-	 * `now` is the run's start: no second clock read (H6) */
-	if ((l->feat & XTC__LF_PREEMPT) && t->is_fiber)
-		preempt_begin(l, t, now);
-}
-
-static void hook_run_end(xtc_loop_t *l, xtc_task_t *t, int64_t ran_ns)
-{
-	if (l->feat & XTC__LF_PREEMPT) {
-		if (atomic_load_explicit(&l->sleeping, memory_order_relaxed) ==
-		    XTC__SLEEP_RUN)
-			atomic_store_explicit(&l->sleeping, 0,
-			    memory_order_relaxed);
-		xtc__preempt_run_end();
-	}
-	if (l->feat & XTC__LF_CLASSES)
-		xtc__class_charge(l, t, ran_ns);
-	if (l->feat & XTC__LF_STALL)
-		xtc__stall_check(l, t, ran_ns);
-}
-
-static int hook_idle(xtc_loop_t *l, int64_t next_deadline)
-{
-	(void)l;
-	(void)next_deadline;
-	return 0; /* carriers and the simulator park outside the step */
-}
-
-static int hook_busy(xtc_loop_t *l)
-{
-	xtc__carrier_t *c = carrier_of(l);
-
-	if (xtc__class_queued(l) > 0)
-		return 1;
-	return can_steal(c) && xtc__deque_size(&c->dq) > 0;
-}
-
-void xtc__sched_attach(xtc_loop_t *l)
-{
-	xtc__loop_hooks_t h;
-
-	if (l->hooks.pick == hook_pick)
-		return;
-	memset(&h, 0, sizeof(h));
-	h.pick = hook_pick;
-	h.enqueue = hook_enqueue;
-	h.run_begin = hook_run_begin;
-	h.run_end = hook_run_end;
-	h.idle = hook_idle;
-	h.busy = hook_busy;
-	h.check_due = xtc__preempt_check_due; /* ticks and tick ring */
-	xtc__loop_set_hooks(l, &h);
-}
-
-struct on_owner {
-	xtc__post_t node; /* first: the post pointer is the request */
-	void (*fn)(xtc_loop_t *, void *);
-	void *arg;
+/* What the executor adds to the pick of its loops (sched.c routes). */
+static const xtc__sched_exec_t exec_ops_solo = {
+	.preempt_begin = preempt_begin,
 };
-
-static void on_owner_run(xtc_loop_t *l, xtc__post_t *p)
-{
-	struct on_owner *r = (struct on_owner *)p;
-
-	r->fn(l, r->arg); /* at fini (magic FINI) fn sees it and just frees */
-	free(r);
-}
-
-int xtc__sched_on_owner(xtc_loop_t *l, void (*fn)(xtc_loop_t *, void *),
-                        void *arg)
-{
-	struct on_owner *r;
-
-	if (atomic_load(&l->owner) == 0 || xtc__loop_on_owner_thread(l)) {
-		fn(l, arg);
-		return XTC_OK;
-	}
-	r = calloc(1, sizeof(*r));
-	if (r == NULL)
-		return XTC_E_NOMEM;
-	r->node.fn = on_owner_run;
-	r->fn = fn;
-	r->arg = arg;
-	if (xtc__loop_post(l, &r->node) != XTC_OK) {
-		free(r);
-		return XTC_E_INVAL;
-	}
-	return XTC_OK;
-}
-
-void xtc__sched_loop_fini(xtc_loop_t *l)
-{
-	xtc__class_loop_fini(l);
-	xtc__stall_loop_fini(l);
-}
+static const xtc__sched_exec_t exec_ops_steal = {
+	.def_ready = exec_def_ready,
+	.def_pick = exec_def_pick,
+	.enqueue = exec_enqueue,
+	.preempt_begin = preempt_begin,
+};
 
 /* ------------------------------------------------------------------ */
 /* Submission ring                                                      */
@@ -515,7 +415,7 @@ static int drain_budget(xtc__carrier_t *c)
 {
 	int n;
 
-	if (!others_ready(c->loop, c))
+	if (!others_ready(c->loop))
 		n = DRAIN_BATCH;
 	else
 		n = c->drain_credit > 0 ? c->drain_credit : 1;
@@ -926,7 +826,7 @@ static int loop_has_work(xtc_loop_t *l)
 	int64_t next;
 
 	if (l->rq_head != NULL || atomic_load_explicit(&l->inbox,
-	    memory_order_relaxed) != NULL || hook_busy(l) ||
+	    memory_order_relaxed) != NULL || xtc__sched_busy(l) ||
 	    l->io->armed > 0 || l->io->pending != NULL)
 		return 1;
 	next = xtc__timers_next(l);
@@ -949,7 +849,6 @@ static void *carrier_main(void *arg)
 	kslice_init(c);
 	if (e->preempt_ns > 0 &&
 	    xtc__preempt_carrier_start(e->preempt_ns) == XTC_OK) {
-		xtc__sched_attach(l);
 		xtc__loop_feat_set(l, XTC__LF_PREEMPT);
 		atomic_store(&c->pslot, xtc__preempt_slot());
 		preempt = 1;
@@ -1050,7 +949,8 @@ int xtc_exec_init(xtc_exec_t **out, int n_loops)
 		c->loop->exec_data = c;
 		c->loop->index = i;
 		e->n = i + 1;
-		xtc__sched_attach(c->loop);
+		xtc__sched_exec_register(c->loop,
+		    n_loops > 1 ? &exec_ops_steal : &exec_ops_solo);
 		if (n_loops > 1)
 			xtc__loop_feat_set(c->loop, XTC__LF_EXEC);
 	}
@@ -1434,7 +1334,7 @@ int xtc__exec_sim_all_quiescent(xtc_exec_t *e)
 		xtc_loop_t *l = e->c[i].loop;
 		if (l->live_tasks > 0 || l->pending_timers > 0 ||
 		    atomic_load(&l->inbox) != NULL || ring_nonempty(&e->c[i]) ||
-		    hook_busy(l))
+		    xtc__sched_busy(l))
 			return 0;
 	}
 	return 1;
@@ -1501,6 +1401,7 @@ uint64_t xtc__exec_hash(xtc_exec_t *e)
 		h = xtc__hash_u64(h, (uint64_t)l->pending_timers);
 		h = xtc__hash_u64(h, (uint64_t)xtc__deque_size(&e->c[i].dq));
 		h = xtc__class_hash(l, h);
+		h = xtc__sched_hash(l, h);
 	}
 	return h;
 }

@@ -1618,6 +1618,7 @@ static int loop_fini(xtc_loop_t *loop)
 	memset(&loop->hooks, 0, sizeof(loop->hooks));
 	loop->feat = 0;
 	loop->procs = loop->exec = loop->classes = loop->stall = NULL;
+	loop->sched = NULL;
 	atomic_store(&loop->owner, 0);
 	shell_put(loop);
 	return 0;

@@ -583,6 +583,7 @@ struct xtc_loop {
 	void *exec_data;
 	void *classes;                 /* class state (class.c) */
 	void *stall;                   /* stall watchdog state (stall.c) */
+	struct xtc__sched *sched;      /* lane policy / batch counts (sched.c) */
 	_Atomic uint64_t steals;
 
 	/* proc layer */
@@ -616,7 +617,7 @@ void xtc__loop_adopt_orphan(xtc_loop_t *loop, xtc_task_t *t);
 /* Called by xtc_loop_fini after every task has been released (cleanup hooks
  * run) and the inbox drained; proc.c defines it (weak no-op otherwise). */
 void xtc__proc_loop_fini(xtc_loop_t *loop);
-/* Same for exec.c (class and stall state; sched_int.h); weak no-op. */
+/* Same for sched.c (class, stall and policy state; sched_int.h); weak no-op. */
 void xtc__sched_loop_fini(xtc_loop_t *loop);
 
 /* Claim/release the loop for the calling thread: sets TLS current loop,

@@ -1,9 +1,13 @@
 /*
- * sched_int.h - internal contract between the executor (exec.c), the
- * scheduling classes (class.c), the stall watchdog (stall.c) and the
- * simulator (sim.c). All of them plug into the loop through the one hooks
- * table of loop_int.h; exec.c owns that table (xtc__sched_attach) and routes
- * each hook to the modules that are switched on for the loop.
+ * sched_int.h - internal contract of the scheduling layer: the pick
+ * (sched.c), the scheduling classes (class.c), the stall watchdog
+ * (stall.c), and what the executor (exec.c) and the simulator (sim.c) need
+ * from them. sched.c is the one owner of "what runs next": it alone writes
+ * the loop's hooks table (loop_int.h) and routes each hook to the modules
+ * switched on for the loop; classes, lane policies and the batch
+ * preference meet in its pick. The executor does not write hooks: it
+ * registers its default-lane queue (the stealable deque) and its per-run
+ * preemption bookkeeping with xtc__sched_exec_register.
  */
 #ifndef XTC_SCHED_INT_H
 #define XTC_SCHED_INT_H
@@ -11,20 +15,56 @@
 #include <stdint.h>
 
 #include "xtc_exec.h"
+#include "xtc_sched.h"
 #include "loop_int.h"
 
-/* ---- exec.c ------------------------------------------------------------ */
+/* ---- sched.c ------------------------------------------------------------ */
 
 /* Install the routing hooks on loop (idempotent). Owner thread or before the
  * loop runs. */
 void xtc__sched_attach(xtc_loop_t *loop);
+
+/* What an executor adds to a loop's pick; any field may be NULL. Called on
+ * the owner thread from the hooks; ops must outlive the loop (static). */
+typedef struct xtc__sched_exec {
+	/* the default lane has work beyond the plain FIFO (deque) */
+	int (*def_ready)(xtc_loop_t *loop);
+	/* the default lane is served: its next task in FIFO order across the
+	 * plain FIFO and the deque, NULL = the plain FIFO's head */
+	xtc_task_t *(*def_pick)(xtc_loop_t *loop);
+	/* an untagged task became ready: 1 taken (deque), 0 plain FIFO */
+	int (*enqueue)(xtc_loop_t *loop, xtc_task_t *t);
+	/* a fiber run starts with XTC__LF_PREEMPT on: publish its deadline */
+	void (*preempt_begin)(xtc_loop_t *loop, xtc_task_t *t, int64_t now);
+} xtc__sched_exec_t;
+/* Attach and register ops for loop (before it runs). */
+void xtc__sched_exec_register(xtc_loop_t *loop, const xtc__sched_exec_t *ops);
+/* Ready work that the plain FIFO does not show (class queues, deque). */
+int xtc__sched_busy(xtc_loop_t *loop);
+
 /* Run fn(loop, arg) on the loop's owner thread: at once when called there or
  * while no thread owns the loop, else posted through the inbox (arg must stay
  * valid until then; fn frees it if needed). 0 or XTC_E_NOMEM. */
 int xtc__sched_on_owner(xtc_loop_t *loop, void (*fn)(xtc_loop_t *, void *),
                         void *arg);
-/* Called by loop.c from xtc_loop_fini (frees class and stall state). */
+/* Called by loop.c from xtc_loop_fini (frees class, stall, policy state). */
 void xtc__sched_loop_fini(xtc_loop_t *loop);
+
+/* Batch groups (batch.c) publish advisory counts per lane for the lane
+ * policies. lane: the class id 0..15 whose queue the group's driver runs
+ * in, or -1 (default lane: counted, never preferred). A lane may hold
+ * several groups; the counts are sums over them. Owner thread or before
+ * the loop runs. register: 0, XTC_E_INVAL (bad loop or lane), XTC_E_NOMEM.
+ * adjust: deltas of active members, members ready (not BLOCKED) and
+ * submissions waiting for admission; a sum never goes below 0. */
+int  xtc__sched_batch_register(xtc_loop_t *loop, int lane);
+void xtc__sched_batch_unregister(xtc_loop_t *loop, int lane);
+void xtc__sched_batch_adjust(xtc_loop_t *loop, int lane, int32_t d_active,
+                             int32_t d_ready, int32_t d_waiting);
+/* Hash of policy state (sim). */
+uint64_t xtc__sched_hash(const xtc_loop_t *loop, uint64_t h);
+
+/* ---- exec.c ------------------------------------------------------------- */
 
 /* Simulator and invariant-checker support (exec.c). */
 int      xtc__exec_valid(const xtc_exec_t *e);
@@ -43,8 +83,21 @@ uint64_t xtc__exec_hash(xtc_exec_t *e);
 
 /* Owner thread. The next class task by minimum vruntime, or NULL when the
  * default lane (default_ready != 0) wins or nothing is queued. Records the
- * lane that will be charged at run end. */
+ * lane that will be charged at run end. Same as take(choose()). */
 xtc_task_t *xtc__class_pick(xtc_loop_t *loop, int default_ready);
+/* Owner thread, once per pick: the lane the vruntime order serves (a class
+ * index, or -1 for the default lane / nothing queued); keeps the default
+ * lane's idle lift. */
+int xtc__class_choose(xtc_loop_t *loop, int default_ready);
+/* Owner thread, after choose: take lane's oldest task (NULL for lane -1)
+ * and record lane for the charge at run end. */
+xtc_task_t *xtc__class_take(xtc_loop_t *loop, int lane);
+/* Bit i set: class lane i has queued tasks. */
+uint32_t xtc__class_ready_mask(const xtc_loop_t *loop);
+/* Shares and runs of a lane (-1: default lane). 0 or XTC_E_INVAL. */
+int xtc__class_lane_info(const xtc_loop_t *loop, int lane, int *shares,
+                         uint64_t *runs);
+int xtc__class_count(const xtc_loop_t *loop);
 /* Owner thread. 1 if t belongs to a class of this loop and was queued. */
 int  xtc__class_enqueue(xtc_loop_t *loop, xtc_task_t *t);
 /* Owner thread. Charge the lane recorded by the last pick. */

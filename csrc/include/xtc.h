@@ -70,6 +70,7 @@ XTC_API int64_t xtc_atomic_i64_add(int64_t *p, int64_t delta);
 #if __has_include("xtc_preempt.h")
 #include "xtc_preempt.h"
 #endif
+#include "xtc_sched.h"
 #if __has_include("xtc_blocking.h")
 #include "xtc_blocking.h"
 #endif
