@@ -42,6 +42,7 @@
  * the picker, and no replay under the simulator); calling select when one
  * lane is ready or an override is due (a call whose answer cannot matter).
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
