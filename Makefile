@@ -122,6 +122,9 @@ go-test:
 	$(GO) test $(GOTESTFLAGS) ./...
 	@# the other tag set: epoll only + ucontext switch
 	$(GO) test $(GOTESTFLAGS) -tags xtc_nouring,xtc_ucontext .
+	@# a static executable keeps involuntary preemption (xtc_preempt(3))
+	$(GO) test $(GOTESTFLAGS) -ldflags '-extldflags -static' \
+		-run 'TestPreemptMap|TestPreemptCodeMap|TestPreemptTimeSlices' .
 	@# the package must still build without cgo (nocgo.go stubs)
 	CGO_ENABLED=0 $(GO) build . ./internal/errtable ./internal/shimgen ./tools/...
 

@@ -182,7 +182,7 @@ struct phdr_ctx {
 	uintptr_t vdso;      /* AT_SYSINFO_EHDR (the vDSO may have no name) */
 	int rt_is_main;
 	int idx;
-	int main_static;
+	int main_static;     /* no PT_INTERP: libc is inside the executable */
 	unsigned long long adds;
 };
 
@@ -209,16 +209,17 @@ static int phdr_cb(struct dl_phdr_info *info, size_t sz, void *arg)
 		c->rt_is_main = is_main;
 	int vdso = c->vdso != 0 && in_load_segment(info, c->vdso);
 	/* A shared libxtc is runtime as a whole; in the main program only the
-	 * runtime's code is (the code map). A static program has libc inside
-	 * it, indistinguishable from user code: none of it is preemptible. */
-	int dynamic = 0;
+	 * runtime's code is (the code map). A static executable (no program
+	 * interpreter; static-pie included) has libc inside it: denied here
+	 * as a whole, its user part is allowed by static_user_range. */
+	int interp = 0;
 	for (int i = 0; i < info->dlpi_phnum; i++)
-		if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
-			dynamic = 1;
+		if (info->dlpi_phdr[i].p_type == PT_INTERP)
+			interp = 1;
 	if (is_main)
-		c->main_static = !dynamic;
+		c->main_static = !interp;
 	int allow = !has_substr(name, system_objs) && !vdso &&
-	            !(holds_rt && !is_main) && dynamic;
+	            !(holds_rt && !is_main) && !(is_main && !interp);
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
@@ -260,6 +261,46 @@ static int load_code_map(vec_t *rt, int *n_files)
 	return 0;
 }
 
+/*
+ * A static executable: the linker lays out the .text of its inputs in
+ * command-line order, and the C library comes last (cc adds -lc after the
+ * user's objects and -lxtc), so the user's code lies between the entry
+ * point (crt1's _start, the first .text input) and the runtime's lowest
+ * .text range, and libc, libgcc and the rest above the runtime. The cold,
+ * hot and startup text groups (below the entry point) and the PLT stay
+ * denied. If a libc function lies in that window the link order is not
+ * the usual one and nothing is allowed (the involuntary path declines).
+ */
+static int static_user_range(const vec_t *rt, vec_t *objs)
+{
+	uintptr_t entry = (uintptr_t)getauxval(AT_ENTRY), rt_lo = UINTPTR_MAX;
+	if (entry == 0)
+		return -1;
+	for (size_t k = 0; k < rt->n; k++)
+		if (rt->v[k].lo >= entry && rt->v[k].lo < rt_lo)
+			rt_lo = rt->v[k].lo;
+	if (rt_lo == UINTPTR_MAX)
+		return -1;
+	uintptr_t libc[] = { (uintptr_t)&malloc, (uintptr_t)&free,
+	                     (uintptr_t)&pthread_mutex_lock, (uintptr_t)&write,
+	                     (uintptr_t)&abort, (uintptr_t)&pthread_create };
+	for (size_t i = 0; i < sizeof libc / sizeof libc[0]; i++)
+		if (libc[i] >= entry && libc[i] < rt_lo)
+			return -1;
+	/* Split the executable's (denied) text segment around the window. */
+	for (size_t i = 0; i < objs->n; i++) {
+		prange_t seg = objs->v[i];
+		if (entry < seg.lo || rt_lo > seg.hi)
+			continue;
+		objs->v[i].hi = entry;
+		if (vec_push(objs, entry, rt_lo, 1) != 0 ||
+		    vec_push(objs, rt_lo, seg.hi, 0) != 0)
+			return -1;
+		return 0;
+	}
+	return -1;
+}
+
 static unsigned long long current_adds(void);
 
 /* Caller holds init_mu. Rebuilds only when objects were loaded since. */
@@ -277,8 +318,8 @@ static int build_map(void)
 	                      .vdso = (uintptr_t)getauxval(AT_SYSINFO_EHDR) };
 	dl_iterate_phdr(phdr_cb, &c);
 	pm->rt_known = load_code_map(&rt, &pm->n_files) == 0;
-	if (c.main_static)
-		pm->rt_known = 0; /* decline: see phdr_cb */
+	if (pm->rt_known && c.main_static)
+		pm->rt_known = c.rt_is_main && static_user_range(&rt, &objs) == 0;
 	if (!pm->rt_known)
 		rt.n = 0;
 	qsort(objs.v, objs.n, sizeof *objs.v, cmp_range);
@@ -452,13 +493,24 @@ static void xsave_probe(void)
 #endif
 }
 
+#if (defined(__x86_64__) || defined(__aarch64__)) && defined(__linux__)
+#define ARCH_INVOLUNTARY 1
+#else
+#define ARCH_INVOLUNTARY 0
+#endif
+
+/* Truthful: the redirect exists here and the code map was located (a
+ * static executable linked in the usual order included). */
 int xtc_preempt_involuntary_supported(void)
 {
-#if (defined(__x86_64__) || defined(__aarch64__)) && defined(__linux__)
-	return 1;
-#else
-	return 0;
-#endif
+	if (!ARCH_INVOLUNTARY)
+		return 0;
+	pthread_mutex_lock(&init_mu);
+	int rc = build_map();
+	pmap_t *pm = atomic_load(&cur_map);
+	int ok = rc == XTC_OK && pm != NULL && pm->rt_known;
+	pthread_mutex_unlock(&init_mu);
+	return ok;
 }
 
 /* ------------------------------------------------------------------ */
@@ -598,7 +650,7 @@ static void handler(int sig, siginfo_t *si, void *ucv)
 	p->pend |= XTC__PF_TICK;
 	int64_t now = now_ns();
 	int invol = (atomic_load_explicit(&involuntary_on, memory_order_relaxed) ||
-	             p->force_invol) && xtc_preempt_involuntary_supported();
+	             p->force_invol) && ARCH_INVOLUNTARY;
 	if (!invol || p->fiber == NULL) {
 		/* seam semantics: tick again one interval later */
 		int64_t sl = p->fiber ? p->slice :
