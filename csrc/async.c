@@ -391,7 +391,8 @@ int xtc_yield_if_due(void)
 {
 	if (!xtc_yield_check())
 		return 0;
-	return xtc__fiber_yield() == 0;
+	/* the slice ran out: demoted when the loop preempts (loop_int.h) */
+	return xtc__fiber_yield_slice() == 0;
 }
 
 uint64_t xtc_yield_due_count(const xtc_loop_t *loop)

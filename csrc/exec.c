@@ -262,10 +262,39 @@ pushed:
 
 static int ring_nonempty(xtc__carrier_t *c);
 
-/* Ready work other than the run about to start, visible to the owner. */
+/* Ready work other than the run about to start, visible to the owner
+ * (demoted work is not: the drain budget admits submissions ahead of it). */
 static int others_ready(xtc_loop_t *l)
 {
 	return l->rq_head != NULL || xtc__sched_busy(l);
+}
+
+/* Demotion (loop_int.h): a preempted migratable task goes to the deque
+ * instead, with the peer woken, when a peer carrier is parked and could run
+ * it now; otherwise the owner demotes it. */
+int xtc__exec_offer(xtc_loop_t *l, xtc_task_t *t)
+{
+	xtc__carrier_t *c = carrier_of(l);
+	xtc_exec_t *e;
+
+	if (c == NULL || c->exec->n < 2 || t->pinned || t->sched_class != NULL)
+		return 0;
+	e = c->exec;
+	for (int i = 1; i < e->n; i++) {
+		xtc__carrier_t *p = &e->c[(c->idx + i) % e->n];
+		int s = atomic_load_explicit(&p->loop->sleeping,
+		    memory_order_relaxed);
+		if (s != XTC__SLEEP_POLL && s != XTC__SLEEP_FUTEX)
+			continue;
+		/* READY before a thief can see it in the deque */
+		atomic_store_explicit(&t->state, XTC__T_READY,
+		    memory_order_relaxed);
+		if (!exec_enqueue(l, t))
+			return 0; /* deque full: demote */
+		carrier_kick(p);
+		return 1;
+	}
+	return 0;
 }
 
 /*
@@ -284,7 +313,9 @@ static void preempt_begin(xtc_loop_t *l, xtc_task_t *t, int64_t now)
 	xtc__pslot_t *s = xtc__preempt_slot();
 	int64_t until;
 
-	if (c == NULL || s == NULL || others_ready(l))
+	/* demoted work waiting makes the run compete too (long runs share
+	 * the demoted level round-robin) */
+	if (c == NULL || s == NULL || others_ready(l) || l->low_head != NULL)
 		goto contended;
 	until = xtc__timers_next(l);
 	if (until >= 0 && until <= now)
@@ -825,7 +856,8 @@ static int loop_has_work(xtc_loop_t *l)
 {
 	int64_t next;
 
-	if (l->rq_head != NULL || atomic_load_explicit(&l->inbox,
+	if (l->rq_head != NULL || l->low_head != NULL ||
+	    atomic_load_explicit(&l->inbox,
 	    memory_order_relaxed) != NULL || xtc__sched_busy(l) ||
 	    l->io->armed > 0 || l->io->pending != NULL)
 		return 1;
@@ -849,6 +881,7 @@ static void *carrier_main(void *arg)
 	kslice_init(c);
 	if (e->preempt_ns > 0 &&
 	    xtc__preempt_carrier_start(e->preempt_ns) == XTC_OK) {
+		l->demote_ns = e->preempt_ns; /* plain yielders: loop_int.h */
 		xtc__loop_feat_set(l, XTC__LF_PREEMPT);
 		atomic_store(&c->pslot, xtc__preempt_slot());
 		preempt = 1;
@@ -1059,6 +1092,8 @@ int xtc_exec_loop_stats(xtc_exec_t *e, int idx, xtc_loop_stats_t *out)
 	l = e->c[idx].loop;
 	out->tasks_run = __atomic_load_n(&l->runs, __ATOMIC_RELAXED);
 	out->steals = atomic_load_explicit(&l->steals, memory_order_relaxed);
+	out->demotions = __atomic_load_n(&l->demotions, __ATOMIC_RELAXED);
+	out->aged = __atomic_load_n(&l->low_aged, __ATOMIC_RELAXED);
 	return XTC_OK;
 }
 
@@ -1289,8 +1324,8 @@ int xtc__exec_sim_runnable(xtc_exec_t *e, int idx, int64_t now)
 	xtc_loop_t *l = c->loop;
 	int64_t next = xtc__timers_next(l);
 
-	return l->rq_head != NULL || xtc__deque_size(&c->dq) > 0 ||
-	    xtc__class_queued(l) > 0 || atomic_load(&l->inbox) != NULL ||
+	return l->rq_head != NULL || l->low_head != NULL ||
+	    xtc__deque_size(&c->dq) > 0 || xtc__class_queued(l) > 0 || atomic_load(&l->inbox) != NULL ||
 	    ring_nonempty(c) || (next >= 0 && next <= now) ||
 	    (!atomic_load(&c->steal_inflight) && others_have_stealable(e, idx));
 }
@@ -1356,6 +1391,16 @@ static int check_loop(xtc__carrier_t *c)
 		if (++ready > l->live_tasks)
 			return XTC_E_INTERNAL; /* cycle or leaked count */
 		if (t->node.next == NULL && t != l->rq_tail)
+			return XTC_E_INTERNAL;
+	}
+	for (xtc_task_t *t = l->low_head; t != NULL;
+	     t = (xtc_task_t *)t->node.next) {
+		if (atomic_load(&t->state) != XTC__T_READY || t->loop != l ||
+		    !t->demoted)
+			return XTC_E_INTERNAL;
+		if (++ready > l->live_tasks)
+			return XTC_E_INTERNAL;
+		if (t->node.next == NULL && t != l->low_tail)
 			return XTC_E_INTERNAL;
 	}
 	dq = xtc__deque_size(&c->dq);

@@ -17,18 +17,31 @@
  *  - Because the slice ends by signal + trampoline, a preempted function
  *    resumes with bit-identical registers, like a preempted loop fiber.
  *
- * Adaptive quantum. The paper gives Algorithm 1's inputs (recent load, tail
- * index of the service-time distribution, L_high = 90 % and L_low = 10 % of
- * capacity, heavy tail = tail index alpha < 2) and its directions (shorter
- * quanta under high load and heavy tails, longer under low load and light
- * tails). Our reading, run every period over the samples since the last
- * update:
- *     load >= L_high:  q = heavy ? q/2 : 3q/4
- *     load <= L_low:   q = 2q
- *     otherwise:       q = heavy ? q/2 : 2q
- * clamped to [min, max]. alpha is the Hill estimator over the top k = max(8,
- * n/10) samples. Samples go into a ring indexed by an atomic counter (any
- * thread, no lock; a torn statistic is harmless).
+ * Adaptive quantum (LibPreemptible's Algorithm 1). Inputs, per period:
+ *  - service times: whole requests, not run lengths. The executor records a
+ *    task's run time from when it became ready to when it finishes or
+ *    parks (its preempted runs add up), so a slice cut at the quantum does
+ *    not look like a heavy tail. (Run lengths truncated at q made A1 look
+ *    heavy whatever q was and halved q down to 5 us.)
+ *  - load: non-idle wall time of the carriers over wall time x workers
+ *    (carriers report each idle stretch when they run again); a period
+ *    with no idle report on an attached executor is load 1. Summing run
+ *    lengths instead hid the per-request overhead and counted preemption
+ *    stalls. xtc_fn_quantum_add_busy feeds a controller not attached to an
+ *    executor; xtc_fn_quantum_set_load overrides both.
+ *  - alpha: the Hill estimator over the top k = max(8, n/10) services;
+ *    heavy when alpha < alpha_heavy (2).
+ * Rule:
+ *     load >= L_high:  q = heavy ? q/2 : 2q   (a light tail wants FCFS)
+ *     load <= L_low:   q = 2q                 (few preemptions when idle)
+ *     otherwise:       q unchanged            (hold in the middle band)
+ * clamped to [floor, max], floor = max(min_ns, 4 x the measured cost of
+ * one preemption) (12.5 us assumed until one was measured): a quantum
+ * near the cost of the signal spends the carrier on preempting. Each
+ * update is kept in a small trajectory ring (xtc_fn_quantum_trajectory).
+ * Samples go into a ring indexed by an atomic counter (any thread, no
+ * lock; a torn statistic is harmless). The update sorts up to `window`
+ * samples, so it runs on the monitor thread, never on a carrier.
  *
  * Rejected: allocating a context per launch (the paper's free list exists
  * to avoid it); unwinding a cancelled function (C has no portable unwinding;
@@ -290,7 +303,29 @@ struct xtc_fn_quantum {
 	_Atomic int64_t *ring;        /* window entries (power of two) */
 	unsigned mask;
 	int64_t *scratch;
+	_Atomic int64_t idle;         /* carrier idle ns since the last update */
+	_Atomic uint64_t idle_reports;
+	int exec_fed;                 /* attached to an executor: idle-based load */
+	xtc_fn_quantum_point_t traj[XTC_FN_QUANTUM_TRAJ];
+	_Atomic uint64_t n_traj;
 };
+
+/* Assumed preemption cost until one was measured (the VM of the
+ * diagnosis: 10-12 us of carrier CPU, 12-15 us late). */
+#define COST_DEFAULT_NS 12500
+#define COST_FLOOR_MULT 4
+
+static int64_t quantum_floor(const xtc_fn_quantum_t *q)
+{
+	int64_t c = atomic_load_explicit(&xtc__preempt_cost_ewma,
+	                                 memory_order_relaxed);
+	int64_t f = (c > 0 ? c : COST_DEFAULT_NS) * COST_FLOOR_MULT;
+	if (f < q->o.min_ns)
+		f = q->o.min_ns;
+	if (f > q->o.max_ns)
+		f = q->o.max_ns;
+	return f;
+}
 
 static unsigned pow2_at_least(unsigned n)
 {
@@ -460,27 +495,49 @@ int64_t xtc_fn_quantum_update(xtc_fn_quantum_t *q)
 	int64_t wall = now - q->last_update;
 	q->last_update = now;
 	int64_t busy = atomic_exchange(&q->busy, 0);
+	int64_t idle = atomic_exchange(&q->idle, 0);
+	uint64_t idle_n = atomic_exchange(&q->idle_reports, 0);
 	int64_t ov = atomic_load(&q->load_override_ppm);
+	double cap = (double)wall * q->o.workers;
 	if (ov >= 0)
 		q->load = (double)ov / 1e6;
-	else
-		q->load = wall > 0 ? (double)busy / ((double)wall * q->o.workers) : 0;
+	else if (q->exec_fed && wall > 0) {
+		/* non-idle wall time; an idle stretch is reported when it
+		 * ends, so one spanning the update counts in the next period */
+		q->load = 1.0 - (double)idle / cap;
+		if (q->load < 0)
+			q->load = 0;
+		if (idle_n > 0 || n > 0)
+			busy = 1; /* something was observed */
+	} else
+		q->load = wall > 0 ? (double)busy / cap : 0;
 	q->alpha = hill_alpha(q->scratch, (size_t)n);
 	int heavy = q->alpha > 0 && q->alpha < q->o.alpha_heavy;
 	int64_t qu = atomic_load(&q->quantum);
 	if (n == 0 && busy == 0 && ov < 0)
 		; /* nothing observed: keep it */
 	else if (q->load >= q->o.load_high)
-		qu = heavy ? qu / 2 : qu * 3 / 4;
+		qu = heavy ? qu / 2 : qu * 2;
 	else if (q->load <= q->o.load_low)
 		qu = qu * 2;
-	else
-		qu = heavy ? qu / 2 : qu * 2;
-	if (qu < q->o.min_ns)
-		qu = q->o.min_ns;
+	/* else: the middle band holds */
+	int64_t fl = quantum_floor(q);
+	if (n == 0 && busy == 0 && ov < 0)
+		; /* nothing observed: not even the floor moves it */
+	else if (qu < fl)
+		qu = fl;
 	if (qu > q->o.max_ns)
 		qu = q->o.max_ns;
 	atomic_store(&q->quantum, qu);
+	uint64_t ti = atomic_load_explicit(&q->n_traj, memory_order_relaxed);
+	xtc_fn_quantum_point_t *pt = &q->traj[ti % XTC_FN_QUANTUM_TRAJ];
+	pt->at_ns = now;
+	pt->quantum_ns = qu;
+	pt->floor_ns = fl;
+	pt->load = q->load;
+	pt->tail_index = q->alpha;
+	pt->samples = n;
+	atomic_store_explicit(&q->n_traj, ti + 1, memory_order_release);
 	atomic_store(&q->next_update, now + q->o.period_ns);
 	if (atomic_load(&exec_q) == q)
 		atomic_store(&xtc__preempt_adaptive_slice, qu);
@@ -502,25 +559,66 @@ double xtc_fn_quantum_load(const xtc_fn_quantum_t *q)
 	return q ? q->load : 0;
 }
 
+int xtc_fn_quantum_trajectory(const xtc_fn_quantum_t *q,
+                              xtc_fn_quantum_point_t *out, int max)
+{
+	if (q == NULL || max < 0 || (out == NULL && max > 0))
+		return XTC_E_INVAL;
+	uint64_t n = atomic_load_explicit(&((xtc_fn_quantum_t *)q)->n_traj,
+	                                  memory_order_acquire);
+	uint64_t first = n > XTC_FN_QUANTUM_TRAJ ? n - XTC_FN_QUANTUM_TRAJ : 0;
+	int k = 0;
+	for (uint64_t i = first; i < n && k < max; i++)
+		out[k++] = q->traj[i % XTC_FN_QUANTUM_TRAJ];
+	return k;
+}
+
 int xtc_exec_set_preempt_adaptive(struct xtc_exec *exec, xtc_fn_quantum_t *q)
 {
 	if (exec == NULL)
 		return XTC_E_INVAL;
+	if (q != NULL)
+		q->exec_fed = 1;
 	atomic_store(&exec_q, q);
+	if (q != NULL) /* the monitor runs its updates: wake it for them */
+		xtc__monitor_kick(atomic_load(&q->next_update));
 	atomic_store(&xtc__preempt_adaptive_slice, q ? xtc_fn_quantum_get(q) : 0);
 	return XTC_OK;
 }
 
-/* preempt.c: every timed run's length, when an executor quantum is set. */
-void xtc__preempt_sample(int64_t ran_ns, int preempted)
+/* exec.c: one whole service (a task's runs until it finished or parked). */
+void xtc__fn_quantum_service(int64_t svc_ns)
 {
-	(void)preempted;
 	xtc_fn_quantum_t *q = exec_q_get();
 	if (q == NULL)
 		return;
-	xtc_fn_quantum_record(q, ran_ns);
-	xtc_fn_quantum_add_busy(q, ran_ns);
+	xtc_fn_quantum_record(q, svc_ns);
 	exec_q_put();
+}
+
+/* preempt.c: a carrier was idle this long (it runs again now). */
+void xtc__fn_quantum_idle(int64_t idle_ns)
+{
+	xtc_fn_quantum_t *q = exec_q_get();
+	if (q == NULL)
+		return;
+	if (idle_ns > 0) {
+		atomic_fetch_add_explicit(&q->idle, idle_ns, memory_order_relaxed);
+		atomic_fetch_add_explicit(&q->idle_reports, 1,
+		                          memory_order_relaxed);
+	}
+	exec_q_put();
+}
+
+/* monitor.c: when the attached controller wants its next update. */
+int64_t xtc__fn_quantum_next(void)
+{
+	xtc_fn_quantum_t *q = exec_q_get();
+	if (q == NULL)
+		return INT64_MAX;
+	int64_t t = atomic_load(&q->next_update);
+	exec_q_put();
+	return t;
 }
 
 /* monitor.c: run the controller when its period has come. */

@@ -110,6 +110,13 @@ __attribute__((weak)) void xtc__exec_ring_run(xtc_loop_t *loop)
 	(void)loop;
 }
 
+__attribute__((weak)) int xtc__exec_offer(xtc_loop_t *loop, xtc_task_t *t)
+{
+	(void)loop;
+	(void)t;
+	return 0;
+}
+
 __attribute__((weak)) void xtc__preempt_gocb_pause(void)
 {
 }
@@ -206,6 +213,34 @@ xtc_task_t *xtc__rq_pop(xtc_loop_t *loop)
 		loop->rq_head = (xtc_task_t *)t->node.next;
 		if (loop->rq_head == NULL)
 			loop->rq_tail = NULL;
+	}
+	return t;
+}
+
+/* The demoted level: a plain FIFO like the run queue (loop_int.h). */
+static void low_push(xtc_loop_t *loop, xtc_task_t *t)
+{
+	atomic_store_explicit(&t->state, XTC__T_READY, memory_order_relaxed);
+	t->demoted = 1;
+	t->low_since = xtc__now();
+	t->node.next = NULL;
+	if (loop->low_tail != NULL)
+		loop->low_tail->node.next = &t->node;
+	else
+		loop->low_head = t;
+	loop->low_tail = t;
+	loop->demotions++;
+}
+
+xtc_task_t *xtc__loop_low_pop(xtc_loop_t *loop)
+{
+	xtc_task_t *t = loop->low_head;
+
+	if (t != NULL) {
+		loop->low_head = (xtc_task_t *)t->node.next;
+		if (loop->low_head == NULL)
+			loop->low_tail = NULL;
+		t->demoted = 0;
 	}
 	return t;
 }
@@ -364,6 +399,8 @@ static void task_reset(xtc_task_t *t)
 	t->all_prev = t->all_next = NULL;
 	t->run_start = 0;
 	t->runs = 0;
+	t->demoted = 0;
+	t->svc_ns = 0;
 	t->exec_data = NULL;
 	t->detach = NULL;
 	t->detach_arg = NULL;
@@ -1050,15 +1087,24 @@ static int fairness_poll(xtc_loop_t *loop)
 	return n;
 }
 
+/* The hook (sched.c: classes, the executor's deque, the demoted level's
+ * aging) first, then the plain FIFO, then the demoted level: sched.c
+ * decides the order; the last line is also what serves demoted work when
+ * preemption was switched off with some left. */
 static xtc_task_t *pick(xtc_loop_t *loop)
 {
+	xtc_task_t *t;
+
 	if (XTC__UNLIKELY(loop->feat != 0) && loop->hooks.pick != NULL) {
 		/* CLASS PICK HOOK */
-		xtc_task_t *t = loop->hooks.pick(loop);
+		t = loop->hooks.pick(loop);
 		if (t != NULL)
 			return t;
 	}
-	return xtc__rq_pop(loop);
+	t = xtc__rq_pop(loop);
+	if (XTC__UNLIKELY(t == NULL && loop->low_head != NULL))
+		t = xtc__loop_low_pop(loop);
+	return t;
 }
 
 int xtc__loop_step(xtc_loop_t *loop, int may_block)
@@ -1262,7 +1308,38 @@ int xtc__fiber_yield(void)
 	if (XTC__UNLIKELY(t == NULL || !t->is_fiber))
 		return XTC_E_INVAL;
 	loop = t->loop;
+	/* a voluntary yielder that used a whole slice since it last parked
+	 * is CPU-bound work too: it must not keep the level above the
+	 * preempted ones to itself (loop_int.h) */
+	if (XTC__UNLIKELY(loop->feat & XTC__LF_PREEMPT) && loop->demote_ns > 0 &&
+	    t->sched_class == NULL &&
+	    t->svc_ns + (xtc__now() - t->run_start) >= loop->demote_ns)
+		return xtc__fiber_yield_slice();
 	make_ready(loop, t);
+	fiber_switch_out(loop, t);
+	if (XTC__UNLIKELY(atomic_load_explicit(&t->kill_pending,
+	                                       memory_order_relaxed)))
+		xtc__proc_resumed();
+	return 0;
+}
+
+/* Slice end: demote (loop_int.h), unless an idle executor peer takes the
+ * task or demotion does not apply (no preemption, a class task: the class
+ * queue keeps its own order and charge). */
+int xtc__fiber_yield_slice(void)
+{
+	xtc_task_t *t = xtc__tls_task;
+	xtc_loop_t *loop;
+
+	if (XTC__UNLIKELY(xtc__gocb_depth > 0))
+		return XTC_E_DEADLK;
+	if (XTC__UNLIKELY(t == NULL || !t->is_fiber))
+		return XTC_E_INVAL;
+	loop = t->loop;
+	if (!(loop->feat & XTC__LF_PREEMPT) || t->sched_class != NULL)
+		return xtc__fiber_yield();
+	if (!((loop->feat & XTC__LF_EXEC) && xtc__exec_offer(loop, t)))
+		low_push(loop, t);
 	fiber_switch_out(loop, t);
 	if (XTC__UNLIKELY(atomic_load_explicit(&t->kill_pending,
 	                                       memory_order_relaxed)))
@@ -1567,6 +1644,7 @@ static void release_all_tasks(xtc_loop_t *loop)
 	loop->task_free = NULL;
 	loop->task_free_len = 0;
 	loop->rq_head = loop->rq_tail = NULL;
+	loop->low_head = loop->low_tail = NULL;
 }
 
 /* An executor's loops belong to it: xtc_exec_fini finalises them through

@@ -203,6 +203,7 @@ struct xtc_task {
 	uint8_t exec_flags;      /* free for the executor */
 	_Atomic uint8_t wlock;   /* guards waiters (tiny spinlock) */
 	uint8_t stack_lazy;      /* fiber whose stack is mapped at first run */
+	uint8_t demoted;         /* READY at the demoted level (loop.c) */
 	/* parked by xtc__park_lock_publish: only a holder of the waiter's
 	 * lock may make it READY (plain stores); other wakers latch */
 	_Atomic uint8_t lock_parked;
@@ -233,6 +234,8 @@ struct xtc_task {
 	/* bookkeeping */
 	xtc_task_t *all_prev, *all_next; /* loop's live list (for fini) */
 	int64_t run_start;       /* only written when a timed feature is on */
+	int64_t low_since;       /* when it was demoted (aging) */
+	int64_t svc_ns;          /* run time since it last parked (adaptive q) */
 	uint64_t runs;
 	void *exec_data;         /* free for the executor / classes */
 
@@ -507,6 +510,13 @@ struct xtc_loop {
 	int64_t fair_last;             /* clock of the last poll (timed feats) */
 	xtc__fiber_t *root;            /* carrier fiber of the owner thread */
 	uint64_t runs;                 /* tasks run (stats: tasks_run) */
+	/* demoted level (see xtc__loop_demote): preempted default-lane work,
+	 * served after everything else unless it has aged */
+	xtc_task_t *low_head, *low_tail;
+	uint64_t demotions, low_aged;  /* stats: demoted yields, aged picks */
+	int low_turn;                  /* the last pick was an aged one */
+	int64_t demote_ns;             /* a plain yield after this much run
+	                                  time since the last park demotes */
 
 	/* carrier requests from a fiber back to the root */
 	xtc_task_t *reap;              /* DONE fiber to reap on the root stack */
@@ -684,6 +694,30 @@ static inline void xtc__task_wake_local(xtc_task_t *t)
 }
 /* Owner thread: pop the next task from the plain FIFO (NULL when empty). */
 xtc_task_t *xtc__rq_pop(xtc_loop_t *loop);
+
+/* Demotion (LibPreemptible's two-level queue). A default-lane fiber whose
+ * slice ran out (an involuntary preemption, or a cooperative yield at a due
+ * tick) is made READY at the demoted level instead of the tail of the run
+ * queue. The pick serves it only when the default lane has nothing else
+ * ready (run queue, deque), after the carrier drained its submission ring
+ * and inbox, except that the oldest demoted task is served first once it
+ * waited XTC__DEMOTE_AGE_NS, alternating with the other levels (aging:
+ * long work progresses under any load, and so does new work).
+ * Classes choose between lanes exactly as before: demoted tasks make the
+ * default lane ready. Owner thread. */
+#define XTC__DEMOTE_AGE_NS 5000000
+/* A plain yield demotes too once the task ran loop->demote_ns (the slice)
+ * since it last parked or finished (t->svc_ns, kept by the executor): a
+ * fiber that yields every microsecond but never blocks is CPU-bound work.
+ * Yield the current fiber because its slice ended: demoted when the loop
+ * preempts (XTC__LF_PREEMPT) and the task is in the default lane, a plain
+ * yield otherwise. Same results as xtc__fiber_yield. */
+int xtc__fiber_yield_slice(void);
+/* Pop the demoted level (NULL: empty). */
+xtc_task_t *xtc__loop_low_pop(xtc_loop_t *loop);
+/* The executor may take a preempted migratable task instead (an idle peer
+ * can run it now); 1 if it did (exec.c, weak 0 otherwise). */
+int xtc__exec_offer(xtc_loop_t *loop, xtc_task_t *t);
 
 /* Recompute XTC__LF_BUDGET from yield_budget / lat_budget (owner thread). */
 void xtc__loop_budget_update(xtc_loop_t *loop);

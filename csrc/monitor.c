@@ -1,42 +1,65 @@
 /*
- * monitor.c - the preemption monitor thread (LibPreemptible's timer thread,
- * without UINTR).
+ * monitor.c - the preemption trigger: per-carrier slice timers, the direct
+ * producer signal, and the safety-net monitor thread (LibPreemptible's
+ * timer thread, without UINTR).
  *
  * Model: a fixed table of 64-byte slots, one per armed carrier thread. A
  * carrier publishes in its own slot the CLOCK_MONOTONIC deadline of the run
  * it is executing (INT64_MAX when idle or between runs) and a generation
- * bumped per run. One monitor thread sleeps until the earliest deadline (at
- * most the shortest slice ahead, since a run that starts while it sleeps
- * ends no earlier than that), and sends the preemption signal, carrying the
- * generation in si_value, to each carrier whose deadline has passed. It
- * sends at most one signal per (generation, deadline) pair: the handler
- * re-arms the deadline when it defers, which is what asks for the next one.
- * The monitor sleeps on a futex with an absolute CLOCK_MONOTONIC timeout
- * and publishes when it will wake (wake_at; INT64_MAX when no slot held a
- * deadline for two scans). A carrier that publishes a deadline earlier than
- * wake_at wakes it (xtc__monitor_kick: a fence and one load per run
- * otherwise; the monitor re-scans after publishing wake_at, so a deadline
- * racing with its decision to sleep is never missed).
+ * bumped per run.
+ *
+ * Trigger (what makes a preemption happen), in order of preference:
+ *  1. The carrier's own timer: each executor carrier owns a
+ *     timer_create(CLOCK_MONOTONIC, SIGEV_THREAD_ID) timer that signals
+ *     that thread only. It is armed lazily, at most once per slice: a run
+ *     that starts while the timer already fires in (now, deadline] leaves
+ *     it alone, the early expiry re-arms it from the handler for the run
+ *     then current. The kernel delivers it from the timer interrupt of
+ *     the carrier's own CPU: no third thread has to be scheduled, which on
+ *     a 2-vCPU machine with the load generator spinning on the other CPU
+ *     was the whole tail (the monitor ran only after the carrier parked).
+ *     An idle carrier disarms it before it parks; a lone run does not arm
+ *     it at all (below).
+ *  2. A producer that makes work for a busy carrier (xtc__preempt_contend:
+ *     a submission, a post) arms that carrier's timer at the run's slice
+ *     end, or, when the run is already past it, signals the carrier
+ *     directly (rt_tgsigqueueinfo with the run's generation).
+ *  3. The monitor thread: only for the safety net of alone runs (a run
+ *     with nothing else to run on its loop is not timed at its slice end
+ *     but at XTC__PREEMPT_ALONE_NS, field `net`), and for carriers whose
+ *     timer could not be created (they keep the old monitor-driven path,
+ *     counted in timer_fallbacks). It sleeps on a futex with an absolute
+ *     timeout and PR_SET_TIMERSLACK 1 (the default 50 us slack was most of
+ *     its lateness), sends at most one signal per (generation, deadline),
+ *     and publishes when it will wake (wake_at) so a carrier that
+ *     publishes an earlier deadline wakes it (xtc__monitor_kick).
+ *
+ * Costs measured on the 2-vCPU VM (reference/tail-diagnosis.md): a
+ * carrier-armed timer lands ~12 us late and stalls the carrier ~10-19 us
+ * per expiry (hrtimer reprogramming and interrupt exits through the
+ * hypervisor); a cross-CPU signal from a producer 10-12 us; the monitor
+ * woke 64 us late with the default slack (13 us with slack 1) and, worse,
+ * was not scheduled at all while two threads spun.
  *
  * Alone runs: a slot carries a hard deadline and a soft one (the slice
- * end). The monitor acts at the hard deadline, or at the soft one once the
- * slot is marked contended (preempt_int.h). While a sliced (contended) run
- * exists it sleeps at most the shortest slice, so the carrier's next run
- * never has to kick it (a futex syscall per preemption on the carrier's
- * CPU); with only alone runs it sleeps to their hard deadlines: a lone
- * spinner costs neither the carrier nor the monitor a wake per slice.
+ * end). Soft applies once the slot is marked contended (preempt_int.h).
  *
- * Invariants: only the carrier writes deadline/gen/soft of its slot (any
- * thread may set contended; the carrier clears it per run); only the
- * monitor writes its private last-signalled record; slots are never freed
- * (a freed slot has tid 0 and is skipped), so the monitor never reads freed
- * memory.
+ * Invariants: only the carrier writes deadline/gen/soft/net of its slot
+ * (any thread may set contended and arm its timer; the carrier clears
+ * contended per run); only the monitor writes its private last-signalled
+ * record; slots are never freed (a freed slot has tid 0 and is skipped),
+ * and a timer is deleted only by its carrier after it cleared `timer`, so
+ * no thread uses a deleted timer... except a producer that loaded the
+ * pointer just before: timer_settime on a deleted id fails with EINVAL,
+ * harmlessly (ids are not reused while the process holds few timers).
  *
- * Rejected: per-carrier POSIX timers on CLOCK_THREAD_CPUTIME_ID (they fire
- * only at the kernel tick, 4 ms here); per-carrier CLOCK_MONOTONIC timers
- * (every carrier takes an interrupt per period even when its fibers yield on
- * their own, and an idle carrier must disarm them); busy-polling the TSC
- * like LibPreemptible (burns a core on a 2-core machine).
+ * Rejected: per-carrier timers on CLOCK_THREAD_CPUTIME_ID (they fire only
+ * at the kernel tick, 4 ms here); arming a timer per dispatch (a syscall
+ * and a hypervisor exit per run of a 0.5 us request); periodic timers (an
+ * interrupt per period even when fibers yield on their own); busy-polling
+ * the TSC like LibPreemptible (burns a core on a 2-core machine); a
+ * SCHED_FIFO monitor (needs privilege, and each of its wakes steals the
+ * load generator's CPU).
  */
 #include "rtcode_int.h" /* first: this file is runtime code */
 #ifndef _GNU_SOURCE
@@ -49,6 +72,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -71,6 +95,8 @@ static _Atomic uint32_t monitor_futex;
 static _Atomic uint64_t signals_sent;
 static pid_t self_pid;
 static uid_t self_uid;
+static _Atomic uint64_t n_fires, n_early, n_arms, n_direct;
+_Atomic uint64_t xtc__ctimer_fallbacks;
 static pthread_t monitor_thread;
 
 static int64_t mono_now(void)
@@ -148,6 +174,8 @@ static void send_tick(int tid, uint32_t gen)
  * (the slice end) once other work contends for the carrier. */
 static int64_t effective_deadline(xtc__pslot_t *s, int64_t d)
 {
+	if (atomic_load_explicit(&s->timer, memory_order_relaxed))
+		return atomic_load_explicit(&s->net, memory_order_relaxed);
 	if (atomic_load_explicit(&s->contended, memory_order_relaxed)) {
 		int64_t sd = atomic_load_explicit(&s->soft, memory_order_relaxed);
 		if (sd < d)
@@ -182,7 +210,11 @@ static int64_t scan(int64_t now, int64_t *min_slice, int *any, int *sliced)
 		*any = 1;
 		uint32_t g = atomic_load_explicit(&s->gen, memory_order_acquire);
 		int64_t eff = effective_deadline(s, d);
-		if (eff != d || atomic_load_explicit(&s->soft,
+		if (atomic_load_explicit(&s->timer, memory_order_relaxed)) {
+			if (eff == INT64_MAX)
+				continue; /* the carrier's timer covers it */
+			d = eff;      /* the safety net is the record's key */
+		} else if (eff != d || atomic_load_explicit(&s->soft,
 		                                     memory_order_relaxed) >= d)
 			*sliced = 1;
 		if (eff > now) {
@@ -239,6 +271,10 @@ static int64_t earliest_deadline(void)
 			continue;
 		int64_t d = atomic_load_explicit(&slots[i].deadline,
 		                                 memory_order_relaxed);
+		if (d != INT64_MAX &&
+		    atomic_load_explicit(&slots[i].timer, memory_order_relaxed))
+			d = atomic_load_explicit(&slots[i].net,
+			                         memory_order_relaxed);
 		if (d == INT64_MAX || (sent[i].deadline == d &&
 		                       sent[i].gen == atomic_load(&slots[i].gen)))
 			continue;
@@ -255,6 +291,8 @@ static void *monitor_main(void *arg)
 	sigset_t all;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL); /* never a carrier */
+	/* its futex timeouts are its deadlines: no 50 us coalescing */
+	(void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 	int empty_scans = 0;
 	for (;;) {
 		uint32_t v = atomic_load(&monitor_futex);
@@ -287,6 +325,11 @@ static void *monitor_main(void *arg)
 			if (target <= now)
 				target = now + XTC__PREEMPT_MIN_SLICE_NS;
 		}
+		/* the adaptive controller's period (its update sorts the
+		 * window: it must not run on a carrier) */
+		int64_t qn = xtc__fn_quantum_next();
+		if (qn < target)
+			target = qn > now ? qn : now + XTC__PREEMPT_MIN_SLICE_NS;
 		atomic_store(&wake_at, target);
 		if (earliest_deadline() < target) {
 			atomic_store(&wake_at, 0);
@@ -333,6 +376,10 @@ void xtc__monitor_after_fork(void)
 	for (int i = 0; i < XTC__PREEMPT_MAX_SLOTS; i++) {
 		atomic_store(&slots[i].tid, 0);
 		atomic_store(&slots[i].deadline, INT64_MAX);
+		/* timers are not inherited across fork */
+		atomic_store(&slots[i].timer, 0);
+		atomic_store(&slots[i].timer_at, INT64_MAX);
+		slots[i].ktimer = NULL;
 	}
 	atomic_store(&slot_hwm, 0);
 	atomic_store(&wake_at, 0);
@@ -352,6 +399,9 @@ xtc__pslot_t *xtc__monitor_slot_get(int tid, int64_t slice_ns)
 		atomic_store(&r->deadline, INT64_MAX);
 		atomic_store(&r->soft, INT64_MAX);
 		atomic_store(&r->contended, 0);
+		atomic_store(&r->timer, 0);
+		atomic_store(&r->timer_at, INT64_MAX);
+		atomic_store(&r->net, INT64_MAX);
 		atomic_store(&r->slice_ns, slice_ns);
 		atomic_fetch_add(&r->gen, 1);
 		atomic_store_explicit(&r->tid, tid, memory_order_release);
@@ -372,4 +422,107 @@ void xtc__monitor_slot_put(xtc__pslot_t *s)
 	atomic_fetch_add(&s->gen, 1);
 	atomic_store_explicit(&s->tid, 0, memory_order_release);
 	pthread_mutex_unlock(&slot_mu);
+}
+
+/* ------------------------------------------------------------------ */
+/* Carrier timers and the direct signal                                 */
+/* ------------------------------------------------------------------ */
+
+int xtc__ctimer_create(xtc__pslot_t *s, int tid)
+{
+	struct sigevent ev;
+	timer_t t;
+
+	if (s == NULL)
+		return XTC_E_INVAL;
+	memset(&ev, 0, sizeof ev);
+	ev.sigev_notify = SIGEV_THREAD_ID;
+	ev.sigev_signo = xtc__preempt_signo();
+#ifdef sigev_notify_thread_id
+	ev.sigev_notify_thread_id = tid;
+#else
+	ev._sigev_un._tid = tid; /* glibc < 2.38 has no name for it */
+#endif
+	if (timer_create(CLOCK_MONOTONIC, &ev, &t) != 0)
+		return errno == EAGAIN ? XTC_E_RESOURCE : XTC_E_INTERNAL;
+	s->ktimer = (void *)t;
+	atomic_store(&s->timer_at, INT64_MAX);
+	atomic_store(&s->net, INT64_MAX);
+	atomic_store_explicit(&s->timer, 1, memory_order_release);
+	return XTC_OK;
+}
+
+void xtc__ctimer_delete(xtc__pslot_t *s)
+{
+	if (s == NULL || !atomic_load(&s->timer))
+		return;
+	atomic_store(&s->timer, 0);
+	atomic_store(&s->timer_at, INT64_MAX);
+	timer_delete((timer_t)s->ktimer);
+	s->ktimer = NULL;
+}
+
+void xtc__ctimer_arm(xtc__pslot_t *s, int64_t at)
+{
+	struct itimerspec its;
+	void *kt = s->ktimer; /* the first id of a process is 0: not a flag */
+
+	if (!atomic_load_explicit(&s->timer, memory_order_relaxed))
+		return;
+	memset(&its, 0, sizeof its);
+	if (at != INT64_MAX) {
+		if (at <= 0)
+			at = 1;
+		its.it_value.tv_sec = at / 1000000000;
+		its.it_value.tv_nsec = at % 1000000000;
+	}
+	/* published first: a fire racing this call sees a value at least as
+	 * early as the one it came from, and re-arms if it finds no run due */
+	atomic_store_explicit(&s->timer_at, at, memory_order_relaxed);
+	if (timer_settime((timer_t)kt, TIMER_ABSTIME, &its, NULL) == 0)
+		atomic_fetch_add_explicit(&n_arms, 1, memory_order_relaxed);
+}
+
+void xtc__ctimer_want(xtc__pslot_t *s, int64_t at, int64_t now)
+{
+	int64_t cur = atomic_load_explicit(&s->timer_at, memory_order_relaxed);
+
+	if (cur > now && cur <= at)
+		return; /* fires early enough; the handler re-arms */
+	xtc__ctimer_arm(s, at);
+}
+
+int xtc__monitor_signal_run(xtc__pslot_t *s)
+{
+	uint32_t g = atomic_load_explicit(&s->gen, memory_order_acquire);
+	int tid = atomic_load_explicit(&s->tid, memory_order_acquire);
+
+	if (tid == 0 || atomic_load_explicit(&s->deadline,
+	    memory_order_acquire) == INT64_MAX ||
+	    atomic_load_explicit(&s->gen, memory_order_acquire) != g)
+		return 0; /* idle, or the run just changed */
+	if (self_pid == 0) {
+		self_pid = getpid();
+		self_uid = getuid();
+	}
+	send_tick(tid, g);
+	atomic_fetch_add_explicit(&n_direct, 1, memory_order_relaxed);
+	return 1;
+}
+
+/* The handler counts expiries here (global: cheap relaxed RMWs). */
+void xtc__monitor_count_fire(int due);
+void xtc__monitor_count_fire(int due)
+{
+	atomic_fetch_add_explicit(due ? &n_fires : &n_early, 1,
+	                          memory_order_relaxed);
+}
+
+void xtc__monitor_trigger_stats(xtc_preempt_stats_t *out)
+{
+	out->timer_fires = atomic_load(&n_fires);
+	out->timer_early = atomic_load(&n_early);
+	out->timer_arms = atomic_load(&n_arms);
+	out->direct = atomic_load(&n_direct);
+	out->timer_fallbacks = atomic_load(&xtc__ctimer_fallbacks);
 }

@@ -63,6 +63,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <ucontext.h>
@@ -517,13 +518,59 @@ int xtc_preempt_involuntary_supported(void)
 /* The handler                                                          */
 /* ------------------------------------------------------------------ */
 
+_Atomic int64_t xtc__preempt_cost_ewma;
+
+/* Ask again at `at` for the current run: the carrier's timer when it has
+ * one, else the monitor. Async-signal-safe (timer_settime, futex wake). */
+static void ask_at(xtc__pslot_t *s, int64_t at)
+{
+	xtc__preempt_set_deadline(at);
+	if (atomic_load_explicit(&s->timer, memory_order_relaxed))
+		xtc__ctimer_arm(s, at);
+	else
+		xtc__monitor_kick(at);
+}
+
 static void rearm_later(int64_t now, int64_t slice)
 {
 	int64_t d = slice / 4;
 	if (d < 20000)
 		d = 20000;
-	xtc__preempt_set_deadline(now + d);
-	xtc__monitor_kick(now + d); /* futex wake is async-signal-safe */
+	if (xtc__ptls.slot != NULL)
+		ask_at(xtc__ptls.slot, now + d);
+}
+
+/* A carrier timer expired. 1: the current run is due (treat as a
+ * preemption signal); 0: it fired early for a run that ended, or before
+ * this run's deadline: re-armed for the run now current, if it is timed
+ * by the timer. *due_at: the deadline that was due. */
+void xtc__monitor_count_fire(int due);
+static int timer_due(xtc__ptls_t *p, xtc__pslot_t *s, int64_t now,
+                     int64_t *due_at)
+{
+	int64_t hard = atomic_load_explicit(&s->deadline, memory_order_relaxed);
+	int64_t soft = atomic_load_explicit(&s->soft, memory_order_relaxed);
+	int64_t d = hard;
+
+	atomic_store_explicit(&s->timer_at, INT64_MAX, memory_order_relaxed);
+	if (hard == INT64_MAX || p->fiber == NULL || xtc__gocb_depth > 0) {
+		xtc__monitor_count_fire(0);
+		return 0; /* idle, between runs, or in Go code: nothing to do */
+	}
+	if (atomic_load_explicit(&s->contended, memory_order_relaxed) &&
+	    soft < d)
+		d = soft;
+	*due_at = d;
+	if ((p->pend & XTC__PF_WANT) || now >= d) {
+		xtc__monitor_count_fire(1);
+		return 1;
+	}
+	xtc__monitor_count_fire(0);
+	/* early: keep timing this run unless only the monitor's net does */
+	if (d != hard || atomic_load_explicit(&s->net,
+	                                      memory_order_relaxed) == INT64_MAX)
+		xtc__ctimer_arm(s, d);
+	return 0;
 }
 
 static void defer(xtc__ptls_t *p, int64_t now)
@@ -638,25 +685,39 @@ static void handler(int sig, siginfo_t *si, void *ucv)
 	int saved = errno;
 	xtc__ptls_t *p = &xtc__ptls;
 	xtc__pslot_t *s = p->slot;
-	if (s == NULL || si->si_code != SI_QUEUE || si->si_pid != self_pid)
+	int64_t now, due_at = 0;
+	if (s == NULL)
 		goto out;
-	if ((uint32_t)si->si_value.sival_int !=
-	    atomic_load_explicit(&s->gen, memory_order_relaxed)) {
-		p->st.stale++;
-		goto out;
+	if (si->si_code == SI_TIMER) {
+		/* this carrier's own timer (SIGEV_THREAD_ID) */
+		if (!atomic_load_explicit(&s->timer, memory_order_relaxed))
+			goto out;
+		now = now_ns();
+		if (!timer_due(p, s, now, &due_at)) {
+			p->st.stale++;
+			goto out;
+		}
+	} else {
+		if (si->si_code != SI_QUEUE || si->si_pid != self_pid)
+			goto out;
+		if ((uint32_t)si->si_value.sival_int !=
+		    atomic_load_explicit(&s->gen, memory_order_relaxed)) {
+			p->st.stale++;
+			goto out;
+		}
+		now = now_ns();
+		due_at = atomic_load_explicit(&s->soft, memory_order_relaxed);
 	}
 	p->st.signals++;
 	p->st.ticks++;
 	p->pend |= XTC__PF_TICK;
-	int64_t now = now_ns();
 	int invol = (atomic_load_explicit(&involuntary_on, memory_order_relaxed) ||
 	             p->force_invol) && ARCH_INVOLUNTARY;
 	if (!invol || p->fiber == NULL) {
 		/* seam semantics: tick again one interval later */
 		int64_t sl = p->fiber ? p->slice :
 		             atomic_load_explicit(&s->slice_ns, memory_order_relaxed);
-		xtc__preempt_set_deadline(now + sl);
-		xtc__monitor_kick(now + sl);
+		ask_at(s, now + sl);
 		goto out;
 	}
 	if (!safe_point(p, ucv)) {
@@ -670,6 +731,9 @@ static void handler(int sig, siginfo_t *si, void *ucv)
 	/* The run ends at the trampoline's yield; the next run re-arms. */
 	xtc__preempt_set_deadline(INT64_MAX);
 	p->pend = 0;
+	/* cost measurement, closed by the next run start on this carrier */
+	p->pc_at = now;
+	p->pc_late = due_at > 0 && due_at < now ? now - due_at : 0;
 out:
 	errno = saved;
 }
@@ -682,7 +746,7 @@ static void preempt_yield_now(void)
 	if (p->yield_hook)
 		p->yield_hook(p->yield_arg);
 	else
-		(void)xtc_yield_ex();
+		(void)xtc__fiber_yield_slice(); /* demoted: loop_int.h */
 }
 
 void xtc__preempt_trampoline_yield(void)
@@ -926,6 +990,7 @@ int xtc_preempt_disarm(void)
 	xtc__pslot_t *s = p->slot;
 	p->slot = NULL; /* the handler ignores signals from here on */
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	xtc__ctimer_delete(s);
 	xtc__monitor_slot_put(s);
 	p->pend = 0;
 	return XTC_OK;
@@ -985,6 +1050,8 @@ int xtc_preempt_stats_global(xtc_preempt_stats_t *out, uint64_t *signals_sent)
 		if (stat_ptrs[i])
 			stats_add(out, stat_ptrs[i]);
 	pthread_mutex_unlock(&init_mu);
+	xtc__monitor_trigger_stats(out);
+	out->cost_ns = (uint64_t)atomic_load(&xtc__preempt_cost_ewma);
 	if (signals_sent)
 		*signals_sent = xtc__monitor_signals_sent();
 	return XTC_OK;
@@ -1060,8 +1127,66 @@ void xtc__preempt_contend(xtc__pslot_t *s)
 {
 	if (s == NULL || atomic_load_explicit(&s->contended, memory_order_relaxed))
 		return;
-	atomic_store(&s->contended, 1);
-	xtc__monitor_kick(atomic_load_explicit(&s->soft, memory_order_relaxed));
+	if (!atomic_load_explicit(&s->timer, memory_order_relaxed)) {
+		atomic_store(&s->contended, 1);
+		xtc__monitor_kick(atomic_load_explicit(&s->soft,
+		                                       memory_order_relaxed));
+		return;
+	}
+	/* one contender per run acts (seq_cst: pairs with run_begin's
+	 * re-check after it armed its own timer) */
+	if (atomic_exchange(&s->contended, 1))
+		return;
+	if (atomic_load(&s->deadline) == INT64_MAX)
+		return; /* between runs: the next run_begin sees the work */
+	int64_t soft = atomic_load_explicit(&s->soft, memory_order_relaxed);
+	int64_t now = now_ns();
+	if (soft <= now)
+		(void)xtc__monitor_signal_run(s); /* overdue: signal it now */
+	else
+		xtc__ctimer_want(s, soft, now);
+}
+
+/* The carrier's timer after a run's deadlines were published: soft for a
+ * contended run, the hard deadline of an alone run when it is a real one
+ * (a loop timer), nothing for an alone run whose only deadline is the
+ * safety net (the monitor watches `net`: a lone request costs no timer
+ * syscall). Then the Dekker re-check with xtc__preempt_contend: a producer
+ * that contended before our arm may have been overwritten by it. */
+static void trigger_run(xtc__pslot_t *s, int64_t soft, int64_t hard,
+                        int64_t now, int64_t cap)
+{
+	if (!atomic_load_explicit(&s->timer, memory_order_relaxed)) {
+		xtc__monitor_kick(hard);
+		return;
+	}
+	if (soft == hard) {
+		atomic_store_explicit(&s->net, INT64_MAX, memory_order_relaxed);
+		xtc__ctimer_want(s, soft, now);
+		return;
+	}
+	if (hard >= cap) {
+		atomic_store_explicit(&s->net, hard, memory_order_release);
+		xtc__monitor_kick(hard);
+	} else {
+		atomic_store_explicit(&s->net, INT64_MAX, memory_order_relaxed);
+		xtc__ctimer_want(s, hard, now);
+	}
+	if (atomic_load(&s->contended))
+		xtc__ctimer_want(s, soft, now);
+}
+
+/* Close a cost measurement: lateness plus redirect-to-next-dispatch. */
+static void cost_close(xtc__ptls_t *p, int64_t now)
+{
+	int64_t c = now - p->pc_at + p->pc_late;
+	p->pc_at = 0;
+	if (c <= 0 || c > 1000000)
+		return; /* the carrier did something else meanwhile */
+	int64_t e = atomic_load_explicit(&xtc__preempt_cost_ewma,
+	                                 memory_order_relaxed);
+	e = e == 0 ? c : e + (c - e) / 16;
+	atomic_store_explicit(&xtc__preempt_cost_ewma, e, memory_order_relaxed);
 }
 
 /* until: 0 = a contended run (hard = soft); > 0 see run_begin_alone. */
@@ -1090,10 +1215,17 @@ static void run_begin(xtc__fiber_t *f, int64_t slice_ns, int exact,
 	}
 	if (now <= 0)
 		now = now_ns();
+	if (p->pc_at != 0)
+		cost_close(p, now);
+	if (p->idle_at != 0) {
+		xtc__fn_quantum_idle(now - p->idle_at);
+		p->idle_at = 0;
+	}
 	int64_t soft = now + slice_ns, hard = soft;
+	int64_t cap = now + atomic_load_explicit(&xtc__preempt_alone_ns,
+	                                         memory_order_relaxed);
 	if (until > 0) {
-		hard = now + atomic_load_explicit(&xtc__preempt_alone_ns,
-		                                  memory_order_relaxed);
+		hard = cap;
 		if (until < hard)
 			hard = until;
 		if (hard < soft)
@@ -1107,8 +1239,8 @@ static void run_begin(xtc__fiber_t *f, int64_t slice_ns, int exact,
 	atomic_store_explicit(&s->soft, soft, memory_order_relaxed);
 	atomic_store_explicit(&s->gen, g + 1, memory_order_relaxed);
 	atomic_store_explicit(&s->deadline, hard, memory_order_release);
-	/* an alone run that gets contended kicks the monitor itself */
-	xtc__monitor_kick(hard);
+	/* an alone run that gets contended kicks the trigger itself */
+	trigger_run(s, soft, hard, now, cap);
 }
 
 void xtc__preempt_run_end(void)
@@ -1117,10 +1249,7 @@ void xtc__preempt_run_end(void)
 	xtc__pslot_t *s = p->slot;
 	if (s != NULL) {
 		atomic_store_explicit(&s->deadline, INT64_MAX, memory_order_relaxed);
-		if (p->fiber != NULL &&
-		    atomic_load_explicit(&xtc__preempt_adaptive_slice,
-		                         memory_order_relaxed) > 0)
-			xtc__preempt_sample(now_ns() - p->run_start, 0);
+		atomic_store_explicit(&s->net, INT64_MAX, memory_order_relaxed);
 	}
 	p->fiber = NULL;
 }
@@ -1138,6 +1267,27 @@ void xtc__preempt_run_save(xtc__prun_t *out)
 	out->force_invol = p->force_invol;
 	out->hook = p->yield_hook;
 	out->hook_arg = p->yield_arg;
+}
+
+/* A run continues (after a nested run or a Go callback) with deadlines
+ * that may be past: the trigger asks at once then. */
+static void republish(xtc__pslot_t *s, int64_t soft, int64_t hard)
+{
+	int64_t d = atomic_load(&s->contended) ? soft : hard;
+	if (!atomic_load_explicit(&s->timer, memory_order_relaxed)) {
+		xtc__monitor_kick(d);
+		return;
+	}
+	int64_t now = now_ns();
+	int64_t cap = now + atomic_load_explicit(&xtc__preempt_alone_ns,
+	                                         memory_order_relaxed);
+	if (d == hard && hard >= cap && soft != hard) {
+		atomic_store_explicit(&s->net, hard, memory_order_release);
+		xtc__monitor_kick(hard);
+		return;
+	}
+	atomic_store_explicit(&s->net, INT64_MAX, memory_order_relaxed);
+	xtc__ctimer_arm(s, d > now ? d : now + 1000);
 }
 
 void xtc__preempt_run_restore(const xtc__prun_t *in)
@@ -1161,8 +1311,7 @@ void xtc__preempt_run_restore(const xtc__prun_t *in)
 	                      memory_order_relaxed);
 	atomic_store_explicit(&s->gen, g + 1, memory_order_relaxed);
 	atomic_store_explicit(&s->deadline, in->hard, memory_order_release);
-	xtc__monitor_kick(atomic_load(&s->contended) ? in->start + in->slice
-	                                              : in->hard);
+	republish(s, in->start + in->slice, in->hard);
 }
 
 void xtc__preempt_gocb_pause(void)
@@ -1174,6 +1323,10 @@ void xtc__preempt_gocb_pause(void)
 	uint32_t g = atomic_load_explicit(&s->gen, memory_order_relaxed);
 	atomic_store_explicit(&s->deadline, INT64_MAX, memory_order_relaxed);
 	atomic_store_explicit(&s->gen, g + 1, memory_order_release);
+	/* no expiry may land while Go code runs on this thread */
+	if (atomic_load_explicit(&s->timer, memory_order_relaxed) &&
+	    atomic_load_explicit(&s->timer_at, memory_order_relaxed) != INT64_MAX)
+		xtc__ctimer_arm(s, INT64_MAX);
 }
 
 void xtc__preempt_gocb_resume(void)
@@ -1187,8 +1340,7 @@ void xtc__preempt_gocb_resume(void)
 	uint32_t g = atomic_load_explicit(&s->gen, memory_order_relaxed);
 	atomic_store_explicit(&s->gen, g + 1, memory_order_relaxed);
 	atomic_store_explicit(&s->deadline, p->hard, memory_order_release);
-	xtc__monitor_kick(atomic_load(&s->contended) ? p->run_start + p->slice
-	                                             : p->hard);
+	republish(s, p->run_start + p->slice, p->hard);
 }
 
 int xtc__preempt_check_due(struct xtc_loop *loop)
@@ -1199,9 +1351,18 @@ int xtc__preempt_check_due(struct xtc_loop *loop)
 
 void xtc__preempt_idle(void)
 {
+	xtc__ptls_t *p = &xtc__ptls;
+	xtc__pslot_t *s = p->slot;
 	xtc__preempt_run_end();
-	if (xtc__ptls.ring)
+	if (p->ring)
 		xtc__tickring_pause();
+	/* an idle carrier gets no interrupt: disarm a pending expiry */
+	if (s != NULL && atomic_load_explicit(&s->timer, memory_order_relaxed) &&
+	    atomic_load_explicit(&s->timer_at, memory_order_relaxed) != INT64_MAX)
+		xtc__ctimer_arm(s, INT64_MAX);
+	if (atomic_load_explicit(&xtc__preempt_adaptive_slice,
+	                         memory_order_relaxed) > 0)
+		p->idle_at = now_ns();
 }
 
 /* ------------------------------------------------------------------ */
@@ -1227,7 +1388,18 @@ int xtc__preempt_carrier_start(int64_t interval_ns)
 	    xtc_preempt_arm_ring(interval_ns) == XTC_OK)
 		return XTC_OK;
 	/* no periodic tick: the loop publishes a deadline per run */
-	return xtc__preempt_register(interval_ns);
+	int rc = xtc__preempt_register(interval_ns);
+	if (rc != XTC_OK)
+		return rc;
+	/* the carrier's own slice timer (monitor.c); without one the carrier
+	 * stays on the monitor-driven path, counted */
+	xtc__pslot_t *s = xtc__ptls.slot;
+	if (!atomic_load(&s->timer) &&
+	    xtc__ctimer_create(s, (int)syscall(SYS_gettid)) != XTC_OK)
+		atomic_fetch_add(&xtc__ctimer_fallbacks, 1);
+	/* its parks wake for loop timers: no 50 us coalescing either */
+	(void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+	return XTC_OK;
 }
 
 void xtc__preempt_carrier_stop(void)

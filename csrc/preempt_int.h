@@ -79,8 +79,16 @@ typedef struct xtc__pslot {
 	_Atomic int64_t slice_ns;              /* default slice of this carrier */
 	_Atomic int64_t soft;                  /* slice end (<= deadline) */
 	_Atomic int contended;                 /* soft deadline applies */
-	char pad[64 - 8 - 4 - 4 - 8 - 8 - 4];
+	/* Carrier timer (monitor.c, "trigger"): 1 when the carrier owns a
+	 * CLOCK_MONOTONIC timer that signals it (SIGEV_THREAD_ID); then the
+	 * timer delivers the soft deadline and the hard ones it covers, and
+	 * the monitor only watches `net` (the safety net of alone runs). */
+	_Atomic int timer;
+	_Atomic int64_t timer_at;              /* armed expiry, INT64_MAX: none */
+	_Atomic int64_t net;                   /* monitor's deadline (timer slots) */
+	void *ktimer;                          /* timer_t, set before timer = 1 */
 } xtc__pslot_t;
+_Static_assert(sizeof(xtc__pslot_t) == 64, "one cache line per carrier");
 
 #define XTC__PF_TICK 1
 #define XTC__PF_WANT 2
@@ -107,6 +115,11 @@ typedef struct xtc__ptls {
 	void *ring;                /* struct xtc__tickring *, NULL: none */
 	const _Atomic unsigned *ring_tail; /* CQ tail / head pointers */
 	unsigned *ring_head;
+	/* measured cost (preempt.c): when the last redirect happened and how
+	 * late it was; the next run start closes the measurement */
+	int64_t pc_at, pc_late;
+	/* adaptive load (fn.c): when this carrier went idle, 0 = busy */
+	int64_t idle_at;
 	/* counters */
 	xtc_preempt_stats_t st;
 } xtc__ptls_t;
@@ -215,10 +228,34 @@ void xtc__preempt_carrier_stop(void);
 /* Adaptive quantum (fn.c): the slice every carrier gets when no explicit
  * slice is passed to run_begin. 0 = use the carrier's armed slice. */
 extern _Atomic int64_t xtc__preempt_adaptive_slice;
-/* fn.c records each completed run for the adaptive controller. */
-void xtc__preempt_sample(int64_t ran_ns, int preempted);
-/* monitor.c calls it every wake: runs the controller when its period came. */
+/* monitor.c calls it every wake: runs the controller when its period
+ * came; _next says when that is (INT64_MAX: no controller attached). */
 void xtc__fn_quantum_tick(int64_t now);
+int64_t xtc__fn_quantum_next(void);
+
+/* Carrier timers (monitor.c). create: 0, or a negative code (the carrier
+ * then stays on the monitor, counted in timer_fallbacks). arm: absolute
+ * CLOCK_MONOTONIC expiry, INT64_MAX disarms; async-signal-safe, any thread.
+ * want: arm unless the timer already fires in (now, at] (at most one arm
+ * per slice: an early fire re-arms from the handler). */
+int  xtc__ctimer_create(xtc__pslot_t *s, int tid);
+void xtc__ctimer_delete(xtc__pslot_t *s);
+void xtc__ctimer_arm(xtc__pslot_t *s, int64_t at);
+void xtc__ctimer_want(xtc__pslot_t *s, int64_t at, int64_t now);
+/* Any thread: signal the carrier of s now for its current run (a producer
+ * contending an overdue run). 1 if sent. */
+int  xtc__monitor_signal_run(xtc__pslot_t *s);
+/* Trigger counters for xtc_preempt_stats_global. */
+void xtc__monitor_trigger_stats(xtc_preempt_stats_t *out);
+extern _Atomic uint64_t xtc__ctimer_fallbacks;
+/* Measured cost of one involuntary preemption (EWMA, ns; 0 = unknown):
+ * lateness of the signal past the deadline plus handler, trampoline and
+ * switch up to the next dispatch on that carrier. */
+extern _Atomic int64_t xtc__preempt_cost_ewma;
+/* fn.c: idle wall time of a carrier (load = non-idle wall time). */
+void xtc__fn_quantum_idle(int64_t idle_ns);
+/* fn.c: one completed service (a task's runs since it last parked). */
+void xtc__fn_quantum_service(int64_t svc_ns);
 
 /* Slot table (monitor.c). */
 xtc__pslot_t *xtc__monitor_slot_get(int tid, int64_t slice_ns);

@@ -30,6 +30,15 @@
  * at most for the lanes at least as old, fewer than L, so each ready lane
  * is served within max_bypass + L opportunities, whatever select returns.
  *
+ * Demotion (LibPreemptible's two-level queue, loop_int.h): a default-lane
+ * fiber whose slice ran out is READY at the loop's demoted level. The pick
+ * serves it after everything else the default lane holds (the run queue,
+ * the executor's deque), the carrier having drained its inbox and, with
+ * the drain budget ignoring demoted work, its submission ring; the class
+ * decision counts it as default-lane work, so shares between lanes keep
+ * their meaning. Aging: once the oldest demoted task waited
+ * XTC__DEMOTE_AGE_NS it is served first, never twice in a row.
+ *
  * Invariants: hooks are written only here; policy state exists only when a
  * policy was installed or a batch group registered (loop->sched), and the
  * pick reads it only while classes exist (with the default lane alone there
@@ -188,12 +197,34 @@ static xtc_task_t *policy_pick(xtc_loop_t *l, struct xtc__sched *s, int def)
 /* Hooks                                                                */
 /* ------------------------------------------------------------------ */
 
+/* The demoted level (loop_int.h): an aged demoted task first, but never
+ * twice in a row, so new work and aged work alternate and neither starves;
+ * otherwise the loop serves it after the default lane's other work. */
+static xtc_task_t *demoted_aged(xtc_loop_t *l)
+{
+	if (l->low_turn) {
+		l->low_turn = 0;
+		return NULL;
+	}
+	if (xtc__now() - l->low_head->low_since < XTC__DEMOTE_AGE_NS)
+		return NULL;
+	l->low_turn = 1;
+	l->low_aged++;
+	return xtc__loop_low_pop(l);
+}
+
 static xtc_task_t *hook_pick(xtc_loop_t *l)
 {
 	const xtc__sched_exec_t *ex = exec_of(l);
+	xtc_task_t *aged;
 
+	if (XTC__UNLIKELY(l->low_head != NULL) &&
+	    (aged = demoted_aged(l)) != NULL)
+		return aged;
 	if (l->feat & XTC__LF_CLASSES) {
-		int def = def_ready(l, ex);
+		/* demoted tasks are default-lane work: the lanes' shares
+		 * hold whatever level the default lane serves */
+		int def = def_ready(l, ex) || l->low_head != NULL;
 		xtc_task_t *t;
 #ifdef XTC_SCHED_POLICY
 		struct xtc__sched *s = l->sched;
@@ -206,7 +237,7 @@ static xtc_task_t *hook_pick(xtc_loop_t *l)
 			return t;
 	}
 	/* the default lane: the executor orders its deque against the plain
-	 * FIFO; NULL runs the plain FIFO */
+	 * FIFO; NULL runs the plain FIFO, then the demoted level (loop.c) */
 	return ex != NULL && ex->def_pick != NULL ? ex->def_pick(l) : NULL;
 }
 
@@ -248,6 +279,18 @@ static void hook_run_end(xtc_loop_t *l, xtc_task_t *t, int64_t ran_ns)
 			atomic_store_explicit(&l->sleeping, 0,
 			    memory_order_relaxed);
 		xtc__preempt_run_end();
+		/* run time since the task last parked: the demotion of plain
+		 * yielders (loop.c) and, whole, the adaptive quantum's service
+		 * samples (fn.c) */
+		uint32_t st = atomic_load_explicit(&t->state,
+		    memory_order_relaxed);
+		t->svc_ns += ran_ns;
+		if (st == XTC__T_DONE || st == XTC__T_PARKED) {
+			if (atomic_load_explicit(&xtc__preempt_adaptive_slice,
+			    memory_order_relaxed) > 0)
+				xtc__fn_quantum_service(t->svc_ns);
+			t->svc_ns = 0;
+		}
 	}
 	if (l->feat & XTC__LF_CLASSES)
 		xtc__class_charge(l, t, ran_ns);

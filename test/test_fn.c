@@ -269,6 +269,14 @@ static void test_adaptive(void)
 	                            .initial_ns = 100 * US,
 	                            .period_ns = 1000 * MS };
 	xtc_fn_quantum_t *q = NULL;
+	/* the floor: 4 x the preemption cost measured so far in this process
+	 * (earlier tests preempt), 12.5 us assumed before any */
+	int64_t cost = atomic_load(&xtc__preempt_cost_ewma);
+	int64_t fl = 4 * (cost > 0 ? cost : 12500);
+	if (fl < 5 * US)
+		fl = 5 * US;
+	if (fl > 1 * MS)
+		fl = 1 * MS;
 	CHECK(xtc_fn_quantum_create(&o, &q) == XTC_OK);
 	CHECK(xtc_fn_quantum_get(q) == 100 * US);
 	/* nothing observed: unchanged */
@@ -282,7 +290,7 @@ static void test_adaptive(void)
 	CHECK(xtc_fn_quantum_tail_index(q) > 0.6 &&
 	      xtc_fn_quantum_tail_index(q) < 2.0);
 	CHECK(xtc_fn_quantum_load(q) > 0.9);
-	CHECK(q1 == 50 * US);
+	CHECK(q1 == (fl > 50 * US ? fl : 50 * US));
 
 	/* light tail (uniform 1..2 us) at low load: longer, up to max */
 	int64_t prev = q1;
@@ -296,23 +304,45 @@ static void test_adaptive(void)
 	CHECK(xtc_fn_quantum_tail_index(q) > 2.0);
 	CHECK(prev == 1 * MS);
 
-	/* heavy tail at medium load: shorter again, never below min */
-	for (int round = 0; round < 12; round++) {
+	/* heavy tail at medium load: the middle band holds */
+	for (int round = 0; round < 4; round++) {
 		for (int i = 0; i < 2000; i++)
 			xtc_fn_quantum_record(q, (int64_t)(2000.0 / pow(urand(), 1 / 1.1)));
 		CHECK(xtc_fn_quantum_set_load(q, 0.5) == XTC_OK);
+		CHECK(xtc_fn_quantum_update(q) == 1 * MS);
+	}
+	CHECK(xtc_fn_quantum_load(q) == 0.5);
+	/* heavy tail under high load: shorter, never below the floor of
+	 * 4 x the preemption cost (12.5 us assumed before one is measured),
+	 * even with min_ns at 5 us */
+	for (int round = 0; round < 12; round++) {
+		for (int i = 0; i < 2000; i++)
+			xtc_fn_quantum_record(q, (int64_t)(2000.0 / pow(urand(), 1 / 1.1)));
+		CHECK(xtc_fn_quantum_set_load(q, 0.95) == XTC_OK);
 		xtc_fn_quantum_update(q);
 	}
-	CHECK(xtc_fn_quantum_get(q) == 5 * US);
-	CHECK(xtc_fn_quantum_load(q) == 0.5);
+	CHECK(xtc_fn_quantum_get(q) == fl);
+	/* the trajectory: every update, oldest first */
+	xtc_fn_quantum_point_t tr[64];
+	int nt = xtc_fn_quantum_trajectory(q, tr, 64);
+	CHECK(nt == 1 + 1 + 8 + 4 + 12);
+	CHECK(nt > 0 && tr[nt - 1].quantum_ns == xtc_fn_quantum_get(q));
+	CHECK(nt > 0 && tr[nt - 1].floor_ns == fl);
+	for (int i = 1; i < nt; i++)
+		CHECK(tr[i].at_ns >= tr[i - 1].at_ns);
+	CHECK(xtc_fn_quantum_trajectory(q, NULL, 1) == XTC_E_INVAL);
+	CHECK(xtc_fn_quantum_trajectory(NULL, tr, 1) == XTC_E_INVAL);
+	CHECK(xtc_fn_quantum_trajectory(q, tr, -1) == XTC_E_INVAL);
 	CHECK(xtc_fn_quantum_set_load(NULL, 0.5) == XTC_E_INVAL);
 	CHECK(xtc_fn_quantum_set_load(q, -1) == XTC_OK);
 	xtc_fn_quantum_destroy(q);
 }
 
-/* The controller drives an executor's slice: two always-busy spinners
- * (load ~1, runs all about one slice long: light tail) make it shorten the
- * slice every period, and the preemption rate follows. */
+/* The controller drives an executor's slice: two always-busy spinners keep
+ * the carrier's load at 1 (it never idles) and a feeder spawns a
+ * heavy-tailed stream (95% 2 us, 5% 3 ms, the long ones preempted at the
+ * slice, their whole service recorded), so the slice shortens every period
+ * down to its floor, not below. */
 static atomic_int ad_stop;
 static intptr_t ad_spin(void *arg)
 {
@@ -323,6 +353,35 @@ static intptr_t ad_spin(void *arg)
 	return 0;
 }
 
+static void ad_busy(int64_t ns)
+{
+	struct timespec a, b;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	do
+		clock_gettime(CLOCK_MONOTONIC, &b);
+	while ((b.tv_sec - a.tv_sec) * 1000000000LL + (b.tv_nsec - a.tv_nsec) < ns);
+}
+
+static intptr_t ad_request(void *arg)
+{
+	ad_busy((intptr_t)arg);
+	return 0;
+}
+
+static intptr_t ad_feeder(void *arg)
+{
+	(void)arg;
+	unsigned i = 0;
+	while (!atomic_load_explicit(&ad_stop, memory_order_relaxed)) {
+		for (int k = 0; k < 2; k++) {
+			intptr_t ns = (++i % 20) == 0 ? 3 * MS : 2 * US;
+			(void)xtc_async(xtc__loop_current(), ad_request,
+			                (void *)ns, NULL);
+		}
+		xtc__park(200 * US, -1, 0, NULL);
+	}
+	return 0;
+}
 static void *ad_stopper(void *arg)
 {
 	(void)arg;
@@ -347,6 +406,7 @@ static void test_adaptive_exec(void)
 	atomic_store(&ad_stop, 0);
 	CHECK(xtc_exec_async_on(e, 0, ad_spin, NULL, NULL) == XTC_OK);
 	CHECK(xtc_exec_async_on(e, 0, ad_spin, NULL, NULL) == XTC_OK);
+	CHECK(xtc_exec_async_on(e, 0, ad_feeder, NULL, NULL) == XTC_OK);
 	pthread_t th;
 	pthread_create(&th, NULL, ad_stopper, NULL);
 	CHECK(xtc_exec_run(e) == XTC_OK);
@@ -355,8 +415,20 @@ static void test_adaptive_exec(void)
 	CHECK(xtc_exec_set_preempt_adaptive(e, NULL) == XTC_OK);
 	fprintf(stderr, "test_fn: adaptive exec: quantum %lld us, load %.2f\n",
 	        (long long)xtc_fn_quantum_get(q) / 1000, xtc_fn_quantum_load(q));
+	xtc_fn_quantum_point_t tr[64];
+	int nt = xtc_fn_quantum_trajectory(q, tr, 64);
+	for (int i = 0; i < nt; i++)
+		fprintf(stderr, "test_fn: adaptive exec: update %d: q %lld us "
+		        "(floor %lld), load %.2f, alpha %.2f, %llu services\n", i,
+		        (long long)tr[i].quantum_ns / 1000,
+		        (long long)tr[i].floor_ns / 1000, tr[i].load,
+		        tr[i].tail_index, (unsigned long long)tr[i].samples);
+	CHECK(nt >= 2);
 	CHECK(xtc_fn_quantum_get(q) < 1 * MS);
-	CHECK(xtc_fn_quantum_load(q) > 0); /* busy time was measured */
+	CHECK(xtc_fn_quantum_load(q) > 0.5); /* non-idle wall time */
+	for (int i = 0; i < nt; i++)
+		CHECK(tr[i].quantum_ns >= tr[i].floor_ns &&
+		      tr[i].floor_ns >= 50 * US);
 	CHECK(xtc_exec_fini(e) == XTC_OK);
 	xtc_fn_quantum_destroy(q);
 }

@@ -28,6 +28,8 @@ typedef struct xtc_run_class *xtc_exec_class_t;
 typedef struct xtc_loop_stats {
 	uint64_t tasks_run; /* dispatches (task runs and proc resumes) */
 	uint64_t steals;    /* tasks this loop took from a peer's deque */
+	uint64_t demotions; /* preempted tasks moved to the demoted level */
+	uint64_t aged;      /* demoted tasks served first because they aged */
 } xtc_loop_stats_t;
 
 /* Lifecycle and access. */

@@ -101,10 +101,27 @@ XTC_API int64_t xtc_fn_quantum_get(const xtc_fn_quantum_t *q);
 XTC_API double  xtc_fn_quantum_tail_index(const xtc_fn_quantum_t *q);
 XTC_API double  xtc_fn_quantum_load(const xtc_fn_quantum_t *q);
 
+/* The controller's recent updates, oldest first (at most
+ * XTC_FN_QUANTUM_TRAJ are kept): copies up to max into out and returns
+ * how many, or XTC_E_INVAL (NULL q, max < 0, NULL out with max > 0). */
+#define XTC_FN_QUANTUM_TRAJ 256
+typedef struct xtc_fn_quantum_point {
+	int64_t  at_ns;       /* CLOCK_MONOTONIC time of the update */
+	int64_t  quantum_ns;  /* the quantum it chose */
+	int64_t  floor_ns;    /* max(min_ns, 4 x measured preemption cost) */
+	double   load;        /* load it saw */
+	double   tail_index;  /* Hill alpha of the services (0: too few) */
+	uint64_t samples;     /* services in the period */
+} xtc_fn_quantum_point_t;
+XTC_API int xtc_fn_quantum_trajectory(const xtc_fn_quantum_t *q,
+                                      xtc_fn_quantum_point_t *out, int max);
+
 /* Let q drive the slice of every carrier (process-wide: the last call wins;
- * the executor's preemption must be on, xtc_exec_set_preempt): each run's
- * length is recorded, and the monitor thread runs the controller every
- * period. NULL q turns it off. XTC_E_INVAL for a NULL exec. */
+ * the executor's preemption must be on, xtc_exec_set_preempt): each task's
+ * whole service time (its runs until it finishes or parks) and the
+ * carriers' idle time are recorded, and the monitor thread runs the
+ * controller every period. NULL q turns it off. XTC_E_INVAL for a NULL
+ * exec. */
 struct xtc_exec;
 XTC_API int xtc_exec_set_preempt_adaptive(struct xtc_exec *exec,
                                           xtc_fn_quantum_t *q);

@@ -67,6 +67,13 @@ typedef struct xtc_preempt_stats {
 	uint64_t honoured;    /* deferred preemptions later taken at a boundary */
 	uint64_t stale;       /* signals for a run that had already ended */
 	uint64_t refused_gocb;/* deferrals because a Go callback was active */
+	/* trigger (global counters, filled by xtc_preempt_stats_global) */
+	uint64_t timer_fires; /* carrier timer expiries that found the run due */
+	uint64_t timer_early; /* expiries before the current run's deadline */
+	uint64_t timer_arms;  /* carrier timer (re)arms (timer_settime calls) */
+	uint64_t direct;      /* producers that signalled an overdue run */
+	uint64_t timer_fallbacks; /* carriers without a timer (monitor path) */
+	uint64_t cost_ns;     /* measured cost of one preemption (EWMA) */
 } xtc_preempt_stats_t;
 
 /* Calling thread's counters (since its first arm). */
