@@ -53,6 +53,7 @@ typedef struct xtc__stall {
 } xtc__stall_t;
 
 #define RLX memory_order_relaxed
+#define ACQ memory_order_acquire
 
 static uint64_t pid_pack(xtc_pid_t p)
 {
@@ -71,8 +72,9 @@ static xtc_pid_t pid_unpack(uint64_t v)
 
 static void wr_begin(xtc__stall_t *s)
 {
-	atomic_fetch_add_explicit(&s->seq, 1, RLX);
-	atomic_thread_fence(memory_order_release);
+	/* acquire: the field stores that follow cannot move above the odd
+	 * count (a fence would do the same, but TSan rejects fences) */
+	atomic_fetch_add_explicit(&s->seq, 1, memory_order_acq_rel);
 }
 
 static void wr_end(xtc__stall_t *s)
@@ -202,15 +204,16 @@ int xtc_loop_stall_inflight(const xtc_loop_t *loop, xtc_stall_info_t *out)
 			continue;
 		}
 		memset(&r, 0, sizeof(r));
-		r.run = atomic_load_explicit(&w->runs, RLX);
-		r.task = atomic_load_explicit(&w->cur, RLX);
-		if (atomic_load_explicit(&w->cur_is_proc, RLX))
+		/* acquire loads keep the re-read of seq below them (a fence
+		 * would too, but TSan rejects fences); free on x86-64 */
+		r.run = atomic_load_explicit(&w->runs, ACQ);
+		r.task = atomic_load_explicit(&w->cur, ACQ);
+		if (atomic_load_explicit(&w->cur_is_proc, ACQ))
 			r.pid = pid_unpack(atomic_load_explicit(&w->cur_pid,
-			    RLX));
-		r.name = atomic_load_explicit(&w->cur_name, RLX);
-		r.started_ns = atomic_load_explicit(&w->cur_start, RLX);
-		r.ran_ns = atomic_load_explicit(&w->cur_ran, RLX);
-		atomic_thread_fence(memory_order_acquire);
+			    ACQ));
+		r.name = atomic_load_explicit(&w->cur_name, ACQ);
+		r.started_ns = atomic_load_explicit(&w->cur_start, ACQ);
+		r.ran_ns = atomic_load_explicit(&w->cur_ran, ACQ);
 		q1 = atomic_load_explicit(&w->seq, RLX);
 		if (q0 == q1)
 			break;
