@@ -7,6 +7,7 @@
 #                   + go vet + go test (both tag sets)
 #   make test-asan  whole C suite under ASan+UBSan (build-asan/) + go test -asan
 #   make test-tsan  executor suite under TSan (build-tsan/) + go test -race
+#   make nopolicy-test  -Dsched_policy=false build: the XTC_E_NOSYS stubs
 #   make bench      C benches and Go benchmarks, one comparison table
 #   make run        the demonstration
 #   make shims      regenerate the zz_csrc_* cgo shims
@@ -49,7 +50,7 @@ GO_ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 RUN_CMD = $(GO) run ./examples/go/preempt && \
 	$(GO) run ./cmd/xtcbench --short --out xtcbench-out
 
-.PHONY: all setup build c-build go-build test c-test sim-test ucontext-test go-test \
+.PHONY: all setup build c-build go-build test c-test sim-test ucontext-test nopolicy-test go-test \
 	test-asan test-tsan bench run shims check-shims generate clean
 
 all: build
@@ -89,7 +90,7 @@ go-build: shims
 # every failure; the target fails if any part did.
 # test-asan and test-tsan are part of it: ASan+UBSan over the whole C suite
 # and TSan over everything that crosses threads (a few minutes each).
-TEST_PARTS ?= c-test sim-test ucontext-test go-test test-asan test-tsan
+TEST_PARTS ?= c-test sim-test ucontext-test nopolicy-test go-test test-asan test-tsan
 test:
 	@failed=""; for t in $(TEST_PARTS); do \
 		$(MAKE) --no-print-directory $$t || failed="$$failed $$t"; done; \
@@ -109,6 +110,14 @@ sim-test:
 		$(MESON) compile -C $(BUILD)-sim -j $(JOBS) && \
 		$(MESON) test -C $(BUILD)-sim --print-errorlogs --suite sim; \
 	fi
+
+# -Dsched_policy=false: every xtc_sched_* / xtc_batch_* function exists and
+# returns XTC_E_NOSYS. Cheap: the library and these tests only.
+NOPOLICY_TESTS ?= sched
+nopolicy-test:
+	@$(SETUP) $(BUILD)-nopolicy $(WERROR) -Dsched_policy=false -Dbenches=false $(MESON_OPTS)
+	$(MESON) compile -C $(BUILD)-nopolicy -j $(JOBS) $(addprefix test/test_,$(NOPOLICY_TESTS))
+	$(MESON) test -C $(BUILD)-nopolicy --no-rebuild --print-errorlogs $(NOPOLICY_TESTS)
 
 # The portable substrate: the unit suite again with coro=ucontext.
 ucontext-test:
@@ -141,7 +150,7 @@ test-asan:
 # Tests with cross-thread traffic (wakes, posts, futures, pools, mailboxes).
 # proc_stress is left out: its 10^6-proc churn takes >8 min under TSan.
 # preempt and fn skip themselves (TSan defers asynchronous signals).
-TSAN_TESTS ?= exec exec_stress class stall loop async timer future blocking launch mailbox proc fiber \
+TSAN_TESTS ?= exec exec_stress class stall sched loop async timer future blocking launch mailbox proc fiber \
 	osproc fn preempt migrate
 test-tsan:
 	@$(SETUP) $(BUILD)-tsan $(WERROR) -Db_sanitize=thread -Db_lundef=false \
