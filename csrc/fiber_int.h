@@ -71,6 +71,12 @@
 #define XTC__STACK_DEFAULT   (64u * 1024u)
 #define XTC__STACK_MAX       ((size_t)1 << 30)
 #define XTC__STACK_CACHE_MAX 64
+/* Process-wide pool behind the thread caches (stack.c), and the largest
+ * xtc_stack_reserve; the top XTC__STACK_PREFAULT bytes of a reserved
+ * stack are touched. */
+#define XTC__STACK_POOL_MAX  1024
+#define XTC__STACK_RESERVE_MAX 65536
+#define XTC__STACK_PREFAULT  (8u * 1024u)
 
 typedef struct xtc__stack {
 	void  *map;     /* mmap base (guard page first) */

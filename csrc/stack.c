@@ -9,13 +9,24 @@
  *
  * Reuse: freed stacks go to a per-thread LIFO cache of at most
  * XTC__STACK_CACHE_MAX entries; a hit needs no syscall and no lock, so
- * spawn/exit cycles run syscall-free once warm. Beyond the bound, stacks
- * are unmapped so a burst does not pin memory forever. A stack freed on
- * another thread than the one that mapped it simply joins that thread's
- * cache. The cache is released when the thread exits (pthread key) or on
- * xtc__stack_cache_trim(). Reused pages keep their old contents and stay
- * resident: we do not madvise them away (that would put a syscall back on
- * the spawn path).
+ * spawn/exit cycles run syscall-free once warm. A stack freed on another
+ * thread than the one that mapped it simply joins that thread's cache.
+ * Behind the thread caches sits one process-wide pool (a mutex and an
+ * array, at most XTC__STACK_POOL_MAX stacks or what xtc_stack_reserve
+ * asked for): a thread cache that overflows spills into it, a thread that
+ * exits (an executor's carrier at the end of a run) hands its cache to it,
+ * and a thread cache that misses takes half a cache from it before it maps
+ * anything. So stacks outlive the threads and loops that used them: a
+ * fresh executor starts warm (the tail diagnosis measured 6-7 us per spawn
+ * for the first ~2 ms of every new executor, mmap + mprotect + first
+ * touch, which built the backlog that dominated the high-load p99). The
+ * lock is only on the miss and overflow paths, which used to be syscalls.
+ * Beyond the pool's bound stacks are unmapped, so a burst does not pin
+ * memory forever; xtc_stack_pool_trim releases the pool.
+ * xtc_stack_reserve(n) maps n stacks up front and touches their top pages
+ * (prefault), so even the first spawns of a process pay nothing.
+ * Reused pages keep their old contents and stay resident: we do not
+ * madvise them away (that would put a syscall back on the spawn path).
  *
  * VMA budget: a guarded stack is 2 kernel VMAs (different protections never
  * merge, and neighbouring stacks are separated by guards), and
@@ -31,8 +42,10 @@
  * cached, reused or unmapped.
  *
  * Rejected: malloc'd stacks (no guard page, no lazy commit control), one
- * global locked pool (a lock on the spawn path), MAP_GROWSDOWN (the kernel
- * only grows it for faults near the stack pointer and it is deprecated).
+ * global locked pool alone (a lock on the spawn path: it only backs the
+ * thread caches), MAP_GROWSDOWN (the kernel only grows it for faults near
+ * the stack pointer and it is deprecated), prefaulting every stack
+ * (resident memory for fibers that never run deep).
  */
 #include "rtcode_int.h" /* first: this file is runtime code */
 #include "fiber_int.h"
@@ -72,6 +85,28 @@ static size_t page_size_cached;
 static pthread_key_t cache_key;
 static pthread_once_t cache_key_once = PTHREAD_ONCE_INIT;
 static __thread struct stack_cache *tls_cache XTC__TLS_IE;
+
+/* The process-wide pool behind the thread caches. */
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static xtc__stack_t *pool;
+static size_t pool_n, pool_cap, pool_max = XTC__STACK_POOL_MAX;
+
+/* Caller holds pool_mu. 1 if kept. */
+static int pool_put_locked(const xtc__stack_t *st)
+{
+	if (pool_n >= pool_max)
+		return 0;
+	if (pool_n == pool_cap) {
+		size_t nc = pool_cap ? pool_cap * 2 : 256;
+		xtc__stack_t *np = realloc(pool, nc * sizeof *np);
+		if (np == NULL)
+			return 0;
+		pool = np;
+		pool_cap = nc;
+	}
+	pool[pool_n++] = *st;
+	return 1;
+}
 
 size_t xtc__page_size(void)
 {
@@ -115,16 +150,29 @@ static void unmap_stack(xtc__stack_t *st)
 static void cache_destroy(void *p)
 {
 	struct stack_cache *c = p;
-	for (size_t i = 0; i < c->n; i++)
+	size_t i = 0;
+	/* the exiting thread's warm stacks go to the pool */
+	pthread_mutex_lock(&pool_mu);
+	for (; i < c->n && pool_put_locked(&c->s[i]); i++)
+		;
+	pthread_mutex_unlock(&pool_mu);
+	for (; i < c->n; i++)
 		unmap_stack(&c->s[i]);
 	if (tls_cache == c)
 		tls_cache = NULL;
 	free(c);
 }
 
+static void pool_after_fork(void)
+{
+	/* only the forking thread survives: nobody holds the lock */
+	pthread_mutex_init(&pool_mu, NULL);
+}
+
 static void cache_key_create(void)
 {
 	(void)pthread_key_create(&cache_key, cache_destroy);
+	(void)pthread_atfork(NULL, NULL, pool_after_fork);
 }
 
 /* NULL when out of memory: callers then map/unmap without caching. */
@@ -165,6 +213,36 @@ static int map_stack(size_t usable, xtc__stack_t *out)
 	return XTC_OK;
 }
 
+/* Miss: one stack of map_len want from the pool for *out, and up to half
+ * a cache more into c (one lock per XTC__STACK_CACHE_MAX/2 spawns). */
+static int pool_take(size_t want, struct stack_cache *c, xtc__stack_t *out)
+{
+	int got = 0;
+	size_t extra = XTC__STACK_CACHE_MAX / 2;
+	pthread_mutex_lock(&pool_mu);
+	for (size_t i = pool_n; i-- > 0;) {
+		if (pool[i].map_len != want)
+			continue;
+		xtc__stack_t st = pool[i];
+		pool[i] = pool[--pool_n];
+		if (!got) {
+			*out = st;
+			got = 1;
+		} else if (c != NULL && c->n < XTC__STACK_CACHE_MAX) {
+			c->s[c->n++] = st;
+		} else {
+			pool[pool_n++] = st; /* put back */
+			break;
+		}
+		if (got && (c == NULL || --extra == 0))
+			break;
+	}
+	pthread_mutex_unlock(&pool_mu);
+	if (got)
+		STACK_UNPOISON(out->lo, (size_t)((char *)out->hi - (char *)out->lo));
+	return got;
+}
+
 int xtc__stack_alloc(size_t usable, xtc__stack_t *out)
 {
 	if (out == NULL)
@@ -191,6 +269,9 @@ int xtc__stack_alloc(size_t usable, xtc__stack_t *out)
 			return XTC_OK;
 		}
 	}
+	if (__atomic_load_n(&pool_n, __ATOMIC_RELAXED) > 0 &&
+	    pool_take(want, c, out))
+		return XTC_OK;
 	return map_stack(usable, out);
 }
 
@@ -199,13 +280,83 @@ void xtc__stack_free(xtc__stack_t *st)
 	if (st == NULL || st->map == NULL)
 		return;
 	struct stack_cache *c = cache_get();
+	STACK_UNPOISON(st->lo, (size_t)((char *)st->hi - (char *)st->lo));
 	if (c != NULL && c->n < XTC__STACK_CACHE_MAX) {
-		STACK_UNPOISON(st->lo, (size_t)((char *)st->hi - (char *)st->lo));
 		c->s[c->n++] = *st;
 	} else {
-		unmap_stack(st);
+		pthread_mutex_lock(&pool_mu);
+		int kept = pool_put_locked(st);
+		pthread_mutex_unlock(&pool_mu);
+		if (!kept)
+			unmap_stack(st);
 	}
 	memset(st, 0, sizeof *st);
+}
+
+/* Touch the top pages of a fresh stack (where a fiber's frames live). */
+static void prefault(const xtc__stack_t *st)
+{
+	size_t page = xtc__page_size();
+	char *hi = st->hi;
+	for (size_t off = page; off <= XTC__STACK_PREFAULT &&
+	     hi - off >= (char *)st->lo; off += page)
+		*(volatile char *)(hi - off) = 0;
+}
+
+int xtc_stack_reserve(size_t n)
+{
+	if (n > XTC__STACK_RESERVE_MAX)
+		return XTC_E_RANGE;
+	size_t usable = round_page(xtc__stack_default());
+	size_t want = usable + xtc__page_size();
+	pthread_mutex_lock(&pool_mu);
+	size_t have = 0;
+	for (size_t i = 0; i < pool_n; i++)
+		have += pool[i].map_len == want;
+	if (pool_max < n + (pool_n - have))
+		pool_max = n + (pool_n - have); /* the reserve is kept */
+	int rc = XTC_OK;
+	while (have < n) {
+		xtc__stack_t st;
+		pthread_mutex_unlock(&pool_mu);
+		rc = map_stack(usable, &st);
+		if (rc == XTC_OK)
+			prefault(&st);
+		pthread_mutex_lock(&pool_mu);
+		if (rc != XTC_OK)
+			break;
+		if (!pool_put_locked(&st)) {
+			pthread_mutex_unlock(&pool_mu);
+			unmap_stack(&st);
+			return XTC_E_NOMEM;
+		}
+		have++;
+	}
+	pthread_mutex_unlock(&pool_mu);
+	return rc;
+}
+
+size_t xtc_stack_pool_count(void)
+{
+	pthread_mutex_lock(&pool_mu);
+	size_t n = pool_n;
+	pthread_mutex_unlock(&pool_mu);
+	return n;
+}
+
+size_t xtc_stack_pool_trim(void)
+{
+	pthread_mutex_lock(&pool_mu);
+	xtc__stack_t *v = pool;
+	size_t n = pool_n;
+	pool = NULL;
+	pool_n = pool_cap = 0;
+	pool_max = XTC__STACK_POOL_MAX;
+	pthread_mutex_unlock(&pool_mu);
+	for (size_t i = 0; i < n; i++)
+		unmap_stack(&v[i]);
+	free(v);
+	return n;
 }
 
 void xtc__stack_cache_trim(void)

@@ -283,6 +283,62 @@ static void test_stack_cache(void)
 	xtc__stack_free(NULL);
 }
 
+/* ---- the process-wide pool: stacks outlive threads ------------------ */
+
+static void *pool_worker(void *arg)
+{
+	enum { N = XTC__STACK_CACHE_MAX + 20 };
+	xtc__stack_t v[N];
+	(void)arg;
+	for (int i = 0; i < N; i++)
+		CHECK(xtc__stack_alloc(0, &v[i]) == XTC_OK);
+	for (int i = 0; i < N; i++)
+		xtc__stack_free(&v[i]); /* 64 cached, 20 spill to the pool */
+	return NULL; /* exit: the 64 cached join the pool */
+}
+
+static void *pool_taker(void *arg)
+{
+	xtc__stack_t st;
+	size_t *maps_seen = arg;
+	size_t before = xtc_stack_pool_count();
+	CHECK(xtc__stack_alloc(0, &st) == XTC_OK);
+	/* a fresh thread's first stack comes from the pool, with half a
+	 * cache more: nothing mapped */
+	*maps_seen = before - xtc_stack_pool_count();
+	CHECK(xtc__stack_cache_count() == XTC__STACK_CACHE_MAX / 2 - 1);
+	xtc__stack_free(&st);
+	return NULL;
+}
+
+static void test_stack_pool(void)
+{
+	pthread_t th;
+	size_t took = 0;
+
+	xtc__stack_cache_trim();
+	(void)xtc_stack_pool_trim();
+	CHECK(xtc_stack_pool_count() == 0);
+	pthread_create(&th, NULL, pool_worker, NULL);
+	pthread_join(th, NULL);
+	CHECK(xtc_stack_pool_count() == XTC__STACK_CACHE_MAX + 20);
+	pthread_create(&th, NULL, pool_taker, &took);
+	pthread_join(th, NULL);
+	CHECK(took == XTC__STACK_CACHE_MAX / 2);
+	CHECK(xtc_stack_pool_count() == XTC__STACK_CACHE_MAX + 20);
+
+	/* reserve: tops up the pool to n stacks of the default size and
+	 * keeps them, even above the pool's usual bound */
+	CHECK(xtc_stack_reserve(XTC__STACK_POOL_MAX + 16) == XTC_OK);
+	CHECK(xtc_stack_pool_count() == XTC__STACK_POOL_MAX + 16);
+	CHECK(xtc_stack_reserve(10) == XTC_OK); /* already there */
+	CHECK(xtc_stack_pool_count() == XTC__STACK_POOL_MAX + 16);
+	CHECK(xtc_stack_reserve(XTC__STACK_RESERVE_MAX + 1) == XTC_E_RANGE);
+	CHECK(xtc_stack_pool_trim() == XTC__STACK_POOL_MAX + 16);
+	CHECK(xtc_stack_pool_count() == 0);
+	CHECK(xtc_stack_pool_trim() == 0);
+}
+
 /* ---- defaults and error paths -------------------------------------- */
 
 static void test_errors_and_defaults(void)
@@ -404,6 +460,7 @@ int main(void)
 	test_fp_control();
 	test_alignment_and_depth();
 	test_stack_cache();
+	test_stack_pool();
 	test_errors_and_defaults();
 	test_threads();
 

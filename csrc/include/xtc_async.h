@@ -34,6 +34,14 @@ XTC_API int  xtc_yield_ex(void);
 
 XTC_API size_t xtc_stack_size(void);             /* default 64 KiB */
 XTC_API int    xtc_set_stack_size(size_t bytes); /* >= 16 KiB, page-rounded */
+/* Warm stacks: reserve maps n stacks of the current default size into the
+ * process-wide pool (and touches their top pages), so the first n spawns of
+ * any loop or executor map nothing; they stay pooled until trimmed.
+ * 0, XTC_E_RANGE (n > 65536), XTC_E_NOMEM (mapped as many as it could).
+ * count: stacks in the pool now; trim: unmaps them, returns how many. */
+XTC_API int    xtc_stack_reserve(size_t n);
+XTC_API size_t xtc_stack_pool_count(void);
+XTC_API size_t xtc_stack_pool_trim(void);
 
 XTC_API void     xtc_yield_set_budget(xtc_loop_t *loop, int64_t budget_ns);
 XTC_API int      xtc_yield_check(void);
