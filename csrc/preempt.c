@@ -1185,6 +1185,13 @@ static void cost_close(xtc__ptls_t *p, int64_t now)
 		return; /* the carrier did something else meanwhile */
 	int64_t e = atomic_load_explicit(&xtc__preempt_cost_ewma,
 	                                 memory_order_relaxed);
+	/* a typical cost, not the outliers: a carrier the kernel descheduled
+	 * between the signal and the next dispatch (other load on the
+	 * machine) moves the estimate by at most a doubling per 16 samples */
+	if (c > 100000)
+		c = 100000;
+	if (e > 0 && c > 2 * e)
+		c = 2 * e;
 	e = e == 0 ? c : e + (c - e) / 16;
 	atomic_store_explicit(&xtc__preempt_cost_ewma, e, memory_order_relaxed);
 }
