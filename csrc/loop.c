@@ -1299,6 +1299,11 @@ int xtc__park_published(void)
 int xtc__fiber_yield(void);
 int xtc__fiber_yield(void)
 {
+	return xtc__fiber_yield_ex(0);
+}
+
+int xtc__fiber_yield_ex(int flags)
+{
 	xtc_task_t *t = xtc__tls_task;
 	xtc_loop_t *loop;
 
@@ -1318,7 +1323,8 @@ int xtc__fiber_yield(void)
 	make_ready(loop, t);
 	fiber_switch_out(loop, t);
 	if (XTC__UNLIKELY(atomic_load_explicit(&t->kill_pending,
-	                                       memory_order_relaxed)))
+	                                       memory_order_relaxed)) &&
+	    !(flags & XTC__PARK_NOKILL))
 		xtc__proc_resumed();
 	return 0;
 }

@@ -396,6 +396,10 @@ int xtc__park_published(void);
 #define XTC__PARK_NOKILL 1
 int xtc__park_ex(int64_t timeout_ns, int fd, uint32_t interest,
                  uint32_t *out_revents, int flags);
+/* Yield the current fiber task (xtc_yield); with XTC__PARK_NOKILL a
+ * pending kill is left for the caller to act on (t->kill_pending). 0,
+ * XTC_E_DEADLK inside a Go callback, XTC_E_INVAL off a fiber task. */
+int xtc__fiber_yield_ex(int flags);
 
 /* Finish the current fiber task now, as if its body returned (result for
  * xtc_await). Frames above are abandoned (no unwinding). Off a fiber task:

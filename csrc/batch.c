@@ -1,0 +1,830 @@
+/*
+ * batch.c - continuous (iteration-level) batching groups (xtc_batch.h).
+ *
+ * Model: a group is a fixed pool of `capacity` request slots owned by one
+ * loop, a FIFO of waiting slots, an ordered active vector of at most
+ * `max_active` admitted slots, and a pinned driver proc that loops
+ *     boundary: apply cancels, admit the FCFS head while it fits
+ *     iteration: one step call over the READY members, apply the results
+ *     yield (or park when nothing is ready)
+ * Every completion (DONE, ERROR, a failed step, a cancel) frees its slot at
+ * once, so a slot freed in iteration k is refilled at the boundary before
+ * iteration k+1. Admission is strict FCFS: when the head does not fit, no
+ * later request passes it (no starvation of large charges; TensorRT-LLM's
+ * GUARANTEED_NO_EVICT: an admitted request is never paused or evicted).
+ *
+ * Invariants (owner thread; the driver is the only code that moves a slot
+ * out of WAITING/ACTIVE, always through finish(), which is the only caller
+ * of complete, so each accepted handle completes exactly once):
+ *  - slot states FREE -> WAITING -> READY <-> BLOCKED -> FREE, or WAITING
+ *    -> FREE (cancel/close before admission);
+ *  - resource_used is the sum of the charges of the READY and BLOCKED slots
+ *    and never exceeds resource_capacity; n_active <= max_active;
+ *  - in_cb is set for the whole span of a step or complete call: every
+ *    mutator returns XTC_E_DEADLK then, from the callback itself or from a
+ *    peer proc that runs while the callback is suspended;
+ *  - a handle is (seq << 20) | slot with seq from a 64-bit counter that only
+ *    grows: lookups are O(1) (slot index, then an equality check) and a
+ *    handle is never issued twice.
+ *
+ * Memory: everything (the slots, the vectors passed to step, the group
+ * header) is allocated by xtc_batch_create; submit, cancel, resume, the
+ * boundary and the iteration allocate nothing. Destroyed group headers are
+ * kept as shells (magic DEAD) and reused by later creates, so a call on a
+ * destroyed group returns XTC_E_INVAL instead of reading freed memory (as
+ * finalised loops do).
+ *
+ * Room to grow without touching a public struct (issue 11): the header is
+ * opaque and the options are versioned by size/version, so async offload
+ * (a submit/collect pair and an exec descriptor per iteration) becomes a
+ * second kind of iteration in drive(); cross-thread admission becomes a
+ * bounded MPSC ring of records drained at the top of boundary() (the handle
+ * counter is already atomic and may be drawn from any thread); placement
+ * only chooses the loop passed to create.
+ *
+ * Alternatives rejected: completing a cancelled request inside
+ * xtc_batch_cancel (complete would then run on the caller's stack, inside
+ * the caller's locks, and a cancel racing the step could not be ordered with
+ * DONE); a heap-allocated record per request (the zero-allocation target and
+ * the leak surface); a waiting list that lets a smaller request jump a head
+ * that does not fit (starves large charges).
+ */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+
+#include "xtc.h"
+#include "xtc_batch.h"
+#include "loop_int.h"
+#include "sched_int.h"
+
+#ifdef XTC_SCHED_POLICY
+
+/* TEMPORARY until sched.c lands (helper "sched" owns these). */
+int  xtc__sched_batch_register(xtc_loop_t *loop, int lane);
+void xtc__sched_batch_unregister(xtc_loop_t *loop, int lane);
+void xtc__sched_batch_adjust(xtc_loop_t *loop, int lane, int32_t d_active,
+                             int32_t d_ready, int32_t d_waiting);
+__attribute__((weak)) int xtc__sched_batch_register(xtc_loop_t *loop, int lane)
+{
+	(void)loop;
+	return lane;
+}
+__attribute__((weak)) void xtc__sched_batch_unregister(xtc_loop_t *loop, int lane)
+{
+	(void)loop;
+	(void)lane;
+}
+__attribute__((weak)) void xtc__sched_batch_adjust(xtc_loop_t *loop, int lane,
+                                                   int32_t a, int32_t r, int32_t w)
+{
+	(void)loop; (void)lane; (void)a; (void)r; (void)w;
+}
+
+#define GROUP_LIVE 0x42415443u /* "BATC" */
+#define GROUP_DEAD 0x44454144u /* "DEAD" */
+#define SLOT_BITS 20
+#define SLOT_MASK (((uint64_t)1 << SLOT_BITS) - 1)
+#define NIL UINT32_MAX
+
+enum { S_FREE = 0, S_WAITING, S_READY, S_BLOCKED };
+
+typedef struct slot {
+	uint64_t handle;    /* 0 while FREE */
+	void *request;
+	uint64_t charge;
+	uint64_t rounds;
+	uint32_t next;      /* waiting FIFO / free list */
+	uint8_t state;      /* S_* */
+	uint8_t cancel;     /* cancel requested, applied at the next boundary */
+} slot_t;
+
+/* Counters read by xtc_batch_get_stats from any thread; written only by
+ * the owner (a relaxed load+store, no read-modify-write). */
+typedef _Atomic uint64_t ctr_t;
+static inline uint64_t ctr_ld(const ctr_t *c)
+{
+	return atomic_load_explicit(c, memory_order_relaxed);
+}
+static inline void ctr_set(ctr_t *c, uint64_t v)
+{
+	atomic_store_explicit(c, v, memory_order_relaxed);
+}
+static inline void ctr_add(ctr_t *c, uint64_t d)
+{
+	ctr_set(c, ctr_ld(c) + d);
+}
+
+struct xtc_batch {
+	_Atomic uint32_t magic;
+	xtc_batch_t *shell_next;     /* shell list (destroyed headers) */
+
+	xtc_loop_t *loop;
+	uint16_t loop_id;            /* detects a finalised (reused) loop */
+	int lane;                    /* class lane 0..15, or -1 */
+	int registered;              /* xtc__sched_batch_register succeeded */
+
+	/* options */
+	size_t capacity, max_active;
+	uint64_t resource_capacity;
+	xtc_batch_step_fn step;
+	xtc_batch_complete_fn complete;
+	void *user;
+
+	/* the one allocation of create */
+	void *mem;
+	slot_t *slots;
+	uint32_t *act;               /* admitted slots in admission order */
+	uint32_t *vslot;             /* slot of each vector position */
+	xtc_batch_item_t *items;
+	xtc_batch_result_t *results;
+
+	/* owner-thread state */
+	uint32_t free_head;
+	uint32_t wait_head, wait_tail;
+	size_t n_act;                /* READY + BLOCKED */
+	size_t n_live;               /* WAITING + READY + BLOCKED */
+	size_t n_cancel;             /* live slots with cancel set */
+	uint64_t resource_used;
+	int in_cb;
+	unsigned closed;             /* 0, XTC_BATCH_DRAIN, XTC_BATCH_CANCEL */
+	int parked;                  /* the driver waits for work */
+	int32_t rep_active, rep_ready, rep_waiting; /* last sched report */
+
+	xtc_task_t *driver_task;
+	xtc_pid_t driver;
+	_Atomic uint32_t driver_alive;
+	_Atomic uint32_t closed_pub; /* closed, for stats readers */
+
+	_Atomic uint64_t seq;        /* handle counter */
+
+	ctr_t accepted, refused, admitted, completed, completed_ok, aborted,
+	      failed, iterations, member_rounds, deadlk, waiting, active,
+	      blocked, resource_pub, peak_active;
+};
+
+/* ---- shells ------------------------------------------------------------- */
+
+static xtc_batch_t *shells;
+static pthread_mutex_t shells_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static xtc_batch_t *shell_get(void)
+{
+	xtc_batch_t *g;
+
+	pthread_mutex_lock(&shells_mu);
+	g = shells;
+	if (g != NULL)
+		shells = g->shell_next;
+	pthread_mutex_unlock(&shells_mu);
+	if (g == NULL)
+		return xtc_calloc(1, sizeof *g);
+	/* magic stays DEAD until create publishes the group */
+	memset((char *)g + sizeof g->magic, 0, sizeof *g - sizeof g->magic);
+	return g;
+}
+
+static void shell_put(xtc_batch_t *g)
+{
+	atomic_store_explicit(&g->magic, GROUP_DEAD, memory_order_release);
+	pthread_mutex_lock(&shells_mu);
+	g->shell_next = shells;
+	shells = g;
+	pthread_mutex_unlock(&shells_mu);
+}
+
+/* ---- context checks ----------------------------------------------------- */
+
+static int group_live(const xtc_batch_t *g)
+{
+	return g != NULL &&
+	       atomic_load_explicit(&((xtc_batch_t *)g)->magic,
+	                            memory_order_acquire) == GROUP_LIVE;
+}
+
+static int loop_alive(const xtc_batch_t *g)
+{
+	xtc_loop_t *l = g->loop;
+
+	return atomic_load_explicit(&l->magic, memory_order_acquire) ==
+	               XTC__LOOP_LIVE && l->id == g->loop_id;
+}
+
+/* Before the loop started: any caller (setup is single-threaded by
+ * contract). After: the thread running the loop (its procs, tasks and
+ * callbacks), or, between runs, a thread outside every loop. */
+static int on_owner(const xtc_batch_t *g)
+{
+	xtc_loop_t *l = g->loop;
+
+	if (!atomic_load_explicit(&l->started, memory_order_acquire))
+		return 1;
+	if (xtc__tls_loop == l)
+		return 1;
+	return xtc__tls_loop == NULL &&
+	       atomic_load_explicit(&l->owner, memory_order_acquire) == 0;
+}
+
+/* Common gate of every mutator: XTC_OK, XTC_E_INVAL or XTC_E_DEADLK. */
+static int mutator_gate(xtc_batch_t *g)
+{
+	if (!group_live(g) || !loop_alive(g) || !on_owner(g))
+		return XTC_E_INVAL;
+	if (g->in_cb) {
+		ctr_add(&g->deadlk, 1);
+		return XTC_E_DEADLK;
+	}
+	return XTC_OK;
+}
+
+/* ---- owner-thread helpers ------------------------------------------------ */
+
+static void publish(xtc_batch_t *g)
+{
+	size_t blocked = 0;
+
+	for (size_t i = 0; i < g->n_act; i++)
+		blocked += g->slots[g->act[i]].state == S_BLOCKED;
+	ctr_set(&g->active, g->n_act);
+	ctr_set(&g->blocked, blocked);
+	ctr_set(&g->waiting, g->n_live - g->n_act);
+	ctr_set(&g->resource_pub, g->resource_used);
+	if (g->n_act > ctr_ld(&g->peak_active))
+		ctr_set(&g->peak_active, g->n_act);
+	/* advisory counts for the continuous lane policy (sched.c) */
+	if (g->registered) {
+		int32_t a = (int32_t)g->n_act, r = (int32_t)(g->n_act - blocked);
+		int32_t w = (int32_t)(g->n_live - g->n_act);
+		if (a != g->rep_active || r != g->rep_ready ||
+		    w != g->rep_waiting) {
+			xtc__sched_batch_adjust(g->loop, g->lane,
+			                        a - g->rep_active,
+			                        r - g->rep_ready,
+			                        w - g->rep_waiting);
+			g->rep_active = a;
+			g->rep_ready = r;
+			g->rep_waiting = w;
+		}
+	}
+}
+
+static void wake_driver(xtc_batch_t *g)
+{
+	if (!g->parked || g->driver_task == NULL)
+		return;
+	g->parked = 0;
+	if (xtc__tls_loop == g->loop)
+		xtc__task_wake_local(g->driver_task);
+	else
+		(void)xtc__task_wake(g->driver_task);
+}
+
+static slot_t *lookup(xtc_batch_t *g, uint64_t handle)
+{
+	uint64_t i = handle & SLOT_MASK;
+	slot_t *s;
+
+	if (handle == 0 || i >= g->capacity)
+		return NULL;
+	s = &g->slots[i];
+	return s->state != S_FREE && s->handle == handle ? s : NULL;
+}
+
+/* The one exit of a live slot: counters, complete (exactly once), free. The
+ * caller has already taken the slot out of the waiting FIFO or marked it
+ * for removal from the active vector. */
+static void finish(xtc_batch_t *g, slot_t *s, int outcome)
+{
+	uint64_t h = s->handle;
+	void *req = s->request;
+
+	if (s->state == S_READY || s->state == S_BLOCKED)
+		g->resource_used -= s->charge;
+	if (s->cancel)
+		g->n_cancel--;
+	s->state = S_FREE;
+	s->cancel = 0;
+	s->request = NULL;
+	g->n_live--;
+	ctr_add(&g->completed, 1);
+	if (outcome == XTC_OK)
+		ctr_add(&g->completed_ok, 1);
+	else if (outcome == XTC_E_ABORTED)
+		ctr_add(&g->aborted, 1);
+	else
+		ctr_add(&g->failed, 1);
+	g->in_cb = 1;
+	g->complete(h, req, outcome, g->user);
+	g->in_cb = 0;
+	/* free only after complete returned: capacity covers the callback */
+	s->handle = 0;
+	s->next = g->free_head;
+	g->free_head = (uint32_t)(s - g->slots);
+}
+
+/* Drop the FREE entries from the active vector, keeping admission order. */
+static void compact(xtc_batch_t *g)
+{
+	size_t j = 0;
+
+	for (size_t i = 0; i < g->n_act; i++)
+		if (g->slots[g->act[i]].state != S_FREE)
+			g->act[j++] = g->act[i];
+	g->n_act = j;
+}
+
+/* Cancel requests and close(CANCEL), then FCFS admission. */
+static void boundary(xtc_batch_t *g)
+{
+	int all = g->closed == XTC_BATCH_CANCEL;
+
+	if (all || g->n_cancel > 0) {
+		uint32_t *link = &g->wait_head, prev = NIL;
+
+		while (*link != NIL) {
+			uint32_t i = *link;
+			slot_t *s = &g->slots[i];
+			if (all || s->cancel) {
+				*link = s->next;
+				if (g->wait_tail == i)
+					g->wait_tail = prev;
+				finish(g, s, XTC_E_ABORTED);
+			} else {
+				prev = i;
+				link = &s->next;
+			}
+		}
+		for (size_t k = 0; k < g->n_act; k++) {
+			slot_t *s = &g->slots[g->act[k]];
+			if (s->state != S_FREE && (all || s->cancel))
+				finish(g, s, XTC_E_ABORTED);
+		}
+		compact(g);
+	}
+	while (g->wait_head != NIL && g->n_act < g->max_active) {
+		slot_t *s = &g->slots[g->wait_head];
+		if (s->charge > g->resource_capacity - g->resource_used)
+			break; /* strict FCFS: nothing passes the head */
+		g->wait_head = s->next;
+		if (g->wait_head == NIL)
+			g->wait_tail = NIL;
+		s->state = S_READY;
+		g->resource_used += s->charge;
+		g->act[g->n_act++] = (uint32_t)(s - g->slots);
+		ctr_add(&g->admitted, 1);
+	}
+	publish(g);
+}
+
+/* One step over the READY members; returns how many there were. */
+static size_t iterate(xtc_batch_t *g)
+{
+	size_t n = 0;
+	int rc;
+
+	for (size_t i = 0; i < g->n_act; i++) {
+		uint32_t si = g->act[i];
+		slot_t *s = &g->slots[si];
+		if (s->state != S_READY)
+			continue;
+		g->items[n].handle = s->handle;
+		g->items[n].request = s->request;
+		g->items[n].charge = s->charge;
+		g->items[n].rounds = s->rounds;
+		g->results[n].state = XTC_BATCH_CONTINUE;
+		g->results[n].error = 0;
+		g->vslot[n] = si;
+		n++;
+	}
+	if (n == 0)
+		return 0;
+	g->in_cb = 1;
+	rc = g->step(g->items, g->results, n, g->user);
+	g->in_cb = 0;
+	ctr_add(&g->iterations, 1);
+	ctr_add(&g->member_rounds, n);
+	if (rc > 0)
+		rc = XTC_E_INTERNAL;
+	for (size_t k = 0; k < n; k++) {
+		slot_t *s = &g->slots[g->vslot[k]];
+		const xtc_batch_result_t *r = &g->results[k];
+		s->rounds++;
+		if (rc != XTC_OK) {
+			finish(g, s, rc);
+			continue;
+		}
+		switch (r->state) {
+		case XTC_BATCH_CONTINUE:
+			break;
+		case XTC_BATCH_DONE:
+			finish(g, s, XTC_OK);
+			break;
+		case XTC_BATCH_BLOCKED:
+			s->state = S_BLOCKED;
+			break;
+		case XTC_BATCH_ERROR:
+			finish(g, s, r->error < 0 ? r->error : XTC_E_INTERNAL);
+			break;
+		default:
+			finish(g, s, XTC_E_INVAL);
+			break;
+		}
+	}
+	compact(g);
+	return n;
+}
+
+static int any_ready(const xtc_batch_t *g)
+{
+	for (size_t i = 0; i < g->n_act; i++)
+		if (g->slots[g->act[i]].state == S_READY)
+			return 1;
+	return 0;
+}
+
+/* The driver proc. Kills are taken at boundaries (NOKILL parks/yields), so
+ * a killed driver still completes every accepted request (ABORTED). */
+static void drive(void *arg)
+{
+	xtc_batch_t *g = arg;
+	xtc_task_t *t = xtc__task_current();
+
+	g->driver_task = t;
+	for (;;) {
+		if (atomic_load_explicit(&t->kill_pending,
+		                         memory_order_relaxed) &&
+		    g->closed != XTC_BATCH_CANCEL) {
+			g->closed = XTC_BATCH_CANCEL;
+			atomic_store_explicit(&g->closed_pub, g->closed,
+			                      memory_order_relaxed);
+		}
+		boundary(g);
+		if (any_ready(g)) {
+			iterate(g);
+			(void)xtc__fiber_yield_ex(XTC__PARK_NOKILL);
+			continue;
+		}
+		if (g->closed && g->n_live == 0)
+			break;
+		g->parked = 1;
+		(void)xtc__park_ex(-1, -1, 0, NULL, XTC__PARK_NOKILL);
+		g->parked = 0;
+	}
+	publish(g);
+	if (g->registered) {
+		xtc__sched_batch_unregister(g->loop, g->lane);
+		g->registered = 0;
+	}
+	g->driver_task = NULL;
+	atomic_store_explicit(&g->driver_alive, 0, memory_order_release);
+}
+
+/* ---- public API --------------------------------------------------------- */
+
+/* Bytes of the version-1 options (through .name). */
+#define OPTS_V1_SIZE (offsetof(xtc_batch_opts_t, name) + sizeof(const char *))
+
+static int opts_check(const xtc_batch_opts_t *o)
+{
+	if (o->version < 1 || o->version > XTC_BATCH_VERSION ||
+	    o->size < OPTS_V1_SIZE)
+		return XTC_E_VERSION;
+	/* a newer caller's trailing fields must be unused (zero) */
+	for (size_t i = sizeof *o; i < o->size; i++)
+		if (((const unsigned char *)o)[i] != 0)
+			return XTC_E_VERSION;
+	if (o->flags != 0 || o->step == NULL || o->complete == NULL)
+		return XTC_E_INVAL;
+	if (o->capacity == 0 || o->max_active == 0 ||
+	    o->resource_capacity == 0)
+		return XTC_E_INVAL;
+	if (o->capacity > XTC_BATCH_MAX_CAPACITY ||
+	    o->max_active > XTC_BATCH_MAX_ACTIVE ||
+	    o->max_active > o->capacity)
+		return XTC_E_RANGE;
+	return XTC_OK;
+}
+
+int xtc_batch_create(xtc_loop_t *loop, const xtc_batch_opts_t *opts,
+                     xtc_batch_t **out)
+{
+	xtc_proc_opts_t po;
+	xtc_batch_t *g;
+	size_t cap, na, off_act, off_vs, off_it, off_rs, total;
+	int rc;
+
+	if (out != NULL)
+		*out = NULL;
+	if (loop == NULL || opts == NULL || out == NULL ||
+	    atomic_load_explicit(&loop->magic, memory_order_acquire) !=
+	            XTC__LOOP_LIVE)
+		return XTC_E_INVAL;
+	rc = opts_check(opts);
+	if (rc != XTC_OK)
+		return rc;
+	if (xtc__class_check(loop, opts->sched_class) != XTC_OK)
+		return XTC_E_INVAL;
+	if (atomic_load_explicit(&loop->started, memory_order_acquire))
+		return XTC_E_AGAIN;
+
+	cap = opts->capacity;
+	na = opts->max_active;
+	off_act = cap * sizeof(slot_t);
+	off_vs = off_act + na * sizeof(uint32_t);
+	off_it = (off_vs + na * sizeof(uint32_t) + 15) & ~(size_t)15;
+	off_rs = off_it + na * sizeof(xtc_batch_item_t);
+	total = off_rs + na * sizeof(xtc_batch_result_t);
+
+	g = shell_get();
+	if (g == NULL)
+		return XTC_E_NOMEM;
+	g->mem = xtc_calloc(1, total);
+	if (g->mem == NULL) {
+		shell_put(g);
+		return XTC_E_NOMEM;
+	}
+	g->slots = g->mem;
+	g->act = (uint32_t *)((char *)g->mem + off_act);
+	g->vslot = (uint32_t *)((char *)g->mem + off_vs);
+	g->items = (xtc_batch_item_t *)((char *)g->mem + off_it);
+	g->results = (xtc_batch_result_t *)((char *)g->mem + off_rs);
+	for (size_t i = 0; i < cap; i++)
+		g->slots[i].next = i + 1 < cap ? (uint32_t)(i + 1) : NIL;
+	g->free_head = 0;
+	g->wait_head = g->wait_tail = NIL;
+	g->loop = loop;
+	g->loop_id = loop->id;
+	g->capacity = cap;
+	g->max_active = na;
+	g->resource_capacity = opts->resource_capacity;
+	g->step = opts->step;
+	g->complete = opts->complete;
+	g->user = opts->user;
+	g->lane = xtc__class_index(opts->sched_class);
+	atomic_store_explicit(&g->seq, 1, memory_order_relaxed);
+
+	if (g->lane >= 0) {
+		rc = xtc__sched_batch_register(loop, g->lane);
+		if (rc < 0) {
+			/* the class already holds a group */
+			xtc_free(g->mem);
+			shell_put(g);
+			return XTC_E_AGAIN;
+		}
+		g->registered = 1;
+	}
+
+	memset(&po, 0, sizeof po);
+	po.name = opts->name != NULL ? opts->name : "xtc_batch";
+	po.migratable = 0;
+	po.sched_class = opts->sched_class;
+	atomic_store_explicit(&g->driver_alive, 1, memory_order_relaxed);
+	rc = xtc_proc_spawn(loop, drive, g, &po, &g->driver);
+	if (rc != XTC_OK) {
+		if (g->registered)
+			xtc__sched_batch_unregister(loop, g->lane);
+		xtc_free(g->mem);
+		shell_put(g);
+		return rc;
+	}
+	atomic_store_explicit(&g->magic, GROUP_LIVE, memory_order_release);
+	*out = g;
+	return XTC_OK;
+}
+
+int xtc_batch_submit(xtc_batch_t *g, void *request, uint64_t charge,
+                     uint64_t *out_handle)
+{
+	uint32_t i;
+	slot_t *s;
+	int rc;
+
+	if (out_handle != NULL)
+		*out_handle = 0;
+	rc = mutator_gate(g);
+	if (rc != XTC_OK)
+		return rc;
+	if (out_handle == NULL)
+		return XTC_E_INVAL;
+	if (charge > g->resource_capacity)
+		return XTC_E_RANGE;
+	if (g->closed || g->free_head == NIL) {
+		ctr_add(&g->refused, 1);
+		return XTC_E_AGAIN;
+	}
+	i = g->free_head;
+	s = &g->slots[i];
+	g->free_head = s->next;
+	s->handle = (atomic_fetch_add_explicit(&g->seq, 1,
+	                                       memory_order_relaxed)
+	             << SLOT_BITS) | i;
+	s->request = request;
+	s->charge = charge;
+	s->rounds = 0;
+	s->cancel = 0;
+	s->state = S_WAITING;
+	s->next = NIL;
+	if (g->wait_tail == NIL)
+		g->wait_head = i;
+	else
+		g->slots[g->wait_tail].next = i;
+	g->wait_tail = i;
+	g->n_live++;
+	ctr_add(&g->accepted, 1);
+	ctr_set(&g->waiting, g->n_live - g->n_act);
+	*out_handle = s->handle;
+	wake_driver(g);
+	return XTC_OK;
+}
+
+int xtc_batch_cancel(xtc_batch_t *g, uint64_t handle)
+{
+	slot_t *s;
+	int rc = mutator_gate(g);
+
+	if (rc != XTC_OK)
+		return rc;
+	if (handle == 0)
+		return XTC_E_INVAL;
+	s = lookup(g, handle);
+	if (s == NULL)
+		return XTC_E_NOTFOUND;
+	if (!s->cancel) {
+		s->cancel = 1;
+		g->n_cancel++;
+		wake_driver(g);
+	}
+	return XTC_OK;
+}
+
+int xtc_batch_resume(xtc_batch_t *g, uint64_t handle)
+{
+	slot_t *s;
+	int rc = mutator_gate(g);
+
+	if (rc != XTC_OK)
+		return rc;
+	if (handle == 0)
+		return XTC_E_INVAL;
+	s = lookup(g, handle);
+	if (s == NULL)
+		return XTC_E_NOTFOUND;
+	if (s->state == S_BLOCKED) {
+		s->state = S_READY;
+		publish(g);
+		wake_driver(g);
+	}
+	return XTC_OK;
+}
+
+int xtc_batch_close(xtc_batch_t *g, unsigned mode)
+{
+	int rc = mutator_gate(g);
+
+	if (rc != XTC_OK)
+		return rc;
+	if (mode != XTC_BATCH_DRAIN && mode != XTC_BATCH_CANCEL)
+		return XTC_E_INVAL;
+	if (g->closed != XTC_BATCH_CANCEL)
+		g->closed = mode;
+	atomic_store_explicit(&g->closed_pub, g->closed, memory_order_relaxed);
+	wake_driver(g);
+	return XTC_OK;
+}
+
+/* The driver proc died without reaching the end of drive(): killed before
+ * its first run, or inside a callback that yielded. Whoever notices (destroy,
+ * on the owner side) completes what is left, ABORTED, exactly once. */
+static void reap_dead_driver(xtc_batch_t *g)
+{
+	xtc_proc_info_t info;
+
+	if (!atomic_load_explicit(&g->driver_alive, memory_order_acquire) ||
+	    xtc_proc_info(g->driver, &info) == XTC_OK)
+		return;
+	g->in_cb = 0;
+	g->parked = 0;
+	g->driver_task = NULL;
+	g->closed = XTC_BATCH_CANCEL;
+	atomic_store_explicit(&g->closed_pub, g->closed, memory_order_relaxed);
+	boundary(g);
+	if (g->registered) {
+		xtc__sched_batch_unregister(g->loop, g->lane);
+		g->registered = 0;
+	}
+	atomic_store_explicit(&g->driver_alive, 0, memory_order_release);
+}
+
+int xtc_batch_destroy(xtc_batch_t *g)
+{
+	if (!group_live(g))
+		return XTC_E_INVAL;
+	if (loop_alive(g)) {
+		int rc;
+		if (!on_owner(g))
+			return XTC_E_INVAL;
+		reap_dead_driver(g);
+		rc = mutator_gate(g);
+		if (rc != XTC_OK)
+			return rc;
+		if (atomic_load_explicit(&g->driver_alive,
+		                         memory_order_acquire))
+			return XTC_E_AGAIN;
+	}
+	/* else the loop was finalised under the group (a usage error): its
+	 * driver was abandoned with it; free what is ours */
+	xtc_free(g->mem);
+	g->mem = NULL;
+	shell_put(g);
+	return XTC_OK;
+}
+
+int xtc_batch_get_stats(const xtc_batch_t *cg, xtc_batch_stats_t *out)
+{
+	xtc_batch_t *g = (xtc_batch_t *)cg;
+
+	if (out == NULL || !group_live(g))
+		return XTC_E_INVAL;
+	memset(out, 0, sizeof *out);
+	out->accepted = ctr_ld(&g->accepted);
+	out->refused = ctr_ld(&g->refused);
+	out->admitted = ctr_ld(&g->admitted);
+	out->completed = ctr_ld(&g->completed);
+	out->completed_ok = ctr_ld(&g->completed_ok);
+	out->aborted = ctr_ld(&g->aborted);
+	out->failed = ctr_ld(&g->failed);
+	out->iterations = ctr_ld(&g->iterations);
+	out->member_rounds = ctr_ld(&g->member_rounds);
+	out->deadlk = ctr_ld(&g->deadlk);
+	out->waiting = ctr_ld(&g->waiting);
+	out->active = ctr_ld(&g->active);
+	out->blocked = ctr_ld(&g->blocked);
+	out->resource_used = ctr_ld(&g->resource_pub);
+	out->peak_active = ctr_ld(&g->peak_active);
+	out->closed = atomic_load_explicit(&g->closed_pub,
+	                                   memory_order_relaxed);
+	out->driver_alive = atomic_load_explicit(&g->driver_alive,
+	                                         memory_order_acquire);
+	out->driver = g->driver;
+	return XTC_OK;
+}
+
+#else /* !XTC_SCHED_POLICY: the interface exists, the feature does not */
+
+int xtc_batch_create(xtc_loop_t *loop, const xtc_batch_opts_t *opts,
+                     xtc_batch_t **out)
+{
+	(void)loop;
+	(void)opts;
+	if (out != NULL)
+		*out = NULL;
+	return XTC_E_NOSYS;
+}
+
+int xtc_batch_submit(xtc_batch_t *g, void *request, uint64_t charge,
+                     uint64_t *out_handle)
+{
+	(void)g;
+	(void)request;
+	(void)charge;
+	if (out_handle != NULL)
+		*out_handle = 0;
+	return XTC_E_NOSYS;
+}
+
+int xtc_batch_cancel(xtc_batch_t *g, uint64_t handle)
+{
+	(void)g;
+	(void)handle;
+	return XTC_E_NOSYS;
+}
+
+int xtc_batch_resume(xtc_batch_t *g, uint64_t handle)
+{
+	(void)g;
+	(void)handle;
+	return XTC_E_NOSYS;
+}
+
+int xtc_batch_close(xtc_batch_t *g, unsigned mode)
+{
+	(void)g;
+	(void)mode;
+	return XTC_E_NOSYS;
+}
+
+int xtc_batch_destroy(xtc_batch_t *g)
+{
+	(void)g;
+	return XTC_E_NOSYS;
+}
+
+int xtc_batch_get_stats(const xtc_batch_t *g, xtc_batch_stats_t *out)
+{
+	(void)g;
+	(void)out;
+	return XTC_E_NOSYS;
+}
+
+#endif

@@ -1,0 +1,147 @@
+/*
+ * xtc_batch.h - continuous (iteration-level) batching: a group of borrowed
+ * requests advanced together by one step call per iteration, refilled at
+ * every iteration boundary.
+ *
+ * A group lives on one loop and owns a pinned driver proc there. Requests
+ * are borrowed pointers with a fixed resource charge; admission to the
+ * active set is first-come, first-served against resource_capacity and
+ * max_active. Each iteration the driver calls step once with the whole
+ * ready vector; step writes one result per member (CONTINUE, DONE, BLOCKED,
+ * ERROR). complete runs exactly once per accepted request with its outcome.
+ *
+ * Lifecycle: create (before the loop's first run or step) -> submit ... ->
+ * close(DRAIN or CANCEL) -> run the loop until the driver ends -> destroy ->
+ * xtc_loop_fini. Full rules in xtc_batch(3).
+ *
+ * Built with -Dsched_policy=true (the default here); otherwise every
+ * function exists and returns XTC_E_NOSYS.
+ */
+/* xtc.h first and outside the guard (see xtc_loop.h). */
+#include "xtc.h"
+
+#ifndef XTC_BATCH_H
+#define XTC_BATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct xtc_batch xtc_batch_t; /* opaque */
+
+/* xtc_batch_opts_t.version this header describes. Later versions only
+ * append fields; opts.size tells the library which ones the caller has. */
+#define XTC_BATCH_VERSION 1
+
+#define XTC_BATCH_MAX_CAPACITY ((size_t)1 << 20) /* waiting + active */
+#define XTC_BATCH_MAX_ACTIVE   ((size_t)65536)   /* members per vector */
+
+/* Per-member step results (xtc_batch_result_t.state). */
+enum {
+	XTC_BATCH_CONTINUE = 0, /* stays in the vector for the next iteration */
+	XTC_BATCH_DONE = 1,     /* finished: complete(XTC_OK) */
+	XTC_BATCH_BLOCKED = 2,  /* leaves the vector until xtc_batch_resume */
+	XTC_BATCH_ERROR = 3     /* failed: complete(result.error) */
+};
+
+/* xtc_batch_close modes (exactly one). */
+#define XTC_BATCH_DRAIN  0x1u /* finish accepted work, accept no more */
+#define XTC_BATCH_CANCEL 0x2u /* abort accepted work (XTC_E_ABORTED) */
+
+/* One member of the ready vector, as step sees it. */
+typedef struct xtc_batch_item {
+	uint64_t handle;  /* from xtc_batch_submit */
+	void    *request; /* the borrowed pointer */
+	uint64_t charge;  /* its fixed resource charge */
+	uint64_t rounds;  /* step calls it took part in before this one */
+} xtc_batch_item_t;
+
+/* One result per member; preset to CONTINUE / 0 before each step. */
+typedef struct xtc_batch_result {
+	int state; /* XTC_BATCH_*; anything else counts as ERROR, XTC_E_INVAL */
+	int error; /* ERROR: a negative XTC_E_* (else XTC_E_INTERNAL is used) */
+} xtc_batch_result_t;
+
+/* One call per iteration with the whole ready vector (count >= 1), on the
+ * driver proc. A return other than XTC_OK fails the whole vector: every
+ * member completes with that code (XTC_E_INTERNAL if it is positive). */
+typedef int (*xtc_batch_step_fn)(const xtc_batch_item_t *items,
+                                 xtc_batch_result_t *results, size_t count,
+                                 void *user);
+/* Exactly once per accepted request, on the driver proc, after the request
+ * left the group (its slot is free again when complete returns): outcome
+ * XTC_OK (DONE), XTC_E_ABORTED (cancelled) or the member's error. */
+typedef void (*xtc_batch_complete_fn)(uint64_t handle, void *request,
+                                      int outcome, void *user);
+
+/* Creation options. Set size = sizeof(xtc_batch_opts_t) and version =
+ * XTC_BATCH_VERSION; bytes past the fields this library knows must be 0. */
+typedef struct xtc_batch_opts {
+	size_t   size;
+	uint32_t version;
+	uint32_t flags;             /* reserved, 0 */
+	size_t   capacity;          /* waiting + active requests, 1..MAX_CAPACITY */
+	size_t   max_active;        /* members per vector, 1..min(capacity, MAX_ACTIVE) */
+	uint64_t resource_capacity; /* units shared by active members, >= 1 */
+	xtc_exec_class_t sched_class; /* the driver's class (NULL: default lane) */
+	xtc_batch_step_fn     step;     /* required */
+	xtc_batch_complete_fn complete; /* required */
+	void       *user;           /* passed to step and complete */
+	const char *name;           /* driver proc label; kept, not copied */
+} xtc_batch_opts_t;
+
+typedef struct xtc_batch_stats {
+	uint64_t accepted;      /* submits that returned XTC_OK */
+	uint64_t refused;       /* submits that returned XTC_E_AGAIN */
+	uint64_t admitted;      /* requests that entered the active set */
+	uint64_t completed;     /* complete calls (= ok + aborted + failed) */
+	uint64_t completed_ok;
+	uint64_t aborted;
+	uint64_t failed;
+	uint64_t iterations;    /* step calls */
+	uint64_t member_rounds; /* sum of the vector sizes passed to step */
+	uint64_t deadlk;        /* mutator calls refused with XTC_E_DEADLK */
+	uint64_t waiting;       /* accepted, not admitted (now) */
+	uint64_t active;        /* admitted, not completed (now; incl. blocked) */
+	uint64_t blocked;       /* of which BLOCKED (now) */
+	uint64_t resource_used; /* sum of the active charges (now) */
+	uint64_t peak_active;
+	uint32_t closed;        /* 0, XTC_BATCH_DRAIN or XTC_BATCH_CANCEL */
+	uint32_t driver_alive;  /* 1 until the driver proc has ended */
+	xtc_pid_t driver;       /* the driver proc */
+	uint64_t reserved[8];   /* 0; room for later counters */
+} xtc_batch_stats_t;
+
+/* Setup-only: before the loop's first run or step (else XTC_E_AGAIN). All
+ * memory of the group is allocated here. */
+XTC_API int xtc_batch_create(xtc_loop_t *loop, const xtc_batch_opts_t *opts,
+                             xtc_batch_t **out);
+/* Queue request (borrowed, may be NULL) with a fixed charge; *out_handle
+ * gets its handle (monotonic, never reused, never 0). XTC_E_AGAIN when the
+ * group is full (capacity) or closed: the caller keeps the request. */
+XTC_API int xtc_batch_submit(xtc_batch_t *group, void *request,
+                             uint64_t charge, uint64_t *out_handle);
+/* Cancel an accepted request: it completes XTC_E_ABORTED at the next
+ * iteration boundary. XTC_OK also when repeated; XTC_E_NOTFOUND once it
+ * completed (or for a handle never issued). */
+XTC_API int xtc_batch_cancel(xtc_batch_t *group, uint64_t handle);
+/* Make a BLOCKED member ready again from the next boundary. XTC_OK (no
+ * effect) for a live member that is not BLOCKED; XTC_E_NOTFOUND once it
+ * completed. */
+XTC_API int xtc_batch_resume(xtc_batch_t *group, uint64_t handle);
+/* XTC_BATCH_DRAIN or XTC_BATCH_CANCEL; a later CANCEL escalates a DRAIN. */
+XTC_API int xtc_batch_close(xtc_batch_t *group, unsigned mode);
+/* Free the group: XTC_E_AGAIN while its driver proc exists. */
+XTC_API int xtc_batch_destroy(xtc_batch_t *group);
+/* Counters and current sizes; any thread, also from the callbacks. */
+XTC_API int xtc_batch_get_stats(const xtc_batch_t *group,
+                                xtc_batch_stats_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,1289 @@
+/*
+ * test_batch.c - continuous batching groups (xtc_batch.h).
+ *
+ *  - the seed snippet's figures (5, 1, 2, 1 with two active: 9
+ *    member-rounds in 5 iterations, completion order 1, 2, 3, 0);
+ *  - an independent model of FCFS admission and refill replayed over many
+ *    random length/charge vectors (iterations, member-rounds, completion
+ *    order, checked natively and under the simulator);
+ *  - the refill invariant checked at every step entry of randomised runs:
+ *    no capacity stays unused while the FCFS head fits;
+ *  - exactly-once under random interleavings of submit, cancel (before
+ *    admission, in flight, racing DONE, after completion, twice), resume,
+ *    close(DRAIN), close(CANCEL), step errors and callbacks that yield:
+ *    every accepted handle completes once (bitmap), a refused submit never;
+ *    natively and under the simulator (>= 500 seeds in the sim build);
+ *  - XTC_E_DEADLK from step, complete and peer procs while a callback is
+ *    suspended; setup-only, owner-only, destroy before fini, every bad
+ *    input; XTC_E_NOSYS when built with -Dsched_policy=false.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "xtc.h"
+#include "xtc_batch.h"
+#include "xtc_exec.h"
+#include "xtc_sim.h"
+#include "loop_int.h"
+#include "test_util.h"
+
+#ifndef EO_SEEDS_SIM
+#define EO_SEEDS_SIM 500
+#endif
+#ifndef EO_SEEDS_NATIVE
+#define EO_SEEDS_NATIVE 150
+#endif
+#ifndef MODEL_VECTORS
+#define MODEL_VECTORS 300
+#endif
+
+#ifdef XTC_SCHED_POLICY
+
+static xtc_batch_opts_t mkopts(size_t cap, size_t act, uint64_t res,
+                               xtc_batch_step_fn st, xtc_batch_complete_fn co,
+                               void *user)
+{
+	xtc_batch_opts_t o;
+
+	memset(&o, 0, sizeof o);
+	o.size = sizeof o;
+	o.version = XTC_BATCH_VERSION;
+	o.capacity = cap;
+	o.max_active = act;
+	o.resource_capacity = res;
+	o.step = st;
+	o.complete = co;
+	o.user = user;
+	return o;
+}
+
+/* ---- random source: the simulator's APP stream, or a seeded xorshift ---- */
+
+static uint64_t rng_state;
+static int rng_sim;
+
+static uint64_t rnd(void)
+{
+	if (rng_sim)
+		return xtc_sim_rand(XTC_SIM_RNG_APP);
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+static unsigned rndn(unsigned n) { return n ? (unsigned)(rnd() % n) : 0; }
+
+/* ---- the snippet -------------------------------------------------------- */
+
+struct sreq {
+	int length, rounds, outcome, order;
+	uint64_t handle;
+};
+
+struct sdemo {
+	xtc_batch_t *group;
+	struct sreq reqs[4];
+	int deadlk, finished;
+};
+
+static int snip_step(const xtc_batch_item_t *items, xtc_batch_result_t *res,
+                     size_t count, void *user)
+{
+	struct sdemo *d = user;
+	uint64_t h;
+
+	if (xtc_batch_submit(d->group, NULL, 1, &h) == XTC_E_DEADLK)
+		d->deadlk++;
+	for (size_t i = 0; i < count; i++) {
+		struct sreq *r = items[i].request;
+		CHECK_EQ(items[i].rounds, r->rounds);
+		r->rounds++;
+		res[i].state = r->rounds == r->length ? XTC_BATCH_DONE
+		                                      : XTC_BATCH_CONTINUE;
+	}
+	return XTC_OK;
+}
+
+static void snip_complete(uint64_t h, void *request, int outcome, void *user)
+{
+	struct sdemo *d = user;
+	struct sreq *r = request;
+
+	CHECK_EQ(h, r->handle);
+	r->outcome = outcome;
+	r->order = ++d->finished;
+}
+
+static void test_snippet(void)
+{
+	static const int len[4] = {5, 1, 2, 1}, order[4] = {4, 1, 2, 3};
+	struct sdemo d;
+	xtc_batch_opts_t o;
+	xtc_batch_stats_t st;
+	xtc_exec_class_t cls;
+	xtc_loop_t *l = new_loop();
+
+	memset(&d, 0, sizeof d);
+	CHECK_EQ(xtc_exec_class_create(l, 100, 0, &cls), XTC_OK);
+	o = mkopts(4, 2, 2, snip_step, snip_complete, &d);
+	o.sched_class = cls;
+	CHECK_EQ(xtc_batch_create(l, &o, &d.group), XTC_OK);
+	for (int i = 0; i < 4; i++) {
+		d.reqs[i].length = len[i];
+		CHECK_EQ(xtc_batch_submit(d.group, &d.reqs[i], 1,
+		                          &d.reqs[i].handle), XTC_OK);
+		if (i > 0)
+			CHECK(d.reqs[i].handle > d.reqs[i - 1].handle);
+	}
+	CHECK_EQ(xtc_batch_close(d.group, XTC_BATCH_DRAIN), XTC_OK);
+	CHECK_EQ(xtc_loop_run(l), XTC_OK);
+	CHECK_EQ(xtc_batch_get_stats(d.group, &st), XTC_OK);
+	CHECK_EQ(st.member_rounds, 9);
+	CHECK_EQ(st.iterations, 5);
+	CHECK_EQ(st.completed, 4);
+	CHECK_EQ(st.completed_ok, 4);
+	CHECK_EQ(st.accepted, 4);
+	CHECK_EQ(st.admitted, 4);
+	CHECK_EQ(st.peak_active, 2);
+	CHECK_EQ(st.driver_alive, 0);
+	CHECK_EQ(st.closed, XTC_BATCH_DRAIN);
+	CHECK_EQ(d.deadlk, 5);
+	CHECK_EQ(st.deadlk, 5);
+	for (int i = 0; i < 4; i++) {
+		CHECK_EQ(d.reqs[i].outcome, XTC_OK);
+		CHECK_EQ(d.reqs[i].order, order[i]);
+	}
+	CHECK_EQ(xtc_batch_destroy(d.group), XTC_OK);
+	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+}
+
+/* ---- independent model of admission and refill -------------------------- */
+
+#define MAXN 64
+
+struct mvec {
+	int n;
+	int len[MAXN];
+	uint64_t charge[MAXN];
+	size_t max_active;
+	uint64_t res;
+};
+
+struct mout {
+	uint64_t iterations, rounds;
+	int order[MAXN];  /* request index by completion rank */
+	int ndone;
+};
+
+/* Reference: the textbook iteration-level scheduler, written without the
+ * engine's data structures: arrays and a linear scan. */
+static void model_run(const struct mvec *v, struct mout *m)
+{
+	int active[MAXN], na = 0, next = 0, rounds[MAXN] = {0};
+	uint64_t used = 0;
+
+	memset(m, 0, sizeof *m);
+	while (next < v->n || na > 0) {
+		while (next < v->n && (size_t)na < v->max_active &&
+		       used + v->charge[next] <= v->res) {
+			used += v->charge[next];
+			active[na++] = next++;
+		}
+		m->iterations++;
+		m->rounds += (uint64_t)na;
+		int keep = 0;
+		for (int k = 0; k < na; k++) {
+			int r = active[k];
+			if (++rounds[r] == v->len[r]) {
+				m->order[m->ndone++] = r;
+				used -= v->charge[r];
+			} else {
+				active[keep++] = r;
+			}
+		}
+		na = keep;
+	}
+}
+
+struct mctx {
+	const struct mvec *v;
+	struct mout got;
+	int rounds[MAXN];
+	xtc_batch_t *g;
+};
+
+static int model_step(const xtc_batch_item_t *it, xtc_batch_result_t *res,
+                      size_t n, void *user)
+{
+	struct mctx *c = user;
+
+	for (size_t i = 0; i < n; i++) {
+		int r = (int)(intptr_t)it[i].request;
+		res[i].state = ++c->rounds[r] == c->v->len[r] ? XTC_BATCH_DONE
+		                                             : XTC_BATCH_CONTINUE;
+	}
+	return XTC_OK;
+}
+
+static void model_complete(uint64_t h, void *request, int outcome, void *user)
+{
+	struct mctx *c = user;
+
+	(void)h;
+	CHECK_EQ(outcome, XTC_OK);
+	if (c->got.ndone < MAXN)
+		c->got.order[c->got.ndone++] = (int)(intptr_t)request;
+}
+
+static void random_vec(struct mvec *v)
+{
+	memset(v, 0, sizeof *v);
+	v->n = 1 + (int)rndn(MAXN);
+	v->max_active = 1 + rndn(8);
+	v->res = 1 + rndn(12);
+	for (int i = 0; i < v->n; i++) {
+		/* mostly short, a few long (the skewed mix in miniature) */
+		v->len[i] = rndn(10) == 0 ? 10 + (int)rndn(30) : 1 + (int)rndn(6);
+		v->charge[i] = rndn(v->res + 1);
+	}
+}
+
+/* Submit the whole vector before the run, drain, compare with the model. */
+static void model_engine(const struct mvec *v, xtc_loop_t *l, struct mctx *c)
+{
+	xtc_batch_opts_t o;
+	uint64_t h;
+
+	memset(c, 0, sizeof *c);
+	c->v = v;
+	o = mkopts((size_t)v->n, v->max_active < (size_t)v->n ? v->max_active
+	                                                      : (size_t)v->n,
+	           v->res, model_step, model_complete, c);
+	CHECK_EQ(xtc_batch_create(l, &o, &c->g), XTC_OK);
+	for (int i = 0; i < v->n; i++)
+		CHECK_EQ(xtc_batch_submit(c->g, (void *)(intptr_t)i,
+		                          v->charge[i], &h), XTC_OK);
+	CHECK_EQ(xtc_batch_close(c->g, XTC_BATCH_DRAIN), XTC_OK);
+}
+
+static void model_compare(const struct mvec *v, struct mctx *c)
+{
+	struct mvec vv = *v;
+	struct mout want;
+	xtc_batch_stats_t st;
+
+	if (vv.max_active > (size_t)vv.n)
+		vv.max_active = (size_t)vv.n;
+	model_run(&vv, &want);
+	CHECK_EQ(xtc_batch_get_stats(c->g, &st), XTC_OK);
+	CHECK_EQ(st.iterations, want.iterations);
+	CHECK_EQ(st.member_rounds, want.rounds);
+	CHECK_EQ(c->got.ndone, want.ndone);
+	for (int i = 0; i < want.ndone; i++)
+		CHECK_EQ(c->got.order[i], want.order[i]);
+	CHECK_EQ(xtc_batch_destroy(c->g), XTC_OK);
+}
+
+static void test_model_native(void)
+{
+	rng_sim = 0;
+	rng_state = 0x9e3779b97f4a7c15ull;
+	for (int k = 0; k < MODEL_VECTORS; k++) {
+		struct mvec v;
+		struct mctx c;
+		xtc_loop_t *l = new_loop();
+		random_vec(&v);
+		model_engine(&v, l, &c);
+		CHECK_EQ(xtc_loop_run(l), XTC_OK);
+		model_compare(&v, &c);
+		CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+	}
+}
+
+static void test_model_sim(void)
+{
+	for (int k = 0; k < MODEL_VECTORS; k++) {
+		struct mvec v;
+		struct mctx c;
+		xtc_exec_t *e;
+
+		xtc_sim_activate(1000 + (uint64_t)k);
+		rng_sim = 1;
+		random_vec(&v);
+		rng_sim = 0;
+		xtc_sim_deactivate();
+		CHECK_EQ(xtc_exec_init(&e, 2), XTC_OK);
+		model_engine(&v, xtc_exec_loop(e, 1), &c);
+		CHECK_EQ(xtc_sim_exec_run(e, 1000 + (uint64_t)k, 1000000),
+		         XTC_OK);
+		model_compare(&v, &c);
+		CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+	}
+}
+
+/* ---- exactly once under random interleavings ----------------------------- */
+
+#define EO_N 96
+
+enum { R_NONE = 0, R_REFUSED, R_WAITING, R_ACTIVE, R_BLOCKED, R_DONE };
+
+struct eoreq {
+	int state;          /* R_*, the harness's model */
+	int length, rounds, block_at, fail_at;
+	uint64_t handle, charge;
+	int cancel_ok;      /* a cancel returned XTC_OK before completion */
+	int completions, outcome;
+	uint64_t seq;       /* acceptance order */
+};
+
+struct eo {
+	xtc_loop_t *loop;
+	xtc_batch_t *g;
+	size_t cap, max_active;
+	uint64_t res;
+	struct eoreq r[EO_N];
+	uint64_t acc_seq;
+	int next_submit;
+	int closed;         /* 0, DRAIN, CANCEL as issued by the harness */
+	int workers_left;
+	int in_step;        /* the step is suspended (yielded) */
+	long deadlk_seen;   /* DEADLK results the peers got */
+	long step_yields;
+	int fail_step;      /* make this step call fail */
+	long bad;           /* invariant violations (reported once each) */
+};
+
+static struct eo eo;
+
+static void eo_violation(const char *what, int i)
+{
+	if (eo.bad++ < 5)
+		fprintf(stderr, "exactly-once harness: %s (req %d)\n", what, i);
+}
+
+/* Refill invariant at step entry: every cancel issued so far has been
+ * applied and admission ran, so the FCFS head must not fit. */
+static void eo_check_refill(const xtc_batch_item_t *it, size_t n)
+{
+	size_t nact = 0;
+	uint64_t used = 0;
+	int head = -1;
+
+	for (size_t k = 0; k < n; k++) {
+		int i = (int)(intptr_t)it[k].request;
+		if (eo.r[i].state == R_WAITING)
+			eo.r[i].state = R_ACTIVE; /* admitted at this boundary */
+		if (eo.r[i].state != R_ACTIVE)
+			eo_violation("vector member not active", i);
+	}
+	for (int i = 0; i < EO_N; i++) {
+		struct eoreq *q = &eo.r[i];
+		if (q->state == R_ACTIVE || q->state == R_BLOCKED) {
+			nact++;
+			used += q->charge;
+		} else if (q->state == R_WAITING &&
+		           (head < 0 || q->seq < eo.r[head].seq)) {
+			head = i;
+		}
+	}
+	if (nact > eo.max_active || used > eo.res)
+		eo_violation("capacity exceeded", -1);
+	if (head >= 0 && nact < eo.max_active &&
+	    used + eo.r[head].charge <= eo.res)
+		eo_violation("FCFS head fits but was not admitted", head);
+}
+
+static void eo_try_mutators(void)
+{
+	uint64_t h;
+	xtc_batch_stats_t st;
+
+	/* every mutator refuses while a callback is in flight */
+	if (xtc_batch_submit(eo.g, NULL, 0, &h) == XTC_E_DEADLK)
+		eo.deadlk_seen++;
+	else
+		eo_violation("submit during callback", -1);
+	if (xtc_batch_cancel(eo.g, eo.r[0].handle ? eo.r[0].handle : 1) !=
+	    XTC_E_DEADLK)
+		eo_violation("cancel during callback", -1);
+	if (xtc_batch_resume(eo.g, 1) != XTC_E_DEADLK)
+		eo_violation("resume during callback", -1);
+	if (xtc_batch_close(eo.g, XTC_BATCH_DRAIN) != XTC_E_DEADLK)
+		eo_violation("close during callback", -1);
+	if (xtc_batch_destroy(eo.g) != XTC_E_DEADLK)
+		eo_violation("destroy during callback", -1);
+	if (xtc_batch_get_stats(eo.g, &st) != XTC_OK)
+		eo_violation("stats during callback", -1);
+}
+
+static int eo_step(const xtc_batch_item_t *it, xtc_batch_result_t *res,
+                   size_t n, void *user)
+{
+	(void)user;
+	eo_check_refill(it, n);
+	if (rndn(8) == 0)
+		eo_try_mutators();
+	if (rndn(6) == 0) {
+		/* suspend the callback: peers run and must get DEADLK */
+		eo.in_step = 1;
+		eo.step_yields++;
+		xtc_yield();
+		eo.in_step = 0;
+	}
+	if (rndn(40) == 0)
+		return XTC_E_IO; /* the whole vector fails */
+	for (size_t k = 0; k < n; k++) {
+		struct eoreq *q = &eo.r[(intptr_t)it[k].request];
+		q->rounds++;
+		if (q->rounds == q->fail_at)
+			res[k] = (xtc_batch_result_t){XTC_BATCH_ERROR, XTC_E_RANGE};
+		else if (q->rounds == q->block_at) {
+			res[k].state = XTC_BATCH_BLOCKED;
+			q->state = R_BLOCKED;
+		} else if (q->rounds >= q->length)
+			res[k].state = XTC_BATCH_DONE;
+	}
+	return XTC_OK;
+}
+
+static void eo_complete(uint64_t h, void *request, int outcome, void *user)
+{
+	int i = (int)(intptr_t)request;
+	struct eoreq *q = &eo.r[i];
+
+	(void)user;
+	if (i < 0 || i >= EO_N || q->handle != h) {
+		eo_violation("complete with an unknown handle", i);
+		return;
+	}
+	if (q->completions++ > 0)
+		eo_violation("completed twice", i);
+	if (q->state == R_REFUSED || q->state == R_NONE)
+		eo_violation("refused request completed", i);
+	q->outcome = outcome;
+	q->state = R_DONE;
+	if (q->cancel_ok && outcome != XTC_E_ABORTED)
+		eo_violation("cancel returned OK but outcome is not ABORTED", i);
+	if (outcome == XTC_E_ABORTED && !q->cancel_ok &&
+	    eo.closed != XTC_BATCH_CANCEL)
+		eo_violation("ABORTED without a cancel", i);
+	if (rndn(10) == 0) {
+		if (xtc_batch_submit(eo.g, NULL, 0, &h) != XTC_E_DEADLK)
+			eo_violation("submit inside complete", i);
+	}
+}
+
+static int eo_pick(int want_state)
+{
+	int start = (int)rndn(EO_N);
+
+	for (int k = 0; k < EO_N; k++) {
+		int i = (start + k) % EO_N;
+		if (want_state < 0 ? eo.r[i].handle != 0
+		                   : eo.r[i].state == want_state)
+			return i;
+	}
+	return -1;
+}
+
+static void eo_worker(void *arg)
+{
+	xtc_batch_stats_t st;
+	int id = (int)(intptr_t)arg;
+
+	for (;;) {
+		unsigned op = rndn(100);
+		int i, rc;
+
+		if (eo.in_step) {
+			eo_try_mutators();
+		} else if (op < 40 && eo.next_submit < EO_N) {
+			struct eoreq *q = &eo.r[eo.next_submit];
+			uint64_t h = 7;
+			rc = xtc_batch_submit(eo.g, (void *)(intptr_t)eo.next_submit,
+			                      q->charge, &h);
+			if (rc == XTC_OK) {
+				if (h == 0)
+					eo_violation("OK submit without handle", -1);
+				q->handle = h;
+				q->state = R_WAITING;
+				q->seq = ++eo.acc_seq;
+				eo.next_submit++;
+			} else if (rc == XTC_E_AGAIN) {
+				if (h != 0)
+					eo_violation("refused submit set a handle", -1);
+				if (eo.closed) {
+					q->state = R_REFUSED;
+					eo.next_submit++;
+				}
+			} else {
+				eo_violation("submit error", eo.next_submit);
+			}
+		} else if (op < 60 && (i = eo_pick(-1)) >= 0) {
+			/* any handle: waiting, in flight, blocked, completed */
+			struct eoreq *q = &eo.r[i];
+			int was_live = q->state != R_DONE;
+			rc = xtc_batch_cancel(eo.g, q->handle);
+			if (rc == XTC_OK) {
+				if (!was_live)
+					eo_violation("cancel OK after completion", i);
+				q->cancel_ok = 1;
+			} else if (rc == XTC_E_NOTFOUND) {
+				if (was_live)
+					eo_violation("cancel NOTFOUND while live", i);
+			} else {
+				eo_violation("cancel error", i);
+			}
+		} else if (op < 80 && (i = eo_pick(R_BLOCKED)) >= 0) {
+			rc = xtc_batch_resume(eo.g, eo.r[i].handle);
+			if (rc != XTC_OK)
+				eo_violation("resume of a blocked member", i);
+			else
+				eo.r[i].state = R_ACTIVE;
+		} else if (op < 83 && !eo.closed && eo.next_submit > EO_N / 2) {
+			eo.closed = rndn(3) == 0 ? XTC_BATCH_CANCEL : XTC_BATCH_DRAIN;
+			CHECK_EQ(xtc_batch_close(eo.g, (unsigned)eo.closed), XTC_OK);
+		} else if (op < 84 && eo.closed == XTC_BATCH_DRAIN && rndn(4) == 0) {
+			eo.closed = XTC_BATCH_CANCEL; /* escalate */
+			CHECK_EQ(xtc_batch_close(eo.g, XTC_BATCH_CANCEL), XTC_OK);
+		}
+		if (eo.next_submit >= EO_N && !eo.closed && id == 0) {
+			eo.closed = XTC_BATCH_DRAIN;
+			CHECK_EQ(xtc_batch_close(eo.g, XTC_BATCH_DRAIN), XTC_OK);
+		}
+		CHECK_EQ(xtc_batch_get_stats(eo.g, &st), XTC_OK);
+		if (!st.driver_alive)
+			break;
+		/* a DRAIN with blocked members needs resumes: keep going */
+		for (unsigned y = rndn(3); y > 0; y--)
+			xtc_yield();
+		xtc_yield();
+	}
+	eo.workers_left--;
+}
+
+static void eo_setup(xtc_loop_t *l)
+{
+	xtc_batch_opts_t o;
+
+	memset(&eo, 0, sizeof eo);
+	eo.loop = l;
+	eo.cap = 1 + rndn(16);
+	eo.max_active = 1 + rndn((unsigned)eo.cap);
+	eo.res = 1 + rndn(8);
+	for (int i = 0; i < EO_N; i++) {
+		struct eoreq *q = &eo.r[i];
+		q->length = 1 + (int)rndn(rndn(5) == 0 ? 30 : 6);
+		q->block_at = rndn(5) == 0 ? 1 + (int)rndn(4) : -1;
+		q->fail_at = rndn(20) == 0 ? 1 + (int)rndn(4) : -1;
+		q->charge = rndn((unsigned)eo.res + 1);
+	}
+	o = mkopts(eo.cap, eo.max_active, eo.res, eo_step, eo_complete, NULL);
+	CHECK_EQ(xtc_batch_create(l, &o, &eo.g), XTC_OK);
+	eo.workers_left = 2;
+	CHECK_EQ(xtc_proc_spawn(l, eo_worker, (void *)0, NULL, NULL), XTC_OK);
+	CHECK_EQ(xtc_proc_spawn(l, eo_worker, (void *)1, NULL, NULL), XTC_OK);
+}
+
+static long eo_tot[3];
+
+static void eo_verify(void)
+{
+	xtc_batch_stats_t st;
+	uint64_t accepted = 0, aborted = 0;
+
+	CHECK_EQ(xtc_batch_get_stats(eo.g, &st), XTC_OK);
+	for (int i = 0; i < EO_N; i++) {
+		struct eoreq *q = &eo.r[i];
+		if (q->handle != 0) {
+			accepted++;
+			if (q->completions != 1)
+				eo_violation("accepted, not completed once", i);
+			aborted += q->outcome == XTC_E_ABORTED;
+		} else if (q->completions != 0) {
+			eo_violation("never accepted but completed", i);
+		}
+		/* a completed handle is gone for good */
+		if (q->handle != 0 &&
+		    (xtc_batch_cancel(eo.g, q->handle) != XTC_E_NOTFOUND ||
+		     xtc_batch_resume(eo.g, q->handle) != XTC_E_NOTFOUND))
+			eo_violation("handle alive after completion", i);
+	}
+	eo_tot[0] += (long)st.accepted;
+	eo_tot[1] += (long)st.aborted;
+	eo_tot[2] += (long)st.failed;
+	CHECK_EQ(st.accepted, accepted);
+	CHECK_EQ(st.completed, accepted);
+	CHECK_EQ(st.aborted, aborted);
+	CHECK_EQ(st.completed_ok + st.aborted + st.failed, st.completed);
+	CHECK_EQ(st.active + st.waiting, 0);
+	CHECK_EQ(st.resource_used, 0);
+	CHECK_EQ(eo.workers_left, 0);
+	CHECK_EQ(eo.bad, 0);
+	CHECK_EQ(xtc_batch_destroy(eo.g), XTC_OK);
+}
+
+static void test_exactly_once_native(void)
+{
+	long yields = 0, deadlk = 0;
+
+	rng_sim = 0;
+	for (int s = 0; s < EO_SEEDS_NATIVE; s++) {
+		xtc_loop_t *l = new_loop();
+		rng_state = 0x1234567ull + (uint64_t)s * 0x9e3779b97f4a7c15ull;
+		eo_setup(l);
+		CHECK_EQ(xtc_loop_run(l), XTC_OK);
+		yields += eo.step_yields;
+		deadlk += eo.deadlk_seen;
+		eo_verify();
+		CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+		if (eo.bad)
+			fprintf(stderr, "  native seed %d failed\n", s);
+	}
+	fprintf(stderr, "  %d seeds, %ld suspended steps, %ld DEADLK, "
+	        "%ld accepted, %ld aborted, %ld failed\n", EO_SEEDS_NATIVE,
+	        yields, deadlk, eo_tot[0], eo_tot[1], eo_tot[2]);
+	CHECK(yields > 0);
+	CHECK(deadlk > 0);
+}
+
+static void test_exactly_once_sim(void)
+{
+	long yields = 0, deadlk = 0;
+
+	for (int s = 0; s < EO_SEEDS_SIM; s++) {
+		xtc_exec_t *e;
+		uint64_t seed = 77 + (uint64_t)s;
+
+		CHECK_EQ(xtc_exec_init(&e, 2), XTC_OK);
+		xtc_sim_activate(seed);
+		rng_sim = 1;
+		eo_setup(xtc_exec_loop(e, 0));
+		xtc_sim_deactivate();
+		CHECK_EQ(xtc_sim_exec_run(e, seed, 5000000), XTC_OK);
+		rng_sim = 0;
+		yields += eo.step_yields;
+		deadlk += eo.deadlk_seen;
+		eo_verify();
+		CHECK_EQ(xtc_sim_check(e), XTC_OK);
+		CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+		if (eo.bad)
+			fprintf(stderr, "  sim seed %llu failed\n",
+			        (unsigned long long)seed);
+	}
+	fprintf(stderr, "  %d seeds, %ld suspended steps, %ld DEADLK, "
+	        "%ld accepted, %ld aborted, %ld failed\n", EO_SEEDS_SIM,
+	        yields, deadlk, eo_tot[0], eo_tot[1], eo_tot[2]);
+	CHECK(yields > 0);
+	CHECK(deadlk > 0);
+}
+
+/* ---- DEADLK, blocked members, cancel cases, lifecycle -------------------- */
+
+struct dl {
+	xtc_batch_t *g;
+	uint64_t h[4];
+	int step_calls, completes;
+	int outcome[4];
+	int suspended;
+	int peer_done;
+	int peer_deadlk;
+	int block_first;
+	xtc_batch_stats_t during;
+};
+
+static struct dl dl;
+
+static int all_deadlk(xtc_batch_t *g)
+{
+	uint64_t h;
+	int n = 0;
+
+	n += xtc_batch_submit(g, NULL, 1, &h) == XTC_E_DEADLK;
+	n += xtc_batch_cancel(g, dl.h[0]) == XTC_E_DEADLK;
+	n += xtc_batch_resume(g, dl.h[0]) == XTC_E_DEADLK;
+	n += xtc_batch_close(g, XTC_BATCH_CANCEL) == XTC_E_DEADLK;
+	n += xtc_batch_destroy(g) == XTC_E_DEADLK;
+	n += xtc_batch_get_stats(g, &dl.during) == XTC_OK;
+	return n;
+}
+
+static int dl_step(const xtc_batch_item_t *it, xtc_batch_result_t *res,
+                   size_t n, void *user)
+{
+	(void)user;
+	dl.step_calls++;
+	CHECK_EQ(all_deadlk(dl.g), 6);
+	if (dl.step_calls == 1) {
+		/* let the peer proc run while this callback is suspended */
+		dl.suspended = 1;
+		while (!dl.peer_done)
+			xtc_yield();
+		dl.suspended = 0;
+	}
+	for (size_t k = 0; k < n; k++) {
+		int i = (int)(intptr_t)it[k].request;
+		if (i == 0 && dl.block_first) {
+			dl.block_first = 0;
+			res[k].state = XTC_BATCH_BLOCKED;
+		} else if (it[k].rounds >= 2) {
+			res[k].state = XTC_BATCH_DONE;
+		}
+	}
+	return XTC_OK;
+}
+
+static void dl_complete(uint64_t h, void *request, int outcome, void *user)
+{
+	(void)h;
+	(void)user;
+	CHECK_EQ(all_deadlk(dl.g), 6);
+	dl.outcome[(intptr_t)request] = outcome;
+	dl.completes++;
+}
+
+static void dl_peer(void *arg)
+{
+	(void)arg;
+	while (!dl.suspended)
+		xtc_yield();
+	dl.peer_deadlk = all_deadlk(dl.g);
+	dl.peer_done = 1;
+	/* wait until request 0 is BLOCKED, then resume it */
+	for (;;) {
+		xtc_batch_stats_t st;
+		CHECK_EQ(xtc_batch_get_stats(dl.g, &st), XTC_OK);
+		if (st.blocked == 1)
+			break;
+		xtc_yield();
+	}
+	CHECK_EQ(xtc_batch_resume(dl.g, dl.h[1]), XTC_OK); /* not blocked: no-op */
+	CHECK_EQ(xtc_batch_resume(dl.g, dl.h[0]), XTC_OK);
+	CHECK_EQ(xtc_batch_close(dl.g, XTC_BATCH_DRAIN), XTC_OK);
+}
+
+static void test_deadlk_and_blocked(void)
+{
+	xtc_batch_opts_t o = mkopts(4, 4, 4, dl_step, dl_complete, NULL);
+	xtc_batch_stats_t st;
+	xtc_loop_t *l = new_loop();
+
+	memset(&dl, 0, sizeof dl);
+	dl.block_first = 1;
+	CHECK_EQ(xtc_batch_create(l, &o, &dl.g), XTC_OK);
+	for (int i = 0; i < 2; i++)
+		CHECK_EQ(xtc_batch_submit(dl.g, (void *)(intptr_t)i, 1, &dl.h[i]),
+		         XTC_OK);
+	CHECK_EQ(xtc_proc_spawn(l, dl_peer, NULL, NULL, NULL), XTC_OK);
+	CHECK_EQ(xtc_loop_run(l), XTC_OK);
+	CHECK_EQ(dl.peer_deadlk, 6);
+	CHECK_EQ(dl.completes, 2);
+	CHECK_EQ(dl.outcome[0], XTC_OK);
+	CHECK_EQ(dl.outcome[1], XTC_OK);
+	CHECK_EQ(xtc_batch_get_stats(dl.g, &st), XTC_OK);
+	CHECK(st.deadlk >= 5 * 4);
+	CHECK_EQ(xtc_batch_destroy(dl.g), XTC_OK);
+	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+}
+
+/* cancel: before admission, in flight, after completion, twice; close
+ * CANCEL with blocked members; DRAIN needing a cancel of a blocked one */
+struct cc {
+	xtc_batch_t *g;
+	uint64_t h[6];
+	int outcome[6], completes[6];
+	int step_calls;
+};
+
+static struct cc cc;
+
+static int cc_step(const xtc_batch_item_t *it, xtc_batch_result_t *res,
+                   size_t n, void *user)
+{
+	(void)user;
+	cc.step_calls++;
+	for (size_t k = 0; k < n; k++) {
+		int i = (int)(intptr_t)it[k].request;
+		if (i == 2)
+			res[k].state = XTC_BATCH_BLOCKED; /* never resumed */
+		else if (i != 0) /* 0 runs until cancelled */
+			res[k].state = XTC_BATCH_DONE;
+	}
+	return XTC_OK;
+}
+
+static void cc_complete(uint64_t h, void *request, int outcome, void *user)
+{
+	int i = (int)(intptr_t)request;
+
+	(void)user;
+	CHECK_EQ(h, cc.h[i]);
+	cc.outcome[i] = outcome;
+	cc.completes[i]++;
+}
+
+static void cc_proc(void *arg)
+{
+	(void)arg;
+	/* after the first iteration: 1 DONE, 2 BLOCKED, 0 in flight, 3 and 4
+	 * waiting (max_active 3) */
+	while (cc.step_calls < 1)
+		xtc_yield();
+	CHECK_EQ(xtc_batch_cancel(cc.g, cc.h[1]), XTC_E_NOTFOUND); /* after */
+	CHECK_EQ(xtc_batch_cancel(cc.g, cc.h[0]), XTC_OK);         /* in flight */
+	CHECK_EQ(xtc_batch_cancel(cc.g, cc.h[0]), XTC_OK);         /* twice */
+	CHECK_EQ(xtc_batch_cancel(cc.g, cc.h[4]), XTC_OK);         /* waiting */
+	CHECK_EQ(xtc_batch_cancel(cc.g, cc.h[4] + (1u << 20) * 1000),
+	         XTC_E_NOTFOUND);                                  /* never issued */
+	CHECK_EQ(xtc_batch_close(cc.g, XTC_BATCH_DRAIN), XTC_OK);
+	CHECK_EQ(xtc_batch_close(cc.g, 0), XTC_E_INVAL);
+	CHECK_EQ(xtc_batch_close(cc.g, 3), XTC_E_INVAL);
+	{
+		uint64_t h = 1;
+		CHECK_EQ(xtc_batch_submit(cc.g, NULL, 1, &h), XTC_E_AGAIN);
+		CHECK_EQ(h, 0);
+	}
+	/* DRAIN waits for 2 (BLOCKED): 3 finishes, then cancel releases 2 */
+	while (cc.completes[3] == 0)
+		xtc_yield();
+	for (int k = 0; k < 10; k++)
+		xtc_yield();
+	CHECK_EQ(cc.completes[2], 0);
+	CHECK_EQ(xtc_batch_close(cc.g, XTC_BATCH_CANCEL), XTC_OK); /* escalate */
+	CHECK_EQ(xtc_batch_close(cc.g, XTC_BATCH_DRAIN), XTC_OK);  /* stays CANCEL */
+}
+
+static void test_cancel_cases(void)
+{
+	xtc_batch_opts_t o = mkopts(5, 3, 3, cc_step, cc_complete, NULL);
+	xtc_batch_stats_t st;
+	xtc_loop_t *l = new_loop();
+
+	memset(&cc, 0, sizeof cc);
+	CHECK_EQ(xtc_batch_create(l, &o, &cc.g), XTC_OK);
+	for (int i = 0; i < 5; i++)
+		CHECK_EQ(xtc_batch_submit(cc.g, (void *)(intptr_t)i, 1, &cc.h[i]),
+		         XTC_OK);
+	{
+		uint64_t h;
+		CHECK_EQ(xtc_batch_submit(cc.g, NULL, 1, &h), XTC_E_AGAIN); /* full */
+	}
+	CHECK_EQ(xtc_proc_spawn(l, cc_proc, NULL, NULL, NULL), XTC_OK);
+	CHECK_EQ(xtc_loop_run(l), XTC_OK);
+	for (int i = 0; i < 5; i++)
+		CHECK_EQ(cc.completes[i], 1);
+	CHECK_EQ(cc.outcome[0], XTC_E_ABORTED);
+	CHECK_EQ(cc.outcome[1], XTC_OK);
+	CHECK_EQ(cc.outcome[2], XTC_E_ABORTED);
+	CHECK_EQ(cc.outcome[4], XTC_E_ABORTED);
+	CHECK_EQ(xtc_batch_get_stats(cc.g, &st), XTC_OK);
+	CHECK_EQ(st.closed, XTC_BATCH_CANCEL);
+	CHECK_EQ(st.refused, 2);
+	CHECK_EQ(st.aborted, 3);
+	CHECK_EQ(xtc_batch_destroy(cc.g), XTC_OK);
+	CHECK_EQ(xtc_batch_destroy(cc.g), XTC_E_INVAL); /* after destroy */
+	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+}
+
+/* step failure and ERROR results */
+static int fail_step(const xtc_batch_item_t *it, xtc_batch_result_t *res,
+                     size_t n, void *user)
+{
+	int *calls = user;
+
+	(*calls)++;
+	if (*calls == 1)
+		return XTC_E_IO;
+	for (size_t k = 0; k < n; k++) {
+		intptr_t i = (intptr_t)it[k].request;
+		if (i == 2)
+			res[k] = (xtc_batch_result_t){XTC_BATCH_ERROR, XTC_E_RANGE};
+		else if (i == 3)
+			res[k] = (xtc_batch_result_t){XTC_BATCH_ERROR, 5};
+		else if (i == 4)
+			res[k].state = 42;
+		else
+			res[k].state = XTC_BATCH_DONE;
+	}
+	return XTC_OK;
+}
+
+static int fail_out[6];
+static void fail_complete(uint64_t h, void *request, int outcome, void *user)
+{
+	(void)h;
+	(void)user;
+	fail_out[(intptr_t)request] = outcome;
+}
+
+static void test_errors_outcomes(void)
+{
+	int calls = 0;
+	xtc_batch_opts_t o = mkopts(6, 1, 1, fail_step, fail_complete, &calls);
+	xtc_batch_t *g;
+	uint64_t h;
+	xtc_loop_t *l = new_loop();
+
+	CHECK_EQ(xtc_batch_create(l, &o, &g), XTC_OK);
+	for (int i = 0; i < 6; i++)
+		CHECK_EQ(xtc_batch_submit(g, (void *)(intptr_t)i, 1, &h), XTC_OK);
+	CHECK_EQ(xtc_batch_close(g, XTC_BATCH_DRAIN), XTC_OK);
+	CHECK_EQ(xtc_loop_run(l), XTC_OK);
+	CHECK_EQ(fail_out[0], XTC_E_IO);       /* failed step */
+	CHECK_EQ(fail_out[1], XTC_OK);
+	CHECK_EQ(fail_out[2], XTC_E_RANGE);    /* ERROR with its code */
+	CHECK_EQ(fail_out[3], XTC_E_INTERNAL); /* ERROR with a positive code */
+	CHECK_EQ(fail_out[4], XTC_E_INVAL);    /* unknown state */
+	CHECK_EQ(fail_out[5], XTC_OK);
+	CHECK_EQ(xtc_batch_destroy(g), XTC_OK);
+	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+}
+
+/* ---- bad input, setup-only, owner-only, lifecycle ------------------------ */
+
+static int nop_step(const xtc_batch_item_t *it, xtc_batch_result_t *res,
+                    size_t n, void *user)
+{
+	(void)it;
+	(void)user;
+	for (size_t k = 0; k < n; k++)
+		res[k].state = XTC_BATCH_DONE;
+	return XTC_OK;
+}
+
+static void nop_complete(uint64_t h, void *r, int outcome, void *user)
+{
+	(void)h;
+	(void)r;
+	(void)outcome;
+	(void)user;
+}
+
+static void test_bad_input(void)
+{
+	xtc_loop_t *l = new_loop(), *l2 = new_loop();
+	xtc_batch_opts_t o = mkopts(4, 2, 2, nop_step, nop_complete, NULL), b;
+	xtc_batch_t *g = (xtc_batch_t *)&o;
+	xtc_exec_class_t other;
+	struct { xtc_batch_opts_t o; uint64_t extra; } big;
+	uint64_t h;
+	xtc_batch_stats_t st;
+
+	CHECK_EQ(xtc_batch_create(NULL, &o, &g), XTC_E_INVAL);
+	CHECK(g == NULL);
+	CHECK_EQ(xtc_batch_create(l, NULL, &g), XTC_E_INVAL);
+	CHECK_EQ(xtc_batch_create(l, &o, NULL), XTC_E_INVAL);
+	b = o; b.version = 0;
+	CHECK_EQ(xtc_batch_create(l, &b, &g), XTC_E_VERSION);
+	b = o; b.version = XTC_BATCH_VERSION + 1;
+	CHECK_EQ(xtc_batch_create(l, &b, &g), XTC_E_VERSION);
+	b = o; b.size = sizeof b - 1;
+	CHECK_EQ(xtc_batch_create(l, &b, &g), XTC_E_VERSION);
+	b = o; b.size = 0;
+	CHECK_EQ(xtc_batch_create(l, &b, &g), XTC_E_VERSION);
+	memset(&big, 0, sizeof big);
+	big.o = o;
+	big.o.size = sizeof big;
+	big.extra = 1; /* a newer caller's field this library does not know */
+	CHECK_EQ(xtc_batch_create(l, &big.o, &g), XTC_E_VERSION);
+	b = o; b.flags = 1;
+	CHECK_EQ(xtc_batch_create(l, &b, &g), XTC_E_INVAL);
+	b = o; b.step = NULL;
+	CHECK_EQ(xtc_batch_create(l, &b, &g), XTC_E_INVAL);
+	b = o; b.complete = NULL;
+	CHECK_EQ(xtc_batch_create(l, &b, &g), XTC_E_INVAL);
+	b = o; b.capacity = 0;
+	CHECK_EQ(xtc_batch_create(l, &b, &g), XTC_E_INVAL);
+	b = o; b.max_active = 0;
+	CHECK_EQ(xtc_batch_create(l, &b, &g), XTC_E_INVAL);
+	b = o; b.resource_capacity = 0;
+	CHECK_EQ(xtc_batch_create(l, &b, &g), XTC_E_INVAL);
+	b = o; b.capacity = XTC_BATCH_MAX_CAPACITY + 1;
+	CHECK_EQ(xtc_batch_create(l, &b, &g), XTC_E_RANGE);
+	b = o; b.max_active = 5;
+	CHECK_EQ(xtc_batch_create(l, &b, &g), XTC_E_RANGE);
+	b = o; b.capacity = XTC_BATCH_MAX_CAPACITY;
+	b.max_active = XTC_BATCH_MAX_ACTIVE + 1;
+	CHECK_EQ(xtc_batch_create(l, &b, &g), XTC_E_RANGE);
+	CHECK_EQ(xtc_exec_class_create(l2, 100, 0, &other), XTC_OK);
+	b = o; b.sched_class = other; /* a class of another loop */
+	CHECK_EQ(xtc_batch_create(l, &b, &g), XTC_E_INVAL);
+	b = o; b.sched_class = (xtc_exec_class_t)&o;
+	CHECK_EQ(xtc_batch_create(l, &b, &g), XTC_E_INVAL);
+
+	/* a valid group: bad per-call arguments */
+	CHECK_EQ(xtc_batch_create(l, &o, &g), XTC_OK);
+	CHECK_EQ(xtc_batch_submit(NULL, NULL, 1, &h), XTC_E_INVAL);
+	CHECK_EQ(xtc_batch_submit(g, NULL, 1, NULL), XTC_E_INVAL);
+	CHECK_EQ(xtc_batch_submit(g, NULL, 3, &h), XTC_E_RANGE); /* > resource */
+	CHECK_EQ(h, 0);
+	CHECK_EQ(xtc_batch_submit(g, NULL, 0, &h), XTC_OK); /* zero charge */
+	CHECK_EQ(xtc_batch_cancel(NULL, h), XTC_E_INVAL);
+	CHECK_EQ(xtc_batch_cancel(g, 0), XTC_E_INVAL);
+	CHECK_EQ(xtc_batch_resume(NULL, h), XTC_E_INVAL);
+	CHECK_EQ(xtc_batch_resume(g, 0), XTC_E_INVAL);
+	CHECK_EQ(xtc_batch_resume(g, h ^ 1), XTC_E_NOTFOUND);
+	CHECK_EQ(xtc_batch_resume(g, h), XTC_OK); /* waiting: no effect */
+	CHECK_EQ(xtc_batch_close(NULL, XTC_BATCH_DRAIN), XTC_E_INVAL);
+	CHECK_EQ(xtc_batch_destroy(NULL), XTC_E_INVAL);
+	CHECK_EQ(xtc_batch_get_stats(NULL, &st), XTC_E_INVAL);
+	CHECK_EQ(xtc_batch_get_stats(g, NULL), XTC_E_INVAL);
+	CHECK_EQ(xtc_batch_get_stats(g, &st), XTC_OK);
+	CHECK_EQ(st.driver_alive, 1);
+	CHECK(!xtc_pid_is_none(st.driver));
+	/* destroy while the driver exists (before any run) */
+	CHECK_EQ(xtc_batch_destroy(g), XTC_E_AGAIN);
+
+	/* setup-only: an empty step of l2 starts it */
+	CHECK_EQ(xtc_loop_run(l2), XTC_OK);
+	{
+		xtc_batch_t *g2 = (xtc_batch_t *)&o;
+		CHECK_EQ(xtc_batch_create(l2, &o, &g2), XTC_E_AGAIN);
+		CHECK(g2 == NULL);
+	}
+	CHECK_EQ(xtc_loop_fini(l2), XTC_OK);
+
+	CHECK_EQ(xtc_batch_close(g, XTC_BATCH_DRAIN), XTC_OK);
+	CHECK_EQ(xtc_loop_run(l), XTC_OK);
+	CHECK_EQ(xtc_batch_destroy(g), XTC_OK);
+	/* after destroy: every entry point refuses the stale handle */
+	CHECK_EQ(xtc_batch_submit(g, NULL, 1, &h), XTC_E_INVAL);
+	CHECK_EQ(xtc_batch_cancel(g, 1), XTC_E_INVAL);
+	CHECK_EQ(xtc_batch_resume(g, 1), XTC_E_INVAL);
+	CHECK_EQ(xtc_batch_close(g, XTC_BATCH_DRAIN), XTC_E_INVAL);
+	CHECK_EQ(xtc_batch_get_stats(g, &st), XTC_E_INVAL);
+	CHECK_EQ(xtc_batch_destroy(g), XTC_E_INVAL);
+	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+	CHECK_EQ(xtc_batch_create(l, &o, &g), XTC_E_INVAL); /* after fini */
+}
+
+static int cont_step(const xtc_batch_item_t *it, xtc_batch_result_t *res,
+                     size_t n, void *user)
+{
+	(void)it;
+	(void)res;
+	(void)n;
+	(void)user;
+	return XTC_OK; /* everyone CONTINUEs */
+}
+
+static int n_aborted;
+static xtc_batch_t *killed_group;
+
+static void count_complete(uint64_t h, void *r, int outcome, void *user)
+{
+	(void)h;
+	(void)r;
+	(void)user;
+	n_aborted += outcome == XTC_E_ABORTED;
+}
+
+static void killer(void *arg)
+{
+	xtc_batch_stats_t st;
+
+	(void)arg;
+	for (int i = 0; i < 20; i++)
+		xtc_yield();
+	CHECK_EQ(xtc_batch_get_stats(killed_group, &st), XTC_OK);
+	CHECK(st.iterations > 0);
+	CHECK_EQ(xtc_exit_pid(st.driver, 9), XTC_OK);
+}
+
+/* An empty group closed before the first run: the driver ends when the
+ * loop runs; xtc_loop_stop is not a drain. */
+static void stopper(void *arg)
+{
+	xtc_loop_stop(arg);
+}
+
+static void test_lifecycle(void)
+{
+	xtc_batch_opts_t o = mkopts(2, 1, 1, nop_step, nop_complete, NULL);
+	xtc_batch_stats_t st;
+	xtc_batch_t *g;
+	uint64_t h;
+	xtc_loop_t *l = new_loop();
+
+	CHECK_EQ(xtc_batch_create(l, &o, &g), XTC_OK);
+	CHECK_EQ(xtc_batch_close(g, XTC_BATCH_DRAIN), XTC_OK);
+	CHECK_EQ(xtc_batch_destroy(g), XTC_E_AGAIN); /* driver not yet ended */
+	CHECK_EQ(xtc_loop_run(l), XTC_OK);
+	CHECK_EQ(xtc_batch_get_stats(g, &st), XTC_OK);
+	CHECK_EQ(st.driver_alive, 0);
+	CHECK_EQ(xtc_batch_destroy(g), XTC_OK);
+	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+
+	/* stop is not a drain: the open group's driver stays */
+	l = new_loop();
+	CHECK_EQ(xtc_batch_create(l, &o, &g), XTC_OK);
+	CHECK_EQ(xtc_batch_submit(g, NULL, 1, &h), XTC_OK);
+	CHECK_EQ(xtc_proc_spawn(l, stopper, l, NULL, NULL), XTC_OK);
+	CHECK_EQ(xtc_loop_run(l), XTC_OK);
+	CHECK_EQ(xtc_batch_get_stats(g, &st), XTC_OK);
+	CHECK_EQ(st.completed, 1);
+	CHECK_EQ(st.driver_alive, 1);
+	CHECK_EQ(xtc_batch_destroy(g), XTC_E_AGAIN);
+	/* between runs the main thread is the owner side */
+	CHECK_EQ(xtc_batch_close(g, XTC_BATCH_DRAIN), XTC_OK);
+	CHECK_EQ(xtc_loop_run(l), XTC_OK);
+	CHECK_EQ(xtc_batch_destroy(g), XTC_OK);
+	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+
+	/* fini with a live group (a usage error): the group is dead, destroy
+	 * frees it, nothing leaks */
+	l = new_loop();
+	CHECK_EQ(xtc_batch_create(l, &o, &g), XTC_OK);
+	CHECK_EQ(xtc_batch_submit(g, NULL, 1, &h), XTC_OK);
+	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+	CHECK_EQ(xtc_batch_submit(g, NULL, 1, &h), XTC_E_INVAL);
+	CHECK_EQ(xtc_batch_close(g, XTC_BATCH_DRAIN), XTC_E_INVAL);
+	CHECK_EQ(xtc_batch_destroy(g), XTC_OK);
+
+	/* kill of the driver: accepted work still completes (ABORTED) */
+	l = new_loop();
+	o = mkopts(2, 1, 1, cont_step, count_complete, NULL);
+	CHECK_EQ(xtc_batch_create(l, &o, &g), XTC_OK);
+	killed_group = g;
+	n_aborted = 0;
+	CHECK_EQ(xtc_batch_submit(g, NULL, 1, &h), XTC_OK);
+	CHECK_EQ(xtc_batch_submit(g, NULL, 1, &h), XTC_OK);
+	CHECK_EQ(xtc_proc_spawn(l, killer, NULL, NULL, NULL), XTC_OK);
+	CHECK_EQ(xtc_loop_run(l), XTC_OK);
+	CHECK_EQ(xtc_batch_get_stats(g, &st), XTC_OK);
+	CHECK_EQ(st.driver_alive, 0);
+	CHECK_EQ(st.completed, 2);
+	CHECK_EQ(n_aborted, 2);
+	CHECK_EQ(xtc_batch_destroy(g), XTC_OK);
+	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+
+	/* killed before it ever ran: destroy notices, aborts what is left */
+	l = new_loop();
+	CHECK_EQ(xtc_batch_create(l, &o, &g), XTC_OK);
+	n_aborted = 0;
+	CHECK_EQ(xtc_batch_submit(g, NULL, 1, &h), XTC_OK);
+	CHECK_EQ(xtc_batch_get_stats(g, &st), XTC_OK);
+	CHECK_EQ(xtc_exit_pid(st.driver, 9), XTC_OK);
+	CHECK_EQ(xtc_loop_run(l), XTC_OK);
+	CHECK_EQ(xtc_batch_destroy(g), XTC_OK);
+	CHECK_EQ(n_aborted, 1);
+	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+}
+
+/* owner-only after start: a plain thread while the loop runs elsewhere,
+ * and a task of another running loop, get XTC_E_INVAL */
+struct own {
+	xtc_batch_t *g;
+	atomic_int phase;
+	int rc_thread, rc_other_loop;
+};
+
+static struct own own;
+
+static void own_waiter(void *arg)
+{
+	(void)arg;
+	while (atomic_load(&own.phase) < 2)
+		xtc_proc_sleep(100 * US);
+	CHECK_EQ(xtc_batch_close(own.g, XTC_BATCH_DRAIN), XTC_OK); /* owner */
+}
+
+static void other_loop_proc(void *arg)
+{
+	uint64_t h;
+	(void)arg;
+	own.rc_other_loop = xtc_batch_submit(own.g, NULL, 1, &h);
+}
+
+static void *own_runner(void *arg)
+{
+	atomic_store(&own.phase, 1);
+	CHECK_EQ(xtc_loop_run(arg), XTC_OK);
+	return NULL;
+}
+
+static void test_owner_only(void)
+{
+	xtc_batch_opts_t o = mkopts(2, 1, 1, nop_step, nop_complete, NULL);
+	xtc_loop_t *l = new_loop(), *l2 = new_loop();
+	pthread_t th;
+	uint64_t h;
+	xtc_batch_stats_t st;
+
+	memset(&own, 0, sizeof own);
+	CHECK_EQ(xtc_batch_create(l, &o, &own.g), XTC_OK);
+	CHECK_EQ(xtc_proc_spawn(l, own_waiter, NULL, NULL, NULL), XTC_OK);
+	CHECK_EQ(pthread_create(&th, NULL, own_runner, l), 0);
+	/* wait until the loop runs on th (its waiter sleeps in between) */
+	while (atomic_load(&own.phase) < 1 || !atomic_load(&l->started) ||
+	       atomic_load_explicit(&l->owner, memory_order_acquire) == 0)
+		xtc_sleep_ns(100 * US);
+	CHECK_EQ(xtc_batch_submit(own.g, NULL, 1, &h), XTC_E_INVAL);
+	CHECK_EQ(xtc_batch_cancel(own.g, 1), XTC_E_INVAL);
+	CHECK_EQ(xtc_batch_resume(own.g, 1), XTC_E_INVAL);
+	CHECK_EQ(xtc_batch_close(own.g, XTC_BATCH_DRAIN), XTC_E_INVAL);
+	CHECK_EQ(xtc_batch_destroy(own.g), XTC_E_INVAL);
+	CHECK_EQ(xtc_batch_get_stats(own.g, &st), XTC_OK); /* any thread */
+	CHECK_EQ(xtc_proc_spawn(l2, other_loop_proc, NULL, NULL, NULL), XTC_OK);
+	CHECK_EQ(xtc_loop_run(l2), XTC_OK);
+	CHECK_EQ(own.rc_other_loop, XTC_E_INVAL);
+	atomic_store(&own.phase, 2);
+	pthread_join(th, NULL);
+	CHECK_EQ(xtc_batch_destroy(own.g), XTC_OK);
+	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+	CHECK_EQ(xtc_loop_fini(l2), XTC_OK);
+}
+
+int main(void)
+{
+	RUN(test_snippet);
+	RUN(test_bad_input);
+	RUN(test_lifecycle);
+	RUN(test_owner_only);
+	RUN(test_deadlk_and_blocked);
+	RUN(test_cancel_cases);
+	RUN(test_errors_outcomes);
+	RUN(test_model_native);
+	RUN(test_exactly_once_native);
+	if (xtc_sim_supported()) {
+		RUN(test_model_sim);
+		RUN(test_exactly_once_sim);
+	} else {
+		fprintf(stderr, "(simulator parts run in the -Dsim=true build)\n");
+	}
+	return failures ? 1 : 0;
+}
+
+#else /* !XTC_SCHED_POLICY */
+
+static void test_nosys(void)
+{
+	xtc_batch_t *g = (xtc_batch_t *)1;
+	xtc_batch_opts_t o;
+	xtc_batch_stats_t st;
+	uint64_t h = 5;
+	xtc_loop_t *l = new_loop();
+
+	memset(&o, 0, sizeof o);
+	CHECK_EQ(xtc_batch_create(l, &o, &g), XTC_E_NOSYS);
+	CHECK(g == NULL);
+	CHECK_EQ(xtc_batch_submit(NULL, NULL, 1, &h), XTC_E_NOSYS);
+	CHECK_EQ(h, 0);
+	CHECK_EQ(xtc_batch_cancel(NULL, 1), XTC_E_NOSYS);
+	CHECK_EQ(xtc_batch_resume(NULL, 1), XTC_E_NOSYS);
+	CHECK_EQ(xtc_batch_close(NULL, XTC_BATCH_DRAIN), XTC_E_NOSYS);
+	CHECK_EQ(xtc_batch_destroy(NULL), XTC_E_NOSYS);
+	CHECK_EQ(xtc_batch_get_stats(NULL, &st), XTC_E_NOSYS);
+	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+}
+
+int main(void)
+{
+	RUN(test_nosys);
+	return failures ? 1 : 0;
+}
+
+#endif
