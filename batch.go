@@ -4,6 +4,7 @@ package xtc
 
 /*
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include "xtc.h"
 #include "loop_int.h"
@@ -158,10 +159,9 @@ func BatchCreate(loop *Loop, opts *BatchOpts) (*Batch, error) {
 	b.h = h
 	var name *C.char
 	if opts.Name != "" {
+		// the driver's spawn copies the name
 		name = C.CString(opts.Name)
-		loop.hmu.Lock()
-		loop.cstrs = append(loop.cstrs, unsafe.Pointer(name))
-		loop.hmu.Unlock()
+		defer C.free(unsafe.Pointer(name))
 	}
 	var rc C.int
 	err := loop.exec(op, func() {

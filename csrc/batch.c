@@ -61,27 +61,6 @@
 
 #ifdef XTC_SCHED_POLICY
 
-/* TEMPORARY until sched.c lands (helper "sched" owns these). */
-int  xtc__sched_batch_register(xtc_loop_t *loop, int lane);
-void xtc__sched_batch_unregister(xtc_loop_t *loop, int lane);
-void xtc__sched_batch_adjust(xtc_loop_t *loop, int lane, int32_t d_active,
-                             int32_t d_ready, int32_t d_waiting);
-__attribute__((weak)) int xtc__sched_batch_register(xtc_loop_t *loop, int lane)
-{
-	(void)loop;
-	return lane;
-}
-__attribute__((weak)) void xtc__sched_batch_unregister(xtc_loop_t *loop, int lane)
-{
-	(void)loop;
-	(void)lane;
-}
-__attribute__((weak)) void xtc__sched_batch_adjust(xtc_loop_t *loop, int lane,
-                                                   int32_t a, int32_t r, int32_t w)
-{
-	(void)loop; (void)lane; (void)a; (void)r; (void)w;
-}
-
 #define GROUP_LIVE 0x42415443u /* "BATC" */
 #define GROUP_DEAD 0x44454144u /* "DEAD" */
 #define SLOT_BITS 20
@@ -119,6 +98,7 @@ static inline void ctr_add(ctr_t *c, uint64_t d)
 struct xtc_batch {
 	_Atomic uint32_t magic;
 	xtc_batch_t *shell_next;     /* shell list (destroyed headers) */
+	xtc_batch_t *live_next;      /* live list (class ownership) */
 
 	xtc_loop_t *loop;
 	uint16_t loop_id;            /* detects a finalised (reused) loop */
@@ -183,6 +163,41 @@ static xtc_batch_t *shell_get(void)
 	/* magic stays DEAD until create publishes the group */
 	memset((char *)g + sizeof g->magic, 0, sizeof *g - sizeof g->magic);
 	return g;
+}
+
+/* Live groups (create/destroy only, under shells_mu): enforces one group
+ * per explicit class of a loop. */
+static xtc_batch_t *live;
+
+static void live_add(xtc_batch_t *g)
+{
+	pthread_mutex_lock(&shells_mu);
+	g->live_next = live;
+	live = g;
+	pthread_mutex_unlock(&shells_mu);
+}
+
+static void live_del(xtc_batch_t *g)
+{
+	pthread_mutex_lock(&shells_mu);
+	for (xtc_batch_t **p = &live; *p != NULL; p = &(*p)->live_next)
+		if (*p == g) {
+			*p = g->live_next;
+			break;
+		}
+	pthread_mutex_unlock(&shells_mu);
+}
+
+static int class_taken(xtc_loop_t *loop, int lane)
+{
+	int taken = 0;
+
+	pthread_mutex_lock(&shells_mu);
+	for (xtc_batch_t *g = live; g != NULL && !taken; g = g->live_next)
+		taken = g->loop == loop && g->loop_id == loop->id &&
+		        g->lane == lane;
+	pthread_mutex_unlock(&shells_mu);
+	return taken;
 }
 
 static void shell_put(xtc_batch_t *g)
@@ -564,16 +579,18 @@ int xtc_batch_create(xtc_loop_t *loop, const xtc_batch_opts_t *opts,
 	g->lane = xtc__class_index(opts->sched_class);
 	atomic_store_explicit(&g->seq, 1, memory_order_relaxed);
 
-	if (g->lane >= 0) {
-		rc = xtc__sched_batch_register(loop, g->lane);
-		if (rc < 0) {
-			/* the class already holds a group */
-			xtc_free(g->mem);
-			shell_put(g);
-			return XTC_E_AGAIN;
-		}
-		g->registered = 1;
+	if (g->lane >= 0 && class_taken(loop, g->lane)) {
+		xtc_free(g->mem);
+		shell_put(g);
+		return XTC_E_AGAIN; /* one group per explicit class */
 	}
+	rc = xtc__sched_batch_register(loop, g->lane);
+	if (rc != XTC_OK) {
+		xtc_free(g->mem);
+		shell_put(g);
+		return rc;
+	}
+	g->registered = 1;
 
 	memset(&po, 0, sizeof po);
 	po.name = opts->name != NULL ? opts->name : "xtc_batch";
@@ -589,6 +606,7 @@ int xtc_batch_create(xtc_loop_t *loop, const xtc_batch_opts_t *opts,
 		return rc;
 	}
 	atomic_store_explicit(&g->magic, GROUP_LIVE, memory_order_release);
+	live_add(g);
 	*out = g;
 	return XTC_OK;
 }
@@ -734,6 +752,7 @@ int xtc_batch_destroy(xtc_batch_t *g)
 	}
 	/* else the loop was finalised under the group (a usage error): its
 	 * driver was abandoned with it; free what is ours */
+	live_del(g);
 	xtc_free(g->mem);
 	g->mem = NULL;
 	shell_put(g);

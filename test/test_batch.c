@@ -962,6 +962,8 @@ static void nop_complete(uint64_t h, void *r, int outcome, void *user)
 	(void)user;
 }
 
+static xtc_batch_t *big_groups[3];
+
 static void test_bad_input(void)
 {
 	xtc_loop_t *l = new_loop(), *l2 = new_loop();
@@ -1014,6 +1016,24 @@ static void test_bad_input(void)
 	b = o; b.sched_class = (xtc_exec_class_t)&o;
 	CHECK_EQ(xtc_batch_create(l, &b, &g), XTC_E_INVAL);
 
+	/* one group per explicit class; the default lane takes any number */
+	{
+		xtc_exec_class_t mine;
+		xtc_batch_t *a, *c, *d;
+		CHECK_EQ(xtc_exec_class_create(l, 100, 0, &mine), XTC_OK);
+		b = o; b.sched_class = mine;
+		CHECK_EQ(xtc_batch_create(l, &b, &a), XTC_OK);
+		CHECK_EQ(xtc_batch_create(l, &b, &c), XTC_E_AGAIN);
+		CHECK_EQ(xtc_batch_create(l, &o, &c), XTC_OK);
+		CHECK_EQ(xtc_batch_create(l, &o, &d), XTC_OK);
+		CHECK_EQ(xtc_batch_close(a, XTC_BATCH_DRAIN), XTC_OK);
+		CHECK_EQ(xtc_batch_close(c, XTC_BATCH_DRAIN), XTC_OK);
+		CHECK_EQ(xtc_batch_close(d, XTC_BATCH_CANCEL), XTC_OK);
+		big_groups[0] = a;
+		big_groups[1] = c;
+		big_groups[2] = d;
+	}
+
 	/* a valid group: bad per-call arguments */
 	CHECK_EQ(xtc_batch_create(l, &o, &g), XTC_OK);
 	CHECK_EQ(xtc_batch_submit(NULL, NULL, 1, &h), XTC_E_INVAL);
@@ -1049,6 +1069,8 @@ static void test_bad_input(void)
 	CHECK_EQ(xtc_batch_close(g, XTC_BATCH_DRAIN), XTC_OK);
 	CHECK_EQ(xtc_loop_run(l), XTC_OK);
 	CHECK_EQ(xtc_batch_destroy(g), XTC_OK);
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ(xtc_batch_destroy(big_groups[i]), XTC_OK);
 	/* after destroy: every entry point refuses the stale handle */
 	CHECK_EQ(xtc_batch_submit(g, NULL, 1, &h), XTC_E_INVAL);
 	CHECK_EQ(xtc_batch_cancel(g, 1), XTC_E_INVAL);

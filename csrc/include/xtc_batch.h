@@ -90,7 +90,7 @@ typedef struct xtc_batch_opts {
 	xtc_batch_step_fn     step;     /* required */
 	xtc_batch_complete_fn complete; /* required */
 	void       *user;           /* passed to step and complete */
-	const char *name;           /* driver proc label; kept, not copied */
+	const char *name;           /* driver proc label (copied) */
 } xtc_batch_opts_t;
 
 typedef struct xtc_batch_stats {
