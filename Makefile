@@ -113,7 +113,7 @@ sim-test:
 
 # -Dsched_policy=false: every xtc_sched_* / xtc_batch_* function exists and
 # returns XTC_E_NOSYS. Cheap: the library and these tests only.
-NOPOLICY_TESTS ?= sched
+NOPOLICY_TESTS ?= sched batch
 nopolicy-test:
 	@$(SETUP) $(BUILD)-nopolicy $(WERROR) -Dsched_policy=false -Dbenches=false $(MESON_OPTS)
 	$(MESON) compile -C $(BUILD)-nopolicy -j $(JOBS) $(addprefix test/test_,$(NOPOLICY_TESTS))

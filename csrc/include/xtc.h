@@ -77,8 +77,6 @@ XTC_API int64_t xtc_atomic_i64_add(int64_t *p, int64_t delta);
 #if __has_include("xtc_future.h")
 #include "xtc_future.h"
 #endif
-#if __has_include("xtc_batch.h")
 #include "xtc_batch.h"
-#endif
 
 #endif
