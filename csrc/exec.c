@@ -552,11 +552,21 @@ static void migrate_out(xtc_loop_t *l, xtc__post_t *p)
 	/* Atomic: wakers and awaiters read it concurrently (xtc__task_loop). */
 	xtc__task_set_loop(t, to);
 	t->node.fn = migrate_in;
+	if (t->admitted) { /* not run yet: its admission moves with it */
+		atomic_fetch_add_explicit(&to->remote_pending, 1,
+		                          memory_order_relaxed);
+		xtc__loop_admit_done(l);
+	}
 	if (xtc__loop_post(to, &t->node) != XTC_OK) {
 		/* thief gone: keep it here */
 		xtc__carrier_t *thief = carrier_of(to);
 		if (thief != NULL)
 			atomic_store(&thief->steal_inflight, 0);
+		if (t->admitted) {
+			atomic_fetch_add_explicit(&l->remote_pending, 1,
+			                          memory_order_relaxed);
+			xtc__loop_admit_done(to);
+		}
 		xtc__task_set_loop(t, l);
 		all_link(l, t);
 		l->live_tasks++;

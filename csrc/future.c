@@ -1101,12 +1101,14 @@ static void disp_spawn_post(xtc_loop_t *loop, xtc__post_t *p)
 {
 	xtc_dispatch_handle_t *h = (xtc_dispatch_handle_t *)
 		((char *)p - offsetof(xtc_dispatch_handle_t, post));
-	xtc__spawn_opts_t opts = { .cleanup = disp_cleanup };
+	/* the dispatch's admission (dispatch_common) passes to the task */
+	xtc__spawn_opts_t opts = { .cleanup = disp_cleanup, .admitted = 1 };
 	int rc = XTC_E_ABORTED; /* loop finalised before it ran */
 
 	if (loop->magic == XTC__LOOP_LIVE)
 		rc = xtc__task_spawn_fiber(loop, disp_body, h, &opts, NULL);
 	if (rc != 0) {
+		xtc__loop_admit_done(loop);
 		/* The future reports the spawn failure instead. */
 		disp_complete(h, 0, rc);
 		disp_unref(h);
@@ -1121,15 +1123,24 @@ static int dispatch_common(xtc_loop_t *loop, int (*fn)(void *),
 	xtc__spawn_opts_t opts = { .cleanup = disp_cleanup };
 	xtc_dispatch_handle_t *h;
 	xtc_future_t *f;
-	int rc;
+	int rc, remote;
 
 	if (loop == NULL || (fn == NULL && cfn == NULL) || out_future == NULL)
 		return XTC_E_INVAL;
+	remote = !xtc__loop_on_owner_thread(loop);
+	/* paced like every cross-thread spawn: XTC_E_AGAIN at the cap */
+	if (remote && (rc = xtc__loop_admit(loop)) != XTC_OK)
+		return rc;
 	h = calloc(1, sizeof(*h));
-	if (h == NULL)
+	if (h == NULL) {
+		if (remote)
+			xtc__loop_admit_done(loop);
 		return XTC_E_NOMEM;
+	}
 	rc = xtc_future_new_pair(&h->prom, &f);
 	if (rc != 0) {
+		if (remote)
+			xtc__loop_admit_done(loop);
 		free(h);
 		return rc;
 	}
@@ -1145,11 +1156,13 @@ static int dispatch_common(xtc_loop_t *loop, int (*fn)(void *),
 	*out_future = f;
 	if (out_handle != NULL)
 		*out_handle = h;
-	if (xtc__loop_on_owner_thread(loop)) {
+	if (!remote) {
 		rc = xtc__task_spawn_fiber(loop, disp_body, h, &opts, NULL);
 	} else {
 		h->post.fn = disp_spawn_post;
 		rc = xtc__loop_post(loop, &h->post);
+		if (rc != 0)
+			xtc__loop_admit_done(loop);
 	}
 	if (rc != 0) {
 		*out_future = NULL;

@@ -378,6 +378,7 @@ static void task_reset(xtc_task_t *t)
 	t->exec_flags = 0;
 	atomic_store_explicit(&t->wlock, 0, memory_order_relaxed);
 	t->stack_lazy = 0;
+	t->admitted = 0;
 	atomic_store_explicit(&t->lock_parked, 0, memory_order_relaxed);
 	t->stack_size = 0;
 	t->fn = NULL;
@@ -620,6 +621,10 @@ static int task_unheld(xtc_task_t *t)
 /* Owner thread, root stack. */
 static void task_reap(xtc_loop_t *loop, xtc_task_t *t)
 {
+	if (XTC__UNLIKELY(t->admitted)) { /* finished without a first run */
+		t->admitted = 0;
+		xtc__loop_admit_done(loop);
+	}
 	if (t->park_armed)
 		park_cancel(loop, t);
 	loop->live_tasks--;
@@ -644,8 +649,7 @@ static void spawn_post_fn(xtc_loop_t *loop, xtc__post_t *p)
 {
 	xtc_task_t *t = (xtc_task_t *)p;
 
-	atomic_fetch_sub_explicit(&loop->remote_pending, 1,
-	                          memory_order_relaxed);
+	/* the admission stays with the task until it first runs (run_task) */
 	if (loop->magic != XTC__LOOP_LIVE) {
 		/* Finalising: it never ran, but it may be awaited already. */
 		xtc__loop_adopt_orphan(loop, t);
@@ -680,7 +684,7 @@ struct spawn_body {
 static int task_spawn(xtc_loop_t *loop, const struct spawn_body *proto,
                       const xtc__spawn_opts_t *opts, xtc_task_t **out)
 {
-	int on_owner;
+	int on_owner, admitted;
 	xtc_task_t *t;
 	int rc;
 
@@ -696,14 +700,15 @@ static int task_spawn(xtc_loop_t *loop, const struct spawn_body *proto,
 			return XTC_E_INVAL;
 		if (proto->is_fiber && ss > XTC__STACK_MAX)
 			return XTC_E_RANGE;
-		if (atomic_load_explicit(&loop->remote_pending,
-		                         memory_order_relaxed) >=
-		    XTC__REMOTE_SPAWN_MAX)
-			return XTC_E_AGAIN;
+		if ((rc = xtc__loop_admit(loop)) != XTC_OK)
+			return rc;
 	}
 	t = task_alloc(loop, on_owner);
-	if (t == NULL)
+	if (t == NULL) {
+		if (!on_owner)
+			xtc__loop_admit_done(loop);
 		return XTC_E_NOMEM;
+	}
 	t->loop = loop;
 	t->is_fiber = proto->is_fiber;
 	t->fn = proto->fn;
@@ -720,7 +725,11 @@ static int task_spawn(xtc_loop_t *loop, const struct spawn_body *proto,
 	} else {
 		t->pinned = 1;
 	}
-	if (t->is_fiber && on_owner) {
+	/* Admitted work (cross-thread, or a dispatch posted here) maps its
+	 * stack at first run: a paced backlog must hold no stacks (a stack is
+	 * two VMAs; 65536 of them would exhaust vm.max_map_count). */
+	admitted = !on_owner || (opts != NULL && opts->admitted);
+	if (t->is_fiber && !admitted) {
 		spool_refill(loop);
 		rc = xtc__fiber_init(&t->fiber, opts ? opts->stack_size : 0,
 		                     fiber_main, t);
@@ -734,6 +743,7 @@ static int task_spawn(xtc_loop_t *loop, const struct spawn_body *proto,
 	}
 	if (out != NULL)
 		*out = t;
+	t->admitted = admitted;
 	if (on_owner) {
 		loop->live_tasks++;
 		all_link(loop, t);
@@ -741,12 +751,9 @@ static int task_spawn(xtc_loop_t *loop, const struct spawn_body *proto,
 		return 0;
 	}
 	t->node.fn = spawn_post_fn;
-	atomic_fetch_add_explicit(&loop->remote_pending, 1,
-	                          memory_order_relaxed);
 	rc = xtc__loop_post(loop, &t->node);
 	if (rc != 0) {
-		atomic_fetch_sub_explicit(&loop->remote_pending, 1,
-		                          memory_order_relaxed);
+		xtc__loop_admit_done(loop);
 		free(t);
 	}
 	return rc;
@@ -1035,6 +1042,12 @@ static void run_task(xtc_loop_t *loop, xtc_task_t *t)
 	int64_t start = 0;
 	uint32_t feat = loop->feat;
 
+	if (XTC__UNLIKELY(t->admitted)) {
+		/* first run of cross-thread work: its admission ends here, so
+		 * admission is paced by execution, not by the inbox drain */
+		t->admitted = 0;
+		xtc__loop_admit_done(loop);
+	}
 	if (XTC__UNLIKELY(t->stack_lazy) && stack_materialize(loop, t) != 0)
 		return;
 

@@ -204,6 +204,8 @@ struct xtc_task {
 	_Atomic uint8_t wlock;   /* guards waiters (tiny spinlock) */
 	uint8_t stack_lazy;      /* fiber whose stack is mapped at first run */
 	uint8_t demoted;         /* READY at the demoted level (loop.c) */
+	uint8_t admitted;        /* holds a cross-thread admission until it
+	                          * first runs (XTC__REMOTE_SPAWN_MAX) */
 	/* parked by xtc__park_lock_publish: only a holder of the waiter's
 	 * lock may make it READY (plain stores); other wakers latch */
 	_Atomic uint8_t lock_parked;
@@ -311,12 +313,25 @@ typedef struct xtc__spawn_opts {
 	void *proc;          /* stored in t->proc before the task can run */
 	xtc__task_cleanup_fn cleanup; /* called on the loop thread at reap/fini */
 	int retain;          /* keep the task struct until fini (public handles) */
+	int admitted;        /* owner thread: the caller already holds an
+	                      * admission (xtc__loop_admit) that the task takes
+	                      * over (cross-thread dispatch) */
 } xtc__spawn_opts_t;
 
-/* Backpressure on cross-thread spawns: at most this many spawns may sit in
- * a loop's inbox, posted and not yet drained; beyond, a spawn from another
- * thread returns XTC_E_AGAIN. */
+/* Backpressure on work that crosses threads: at most this many cross-thread
+ * spawns (procs, tasks, coroutines, dispatches) per loop may be admitted
+ * and not yet started; beyond, the spawning call returns XTC_E_AGAIN. An
+ * admission ends when the task first runs (or finishes unrun), not when
+ * the loop moves it out of its inbox: the loop drains the inbox far faster
+ * than it runs tasks, so counting until the drain bounded only the inbox
+ * and let the run queue grow without limit. A migrating task carries its
+ * admission to its new loop. */
 #define XTC__REMOTE_SPAWN_MAX 65536
+
+/* Any thread: take one admission on loop (XTC_E_AGAIN at the cap) /
+ * give one back. */
+static inline int xtc__loop_admit(xtc_loop_t *loop);
+static inline void xtc__loop_admit_done(xtc_loop_t *loop);
 
 /* Any thread. Creates a fiber task running body(arg) and makes it READY
  * (directly on the owner thread, through the inbox otherwise). On the owner
@@ -556,7 +571,8 @@ struct xtc_loop {
 
 	/* quiescence */
 	int64_t live_tasks;            /* spawned and not reaped (owner) */
-	_Atomic int64_t remote_pending; /* cross-thread spawns not yet drained */
+	_Atomic int64_t remote_pending; /* admitted cross-thread spawns not yet
+	                                 * started (XTC__REMOTE_SPAWN_MAX) */
 	int64_t pending_timers;        /* armed public/anon timers (owner) */
 	int64_t max_tasks;             /* 0 = unlimited -> XTC_E_RESOURCE */
 
@@ -603,6 +619,26 @@ struct xtc_loop {
 	/* proc layer */
 	void *procs;                   /* owned by proc.c; freed in xtc__proc_loop_fini */
 };
+
+static inline int xtc__loop_admit(xtc_loop_t *loop)
+{
+	/* add first, then check: concurrent spawners cannot all pass a
+	 * load-then-add check and overshoot the cap together */
+	if (atomic_fetch_add_explicit(&loop->remote_pending, 1,
+	                              memory_order_relaxed) >=
+	    XTC__REMOTE_SPAWN_MAX) {
+		atomic_fetch_sub_explicit(&loop->remote_pending, 1,
+		                          memory_order_relaxed);
+		return XTC_E_AGAIN;
+	}
+	return XTC_OK;
+}
+
+static inline void xtc__loop_admit_done(xtc_loop_t *loop)
+{
+	atomic_fetch_sub_explicit(&loop->remote_pending, 1,
+	                          memory_order_relaxed);
+}
 
 /* loop->sleeping: 0 awake; XTC__SLEEP_POLL blocked (or about to block) in
  * the poller, woken by the eventfd; XTC__SLEEP_FUTEX an executor carrier

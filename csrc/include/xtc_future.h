@@ -146,6 +146,8 @@ typedef struct xtc_dispatch_handle xtc_dispatch_handle_t;
  * comes from the carrier's cache), so a spawn failure there (XTC_E_NOMEM,
  * XTC_E_RESOURCE) completes the future with that status instead.
  * XTC_E_INVAL: NULL loop/fn/out_future, finalised loop; XTC_E_NOMEM;
+ * XTC_E_AGAIN: from another thread, 65536 cross-thread spawns and
+ * dispatches admitted on loop and not yet started (paced by execution);
  * XTC_E_RESOURCE: the loop's task cap (on the loop's own thread). */
 XTC_API int  xtc_dispatch(xtc_loop_t *loop, int (*fn)(void *), void *arg,
                           xtc_future_t **out_future,

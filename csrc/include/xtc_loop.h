@@ -52,7 +52,9 @@ XTC_API int xtc_loop_wake(xtc_loop_t *loop);
 /* Any thread. The task is READY at once and runs at a later step. A handle
  * given out (out_task != NULL) stays valid for the loop's lifetime; without
  * one the task is recycled after it finished. From a thread that does not
- * run the loop, XTC_E_AGAIN when 65536 spawns already wait in its inbox. */
+ * run the loop, XTC_E_AGAIN when 65536 cross-thread spawns are admitted on
+ * it and not yet started (an admission ends at the task's first run, so
+ * producers are paced by execution, not by the inbox drain). */
 XTC_API int xtc_task_spawn(xtc_loop_t *loop, xtc_task_fn fn, void *user,
                            xtc_task_t **out_task);
 XTC_API int xtc_task_waker(xtc_task_t *task, xtc_waker_t *out);
