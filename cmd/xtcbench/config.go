@@ -26,6 +26,8 @@ type Config struct {
 	Point      time.Duration   // arrival window of one load point
 	Carriers   int             // xtc carriers = GOMAXPROCS of the Go workers
 	Slices     []time.Duration // fixed preemption slices of the xtc contenders
+	TailReps   int             // repetitions per tail point (interleaved)
+	Polled     bool            // add the polled-ingress xtc contenders
 	FairDur    time.Duration   // fairness run length (per side)
 	FairWindow time.Duration   // fairness sampling window
 	HogProbes  int             // number of 1 ms sleeps of the probe
@@ -50,8 +52,9 @@ func defaultConfig(mode string) Config {
 		FairDur:    2 * time.Second,
 		FairWindow: 100 * time.Millisecond,
 		HogProbes:  500,
-		HogSlice:   500 * time.Microsecond,
+		HogSlice:   200 * time.Microsecond,
 		MicroReps:  3,
+		TailReps:   3,
 		MicroScale: 1,
 		Seed:       1,
 		Progress:   "auto",
@@ -115,10 +118,12 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	point := fs.Duration("point", 0, "arrival window of one load point (short 200ms, full 2s)")
 	carriers := fs.Int("carriers", 0, "worker carriers for xtc = GOMAXPROCS of the Go workers (default NumCPU-1, at least 1)")
 	slices := fs.String("slices", "", "fixed xtc preemption slices (default 50us,200us)")
+	tailReps := fs.Int("tail-reps", 0, "repetitions per tail point, interleaved, median kept (default 3)")
+	polled := fs.Bool("polled", false, "also run the xtc contenders with polled ingress (diagnostic)")
 	fairDur := fs.Duration("fair-dur", 0, "fairness run length per side (short 2s, full 10s)")
 	fairWin := fs.Duration("fair-window", 0, "fairness sampling window (default 100ms)")
 	hogProbes := fs.Int("hog-probes", 0, "1 ms sleeps of the hog probe (short 500, full 3000)")
-	hogSlice := fs.Duration("hog-slice", 0, "xtc preemption slice of the hog and fairness tests (default 500us)")
+	hogSlice := fs.Duration("hog-slice", 0, "xtc preemption slice of the hog and fairness tests (default 200us)")
 	reps := fs.Int("reps", 0, "repetitions per micro benchmark, median kept (short 3, full 7)")
 	scale := fs.Float64("micro-scale", 0, "multiplier of micro iteration counts (short 1, full 3)")
 	seed := fs.Uint64("seed", 1, "seed of the arrival schedules")
@@ -185,6 +190,13 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 			return nil, fmt.Errorf("--slices: %w", err)
 		}
 	}
+	if set["tail-reps"] {
+		if *tailReps < 1 || *tailReps > 50 {
+			return nil, errors.New("--tail-reps must be in 1..50")
+		}
+		c.TailReps = *tailReps
+	}
+	c.Polled = *polled
 	if set["fair-dur"] {
 		if *fairDur <= 0 {
 			return nil, errors.New("--fair-dur must be > 0")

@@ -35,7 +35,7 @@ type HogResults struct {
 	Series []HogSeries   `json:"series"`
 }
 
-func hogSteps() int { return 5 }
+func hogSteps() int { return 6 }
 
 // hogBudget bounds every hog variant: a probe that is tens of ms late
 // would otherwise stretch the run; probes not done within it are not
@@ -117,6 +117,16 @@ func runHog(cfg *Config, pb *Progress) *HogResults {
 			add(HogSeries{Key: "go-idle", Label: "Go, GOMAXPROCS=1" + what,
 				Status: StatusOK.String(), Threads: "1 P"}, goHog("", cfg.HogProbes))
 			continue
+		}
+		// the same hog with a 50 µs slice: the comparison with Go+cgo,
+		// whose hog the kernel slices
+		if cfg.HogSlice != 50*time.Microsecond {
+			pb.Note("hog xtc-50µs")
+			runtime.GC()
+			late, st, why := xtcHog(true, cfg.HogProbes, hogSleep, 50*time.Microsecond,
+				hogBudget(cfg.HogProbes))
+			add(HogSeries{Key: "xtc-50us", Label: "xtc, one carrier, slice 50 µs",
+				Status: st.String(), Why: why, Threads: "1 carrier + monitor"}, late)
 		}
 		pb.Note("hog gocgo")
 		runtime.GC()

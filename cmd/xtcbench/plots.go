@@ -163,6 +163,20 @@ func plotTail(path string, t *TailResults, dist string) error {
 				}
 				xy = append(xy, plotter.XY{X: 100 * pt.Load, Y: float64(v)})
 				ymin, ymax = math.Min(ymin, float64(v)), math.Max(ymax, float64(v))
+				// error bar: min–max over the kept repetitions
+				lo, hi := pt.AllP99Min, pt.AllP99Max
+				if which == "short requests" {
+					lo, hi = pt.ShortP99Min, pt.ShortP99Max
+				}
+				if hi > lo && lo > 0 && hi != incomplete {
+					x := 100*pt.Load + 0.6*float64(ci-len(t.Contenders)/2)
+					if bar, err := plotter.NewLine(plotter.XYs{{X: x, Y: float64(lo)}, {X: x, Y: float64(hi)}}); err == nil {
+						bar.Color = colorOf(ci)
+						bar.Width = vg.Points(1)
+						p.Add(bar)
+						ymin, ymax = math.Min(ymin, float64(lo)), math.Max(ymax, float64(hi))
+					}
+				}
 			}
 			if len(xy) == 0 {
 				continue

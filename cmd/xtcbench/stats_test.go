@@ -61,7 +61,7 @@ func TestSummarizeRunMarksIncomplete(t *testing.T) {
 	s := &Schedule{Arrival: []int64{0, 10, 20, 30}, Service: []int64{1, 1, 1, 1},
 		Short: []bool{true, true, false, true}, Mean: 1}
 	var p TailPoint
-	summarizeRun(s, []int64{5, 20, 40, -1}, []int64{0, 0, 0, 0}, &p)
+	summarizeRun(s, []int64{5, 20, 40, -1}, []int64{0, 0, 0, 0}, &p, 0)
 	assert.Equal(t, 4, p.N)
 	assert.Equal(t, 3, p.Completed)
 	assert.Equal(t, int64(incomplete), p.All.Max)
@@ -70,8 +70,33 @@ func TestSummarizeRunMarksIncomplete(t *testing.T) {
 	assert.Equal(t, -1.0, p.All.Mean)
 
 	var q TailPoint
-	summarizeRun(s, []int64{5, 20, 40, 31}, []int64{0, 1, 2, 3}, &q)
+	summarizeRun(s, []int64{5, 20, 40, 31}, []int64{0, 1, 2, 3}, &q, 0)
 	assert.Equal(t, int64(20), q.All.Max)
 	assert.Equal(t, int64(5), q.Short.P50)
 	assert.True(t, q.MeetsSLO) // p99 20 <= SLO 200
+
+	// the warm-up prefix runs but is not measured
+	var w TailPoint
+	summarizeRun(s, []int64{5, 20, 40, -1}, []int64{9, 9, 0, 0}, &w, 15)
+	assert.Equal(t, 2, w.N)
+	assert.Equal(t, 1, w.Completed)
+	assert.Equal(t, int64(0), w.Lag.Max)
+}
+
+func TestAggregateKeepsMedianOfCleanReps(t *testing.T) {
+	mk := func(short, lag int64) TailPoint {
+		return TailPoint{Status: StatusOK.String(), Short: Summary{P99: short},
+			All: Summary{P99: short * 2}, Lag: Summary{P99: lag, Max: lag}}
+	}
+	stall := int64(lagMaxLimit) * 2
+	p := aggregate([]TailPoint{mk(300, 0), mk(100, 0), mk(900, stall), mk(200, 0)})
+	assert.Equal(t, int64(200), p.Short.P99) // median of the 3 clean ones
+	assert.Equal(t, 3, p.Kept)
+	assert.Equal(t, int64(100), p.ShortP99Min)
+	assert.Equal(t, int64(300), p.ShortP99Max)
+	assert.Equal(t, 4, len(p.Reps))
+	assert.True(t, p.Reps[2].Stalled)
+	q := aggregate([]TailPoint{mk(300, stall), mk(100, stall)})
+	assert.Equal(t, 0, q.Kept)
+	assert.Contains(t, q.Why, "stalled")
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"sort"
 	"sync"
 	"time"
 )
@@ -24,13 +25,16 @@ func contenders(cfg *Config) []Contender {
 		cs = append(cs, Contender{Key: "xtc-" + s.String(),
 			Label: "xtc, slice " + fmtDur(s.Nanoseconds()), Kind: "xtc", Slice: s})
 	}
-	// The same slices with a different way in: the generator fills a ring
-	// that a dispatcher proc on the carrier polls (no wake-ups), which
-	// separates the scheduling from the runtime's cross-thread ingress.
-	for _, s := range cfg.Slices {
-		cs = append(cs, Contender{Key: "xtc-" + s.String() + "-polled",
-			Label: "xtc, slice " + fmtDur(s.Nanoseconds()) + ", polled ingress",
-			Kind:  "xtc", Slice: s, Polled: true})
+	// The same slices with a different way in (--polled): the generator
+	// fills a ring that a dispatcher proc on the carrier polls (no
+	// wake-ups), which separates the scheduling from the runtime's
+	// cross-thread ingress. A diagnostic: off by default.
+	if cfg.Polled {
+		for _, s := range cfg.Slices {
+			cs = append(cs, Contender{Key: "xtc-" + s.String() + "-polled",
+				Label: "xtc, slice " + fmtDur(s.Nanoseconds()) + ", polled ingress",
+				Kind:  "xtc", Slice: s, Polled: true})
+		}
 	}
 	cs = append(cs,
 		// The control: the same executor without preemption (FIFO, each
@@ -63,9 +67,54 @@ type TailPoint struct {
 	Wall      float64 `json:"wall_s"`
 	// xtc only: involuntary preemptions during the run, and for the
 	// adaptive contender the controller's last quantum and tail index.
-	Preemptions uint64  `json:"preemptions,omitempty"`
-	Quantum     int64   `json:"final_quantum_ns,omitempty"`
-	TailIndex   float64 `json:"tail_index,omitempty"`
+	Preemptions uint64   `json:"preemptions,omitempty"`
+	Quantum     int64    `json:"final_quantum_ns,omitempty"`
+	TailIndex   float64  `json:"tail_index,omitempty"`
+	CostNs      int64    `json:"preempt_cost_ns,omitempty"`
+	TimerFires  uint64   `json:"timer_fires,omitempty"`
+	Direct      uint64   `json:"direct_signals,omitempty"`
+	Fallbacks   uint64   `json:"timer_fallbacks,omitempty"`
+	Trajectory  []QPoint `json:"quantum_trajectory,omitempty"`
+	// Repetitions (interleaved with the other contenders): the point's
+	// summaries are those of the median kept repetition (by short p99);
+	// Reps has every repetition, Stalled ones were not kept (the
+	// generator fell behind: see stalled()).
+	Reps        []RepStat `json:"reps,omitempty"`
+	Kept        int       `json:"reps_kept"`
+	ShortP99Min int64     `json:"short_p99_min_ns"`
+	ShortP99Max int64     `json:"short_p99_max_ns"`
+	AllP99Min   int64     `json:"all_p99_min_ns"`
+	AllP99Max   int64     `json:"all_p99_max_ns"`
+}
+
+// RepStat is one repetition of a point.
+type RepStat struct {
+	ShortP99 int64  `json:"short_p99_ns"`
+	AllP99   int64  `json:"all_p99_ns"`
+	LagP99   int64  `json:"lag_p99_ns"`
+	LagMax   int64  `json:"lag_max_ns"`
+	Stalled  bool   `json:"stalled"`
+	Status   string `json:"status"`
+}
+
+// Generator lag limits: a repetition whose generator issued arrivals later
+// than this (p99 or max) measured the machine, not the runtime (another
+// process held the CPU), so it is marked and not kept when a clean one
+// exists.
+const (
+	lagP99Limit = 30 * time.Microsecond
+	lagMaxLimit = 300 * time.Microsecond
+)
+
+func stalled(p *TailPoint) bool {
+	return p.Lag.P99 > int64(lagP99Limit) || p.Lag.Max > int64(lagMaxLimit)
+}
+
+// warmup is the prefix of every schedule that runs but is not measured
+// (stack pools, caches, the controller's first period): the clock starts
+// after it.
+func warmup(cfg *Config) time.Duration {
+	return max(cfg.Point/10, 10*time.Millisecond)
 }
 
 func (p *TailPoint) ok() bool { return p.Status == StatusOK.String() }
@@ -74,13 +123,20 @@ func (p *TailPoint) ok() bool { return p.Status == StatusOK.String() }
 // percentile that reaches it reads as "did not complete".
 const incomplete = math.MaxInt64
 
-// summarizeRun turns completion stamps into sojourn summaries.
-func summarizeRun(s *Schedule, done, lag []int64, p *TailPoint) {
+// summarizeRun turns completion stamps into sojourn summaries, leaving
+// out the requests that arrived during the warm-up.
+func summarizeRun(s *Schedule, done, lag []int64, p *TailPoint, warm time.Duration) {
 	n := s.N()
 	all := make([]int64, 0, n)
 	short := make([]int64, 0, n)
-	p.N = n
+	var lagKept []int64
+	p.N, p.Completed = 0, 0
 	for i := 0; i < n; i++ {
+		if s.Arrival[i] < int64(warm) {
+			continue
+		}
+		p.N++
+		lagKept = append(lagKept, lag[i])
 		v := int64(incomplete)
 		if done[i] >= 0 {
 			v = done[i] - s.Arrival[i]
@@ -93,22 +149,23 @@ func summarizeRun(s *Schedule, done, lag []int64, p *TailPoint) {
 	}
 	p.All = Summarize(all)
 	p.Short = Summarize(short)
-	p.Lag = Summarize(append([]int64(nil), lag...))
-	if p.Completed < n {
+	p.Lag = Summarize(lagKept)
+	if p.Completed < p.N {
 		// the mean is meaningless with sentinels in it: -1 = n/a
 		p.All.Mean, p.Short.Mean = -1, -1
 	}
 	p.SLO = s.SLO()
-	p.MeetsSLO = p.Completed == n && p.All.P99 <= p.SLO
+	p.MeetsSLO = p.Completed == p.N && p.All.P99 <= p.SLO
 }
 
 // goTail replays the schedule on Go's runtime: a generator goroutine spins
 // until each arrival and starts one goroutine per request (what a Go
 // server does per incoming request). The workers get `carriers` Ps and the
 // generator one more, as the xtc generator has its own thread. The
-// generator is an ordinary goroutine: Go has no way to give it priority,
-// and when the runtime preempts it the arrivals it owes queue up, which
-// the generator-lag column shows.
+// generator goroutine is locked to its OS thread (LockOSThread), like
+// xtc's generator pthread, so both runtimes are fed alike; Go still has no
+// way to give it priority, and when the kernel deschedules it the arrivals
+// it owes queue up, which the generator-lag column shows.
 func goTail(s *Schedule, iters []uint64, cgo bool, carriers int) (done, lag []int64) {
 	prev := runtime.GOMAXPROCS(carriers + 1)
 	defer runtime.GOMAXPROCS(prev)
@@ -122,6 +179,8 @@ func goTail(s *Schedule, iters []uint64, cgo bool, carriers int) (done, lag []in
 	wg.Add(n)
 	genDone := make(chan struct{})
 	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
 		base := time.Now().Add(2 * time.Millisecond)
 		for i := 0; i < n; i++ {
 			target := time.Duration(s.Arrival[i])
@@ -177,7 +236,102 @@ type TailResults struct {
 }
 
 func tailSteps(cfg *Config) int {
-	return len(cfg.Dists) * len(cfg.Loads) * len(contenders(cfg))
+	return len(cfg.Dists) * len(cfg.Loads) * len(contenders(cfg)) * cfg.TailReps
+}
+
+// runOne is one repetition of one contender at one point.
+func runOne(cfg *Config, c Contender, s *Schedule, cIters, goIters []uint64,
+	dist string, load float64) TailPoint {
+	p := TailPoint{Dist: dist, Load: load, Contender: c.Key, SLO: s.SLO()}
+	warm := warmup(cfg)
+	runtime.GC()
+	t0 := time.Now()
+	switch c.Kind {
+	case "xtc":
+		r, st, why := xtcTail(s.Arrival, cIters, cfg.Carriers, c.Slice,
+			c.Adaptive, c.Polled, adaptPeriod(cfg), drainBound(cfg))
+		p.Status, p.Why = st.String(), why
+		if st == StatusOK {
+			summarizeRun(s, r.Done, r.Lag, &p, warm)
+			p.Preemptions, p.Quantum, p.TailIndex = r.Preempts, int64(r.Quantum), r.TailIndex
+			p.CostNs, p.TimerFires, p.Direct, p.Fallbacks = r.CostNs, r.Fires, r.Direct, r.Fallbacks
+			p.Trajectory = r.Traj
+			p.Dropped = r.Dropped
+			if r.Dropped > 0 {
+				p.Why = fmt.Sprintf("%d requests dropped: the runtime refused to spawn them", r.Dropped)
+			}
+			if r.TimedOut {
+				p.Why = fmt.Sprintf("timed out: %d of %d requests completed", r.Completed, s.N())
+			}
+		}
+	case "go":
+		done, lag := goTail(s, goIters, false, cfg.Carriers)
+		p.Status = StatusOK.String()
+		summarizeRun(s, done, lag, &p, warm)
+	case "gocgo":
+		done, lag := goTail(s, cIters, true, cfg.Carriers)
+		p.Status = StatusOK.String()
+		summarizeRun(s, done, lag, &p, warm)
+	}
+	p.Wall = time.Since(t0).Seconds()
+	return p
+}
+
+// aggregate folds the repetitions of one contender at one point: the
+// median kept repetition (by short p99) stands for the point, with the
+// spread over the kept ones. Stalled repetitions are kept only when every
+// repetition stalled (then the point is marked).
+func aggregate(reps []TailPoint) TailPoint {
+	var kept []int
+	for i := range reps {
+		if reps[i].ok() && !stalled(&reps[i]) {
+			kept = append(kept, i)
+		}
+	}
+	allStalled := len(kept) == 0
+	if allStalled {
+		for i := range reps {
+			if reps[i].ok() {
+				kept = append(kept, i)
+			}
+		}
+	}
+	if len(kept) == 0 {
+		p := reps[0]
+		p.Reps = repStats(reps)
+		return p
+	}
+	sort.Slice(kept, func(a, b int) bool { return reps[kept[a]].Short.P99 < reps[kept[b]].Short.P99 })
+	p := reps[kept[(len(kept)-1)/2]]
+	p.Reps = repStats(reps)
+	p.Kept = len(kept)
+	p.ShortP99Min, p.ShortP99Max = int64(math.MaxInt64), 0
+	p.AllP99Min, p.AllP99Max = int64(math.MaxInt64), 0
+	for _, k := range kept {
+		r := &reps[k]
+		p.ShortP99Min, p.ShortP99Max = min(p.ShortP99Min, r.Short.P99), max(p.ShortP99Max, r.Short.P99)
+		p.AllP99Min, p.AllP99Max = min(p.AllP99Min, r.All.P99), max(p.AllP99Max, r.All.P99)
+	}
+	if allStalled {
+		p.Kept = 0
+		note := fmt.Sprintf("every repetition had a stalled generator (lag p99 > %v or max > %v): the figure measures the machine", lagP99Limit, lagMaxLimit)
+		if p.Why != "" {
+			p.Why += "; " + note
+		} else {
+			p.Why = note
+		}
+	}
+	return p
+}
+
+func repStats(reps []TailPoint) []RepStat {
+	out := make([]RepStat, len(reps))
+	for i := range reps {
+		r := &reps[i]
+		out[i] = RepStat{ShortP99: r.Short.P99, AllP99: r.All.P99, LagP99: r.Lag.P99,
+			LagMax: r.Lag.Max, Stalled: r.ok() && stalled(r), Status: r.Status}
+	}
+	return out
 }
 
 func runTail(cfg *Config, cal Calibration, pb *Progress) *TailResults {
@@ -192,49 +346,32 @@ func runTail(cfg *Config, cal Calibration, pb *Progress) *TailResults {
 			}
 			cIters := s.Iterations(cal.CItersPerNs)
 			goIters := s.Iterations(cal.GoItersPerNs)
-			for _, c := range cs {
-				label := fmt.Sprintf("tail %s %2.0f%% %s", dist, load*100, c.Key)
-				pb.Note(label)
-				p := TailPoint{Dist: dist, Load: load, Contender: c.Key, SLO: s.SLO()}
-				if why, ok := unavailable[c.Key]; ok {
-					p.Status, p.Why = StatusUnavail.String(), why
-					res.Points = append(res.Points, p)
+			reps := make([][]TailPoint, len(cs))
+			// interleaved: every repetition runs every contender, in an
+			// order rotated per repetition, so a slow phase of the
+			// machine does not land on one contender
+			for rep := 0; rep < cfg.TailReps; rep++ {
+				for k := range cs {
+					ci := (k + rep) % len(cs)
+					c := cs[ci]
+					label := fmt.Sprintf("tail %s %2.0f%% %s #%d", dist, load*100, c.Key, rep+1)
+					pb.Note(label)
+					if why, ok := unavailable[c.Key]; ok {
+						reps[ci] = append(reps[ci], TailPoint{Dist: dist, Load: load,
+							Contender: c.Key, SLO: s.SLO(), Status: StatusUnavail.String(), Why: why})
+						pb.Step(label)
+						continue
+					}
+					p := runOne(cfg, c, s, cIters, goIters, dist, load)
+					if p.Status == StatusUnavail.String() {
+						unavailable[c.Key] = p.Why
+					}
+					reps[ci] = append(reps[ci], p)
 					pb.Step(label)
-					continue
 				}
-				runtime.GC()
-				t0 := time.Now()
-				switch c.Kind {
-				case "xtc":
-					r, st, why := xtcTail(s.Arrival, cIters, cfg.Carriers, c.Slice,
-						c.Adaptive, c.Polled, adaptPeriod(cfg), drainBound(cfg))
-					p.Status, p.Why = st.String(), why
-					if st == StatusUnavail {
-						unavailable[c.Key] = why
-					}
-					if st == StatusOK {
-						summarizeRun(s, r.Done, r.Lag, &p)
-						p.Preemptions, p.Quantum, p.TailIndex = r.Preempts, int64(r.Quantum), r.TailIndex
-						p.Dropped = r.Dropped
-						if r.Dropped > 0 {
-							p.Why = fmt.Sprintf("%d requests dropped: the runtime refused to spawn them", r.Dropped)
-						}
-						if r.TimedOut {
-							p.Why = fmt.Sprintf("timed out: %d of %d requests completed", r.Completed, s.N())
-						}
-					}
-				case "go":
-					done, lag := goTail(s, goIters, false, cfg.Carriers)
-					p.Status = StatusOK.String()
-					summarizeRun(s, done, lag, &p)
-				case "gocgo":
-					done, lag := goTail(s, cIters, true, cfg.Carriers)
-					p.Status = StatusOK.String()
-					summarizeRun(s, done, lag, &p)
-				}
-				p.Wall = time.Since(t0).Seconds()
-				res.Points = append(res.Points, p)
-				pb.Step(label)
+			}
+			for ci := range cs {
+				res.Points = append(res.Points, aggregate(reps[ci]))
 			}
 		}
 	}

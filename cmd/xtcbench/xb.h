@@ -60,6 +60,7 @@ int xb_micro(int which, int64_t n, double *ns_per_op, char *why);
 /* ---- tail latency: one open-loop run ---- */
 #define XB_INGRESS_SUBMIT 0 /* xtc_exec_submit, callback spawns the proc */
 #define XB_INGRESS_POLL   1 /* SPSC ring polled by a dispatcher proc */
+#define XB_TRAJ 64
 typedef struct xb_tail {
 	/* in */
 	int64_t         n;
@@ -82,6 +83,14 @@ typedef struct xb_tail {
 	int64_t  final_quantum_ns; /* adaptive: the controller's last quantum */
 	double   tail_index;       /* adaptive: its last tail-index estimate */
 	uint64_t preemptions;      /* involuntary yields during the run */
+	int64_t  cost_ns;          /* measured cost of one preemption */
+	uint64_t timer_fires;      /* carrier timer expiries that preempted */
+	uint64_t direct;           /* producers that signalled an overdue run */
+	uint64_t fallbacks;        /* carriers without a slice timer */
+	int      n_traj;           /* adaptive: controller updates kept */
+	int64_t  traj_q[XB_TRAJ];  /* their quanta */
+	double   traj_load[XB_TRAJ];
+	double   traj_alpha[XB_TRAJ];
 } xb_tail_t;
 int xb_tail_run(xb_tail_t *t, char *why);
 

@@ -52,6 +52,7 @@
 
 #if XB_HAVE_EXEC
 #pragma weak xtc_exec_init
+#pragma weak xtc_stack_reserve
 #pragma weak xtc_exec_run
 #pragma weak xtc_exec_stop
 #pragma weak xtc_exec_fini
@@ -68,6 +69,7 @@
 #pragma weak xtc_fn_quantum_destroy
 #pragma weak xtc_fn_quantum_get
 #pragma weak xtc_fn_quantum_tail_index
+#pragma weak xtc_fn_quantum_trajectory
 #pragma weak xtc_exec_set_preempt_adaptive
 #endif
 

@@ -250,6 +250,10 @@ int xb_tail_run(xb_tail_t *t, char *why)
 	if (XB_LINKED(xtc_preempt_stats_global))
 		xtc_preempt_stats_global(&ps0, &sent);
 #endif
+	/* warm stacks before the clock: the pool outlives executors, so
+	 * every run after the first starts warm anyway */
+	if (XB_LINKED(xtc_stack_reserve))
+		(void)xtc_stack_reserve(4096);
 	if ((rc = xtc_exec_init(&r.ex, t->carriers))) {
 		snprintf(why, XB_WHY, "xtc_exec_init: %s", xb_strerror(rc));
 		return XB_FAIL;
@@ -345,8 +349,13 @@ out:
 	free(r.rings);
 #if XB_HAVE_PREEMPT
 	if (XB_LINKED(xtc_preempt_stats_global) &&
-	    xtc_preempt_stats_global(&ps1, &sent) == 0)
+	    xtc_preempt_stats_global(&ps1, &sent) == 0) {
 		t->preemptions = ps1.preemptions - ps0.preemptions;
+		t->cost_ns = (int64_t)ps1.cost_ns;
+		t->timer_fires = ps1.timer_fires - ps0.timer_fires;
+		t->direct = ps1.direct - ps0.direct;
+		t->fallbacks = ps1.timer_fallbacks - ps0.timer_fallbacks;
+	}
 #endif
 #if XB_HAVE_ADAPTIVE
 	if (q) {
@@ -354,6 +363,16 @@ out:
 		t->tail_index = XB_LINKED(xtc_fn_quantum_tail_index)
 		                        ? xtc_fn_quantum_tail_index(q)
 		                        : 0;
+		if (XB_LINKED(xtc_fn_quantum_trajectory)) {
+			xtc_fn_quantum_point_t tp[XB_TRAJ];
+			int k = xtc_fn_quantum_trajectory(q, tp, XB_TRAJ);
+			for (int i = 0; i < k; i++) {
+				t->traj_q[i] = tp[i].quantum_ns;
+				t->traj_load[i] = tp[i].load;
+				t->traj_alpha[i] = tp[i].tail_index;
+			}
+			t->n_traj = k > 0 ? k : 0;
+		}
 		xtc_fn_quantum_destroy(q);
 	}
 #endif

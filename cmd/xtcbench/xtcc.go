@@ -159,6 +159,18 @@ type tailResult struct {
 	Quantum   time.Duration // adaptive: the controller's last quantum
 	TailIndex float64       // adaptive: its last tail-index estimate
 	Preempts  uint64        // involuntary yields during the run
+	CostNs    int64         // measured cost of one preemption
+	Fires     uint64        // carrier timer expiries that preempted
+	Direct    uint64        // producers that signalled an overdue run
+	Fallbacks uint64        // carriers without a slice timer
+	Traj      []QPoint      // adaptive: the controller's updates
+}
+
+// QPoint is one update of the adaptive quantum controller.
+type QPoint struct {
+	Quantum int64   `json:"quantum_ns"`
+	Load    float64 `json:"load"`
+	Alpha   float64 `json:"tail_index"`
 }
 
 func xtcTail(arrival []int64, iters []uint64, carriers int, slice time.Duration,
@@ -213,6 +225,14 @@ func xtcTail(arrival []int64, iters []uint64, carriers int, slice time.Duration,
 		Quantum:   time.Duration(t.final_quantum_ns),
 		TailIndex: float64(t.tail_index),
 		Preempts:  uint64(t.preemptions),
+		CostNs:    int64(t.cost_ns),
+		Fires:     uint64(t.timer_fires),
+		Direct:    uint64(t.direct),
+		Fallbacks: uint64(t.fallbacks),
+	}
+	for i := 0; i < int(t.n_traj) && i < C.XB_TRAJ; i++ {
+		r.Traj = append(r.Traj, QPoint{Quantum: int64(t.traj_q[i]),
+			Load: float64(t.traj_load[i]), Alpha: float64(t.traj_alpha[i])})
 	}
 	return r, st, w
 }
