@@ -12,7 +12,7 @@ import (
 )
 
 // Workload names accepted by --only.
-var WorkloadNames = []string{"micro", "tail", "fair", "hog"}
+var WorkloadNames = []string{"micro", "tail", "fair", "hog", "batch"}
 
 // Config is everything a run needs; parseConfig fills it from the command
 // line, starting from the defaults of the chosen mode (--short or --full)
@@ -96,6 +96,8 @@ Workloads (--only):
   fair   three workloads that should split CPU 600:300:100:
          xtc scheduling classes vs Go (no weights)
   hog    a never-yielding C kernel next to a 1 ms-sleep probe: probe lateness
+  batch  continuous batching of a skewed mix: xtc.Batch vs a Go
+         goroutine/channel batcher vs static batching (throughput, p99)
 
 Writes report.md, results.json and PNG plots into --out and prints the
 summary table. --short (the default; what "make run" uses) finishes in

@@ -71,6 +71,9 @@ func Execute(cfg *Config, progressOut *os.File, command string) (*Results, error
 	if cfg.has("hog") {
 		total += hogSteps()
 	}
+	if cfg.has("batch") {
+		total += batchSteps(cfg)
+	}
 	var pb *Progress
 	if progressOut != nil {
 		pb = NewProgress(cfg.Progress, progressOut, total)
@@ -90,6 +93,9 @@ func Execute(cfg *Config, progressOut *os.File, command string) (*Results, error
 	}
 	if cfg.has("hog") {
 		res.Hog = runHog(cfg, pb)
+	}
+	if cfg.has("batch") {
+		res.Batch = runBatch(cfg, res.Calibration, pb)
 	}
 	pb.Done()
 	res.Elapsed = time.Since(start).Seconds()

@@ -95,6 +95,9 @@ func writePlots(dir string, r *Results) (names []string, errs []string) {
 	if r.Hog != nil {
 		try("hog.png", func(p string) error { return plotHog(p, r.Hog) })
 	}
+	if r.Batch != nil {
+		try("batch.png", func(p string) error { return plotBatch(p, r.Batch) })
+	}
 	return names, errs
 }
 

@@ -79,22 +79,23 @@ const (
 
 // Results is everything one run produced; it is also results.json.
 type Results struct {
-	Started     time.Time    `json:"started"`
-	Elapsed     float64      `json:"elapsed_s"`
-	Command     string       `json:"command"`
-	Mode        string       `json:"mode"`
-	Host        HostInfo     `json:"host"`
-	Features    Features     `json:"features"`
-	Calibration Calibration  `json:"calibration"`
-	Carriers    int          `json:"carriers"`
-	Config      *Config      `json:"config"`
-	Micro       []MicroRow   `json:"micro,omitempty"`
-	Tail        *TailResults `json:"tail,omitempty"`
-	Fair        *FairResults `json:"fair,omitempty"`
-	Hog         *HogResults  `json:"hog,omitempty"`
-	Verdicts    []Verdict    `json:"summary"`
-	Plots       []string     `json:"plots,omitempty"`
-	PlotErrors  []string     `json:"plot_errors,omitempty"`
+	Started     time.Time     `json:"started"`
+	Elapsed     float64       `json:"elapsed_s"`
+	Command     string        `json:"command"`
+	Mode        string        `json:"mode"`
+	Host        HostInfo      `json:"host"`
+	Features    Features      `json:"features"`
+	Calibration Calibration   `json:"calibration"`
+	Carriers    int           `json:"carriers"`
+	Config      *Config       `json:"config"`
+	Micro       []MicroRow    `json:"micro,omitempty"`
+	Tail        *TailResults  `json:"tail,omitempty"`
+	Fair        *FairResults  `json:"fair,omitempty"`
+	Hog         *HogResults   `json:"hog,omitempty"`
+	Batch       *BatchResults `json:"batch,omitempty"`
+	Verdicts    []Verdict     `json:"summary"`
+	Plots       []string      `json:"plots,omitempty"`
+	PlotErrors  []string      `json:"plot_errors,omitempty"`
 }
 
 func ratioStr(r float64) string {
@@ -214,6 +215,9 @@ func computeVerdicts(r *Results) {
 			}
 			vs = append(vs, v2)
 		}
+	}
+	if b := r.Batch; b != nil {
+		vs = append(vs, batchVerdicts(b)...)
 	}
 	r.Verdicts = vs
 }
@@ -519,6 +523,9 @@ func writeMarkdown(w io.Writer, r *Results) {
 	}
 	if r.Hog != nil {
 		writeHog(w, r)
+	}
+	if r.Batch != nil {
+		writeBatch(w, r)
 	}
 	if len(r.PlotErrors) > 0 {
 		fmt.Fprintf(w, "## Plot errors\n\n")
