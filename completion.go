@@ -147,6 +147,9 @@ type Future struct {
 
 	mu sync.Mutex
 	h  *C.xtc_dispatch_handle_t // until completion or Cancel
+
+	onDone func() // set before the work starts; run once at completion
+	op     string // the operation named by a failure ("" = xtc_dispatch)
 }
 
 // Submit runs the C function fn(arg) as a new fiber on loop l and returns
@@ -206,7 +209,14 @@ func (f *Future) complete(v int64, status int) {
 	f.mu.Unlock()
 	f.value = v
 	if status != 0 {
-		f.err = mkerr("xtc_dispatch", status)
+		op := f.op
+		if op == "" {
+			op = "xtc_dispatch"
+		}
+		f.err = mkerr(op, status)
+	}
+	if f.onDone != nil {
+		f.onDone()
 	}
 	close(f.done)
 }

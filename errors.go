@@ -25,18 +25,46 @@ func (e Errno) Name() string {
 	return "XTC_E_(" + strconv.Itoa(int(e)) + ")"
 }
 
-// Error is what the wrappers return: the C function that failed and its
-// code. errors.Is(err, xtc.ErrAgain) compares the code; errors.As gives the
-// operation.
+// Error is what the wrappers return: the operation that failed (the C
+// function, or the Go method when the wrapper refused the call itself),
+// its code and, when the wrapper knows it, the reason: which argument or
+// which calling-context rule. errors.Is(err, xtc.ErrInval) compares the
+// code, errors.Is(err, xtc.ErrClosed) tells a closed object; errors.As
+// gives the fields.
 type Error struct {
-	Op   string // C function, e.g. "xtc_loop_init"
-	Code Errno
+	Op     string // e.g. "xtc_loop_init", "xtc.Exec.Go"
+	Code   Errno
+	Reason string // e.g. "shares must be in 1..1000, got 0"; "" = none
 }
 
-func (e *Error) Error() string { return "xtc: " + e.Op + ": " + e.Code.Error()[len("xtc: "):] }
+func (e *Error) Error() string {
+	s := "xtc: " + e.Op + ": " + e.Code.Error()[len("xtc: "):]
+	if e.Reason != "" {
+		s += " (" + e.Reason + ")"
+	}
+	return s
+}
 
 // Unwrap returns the code, so errors.Is matches the ErrXxx sentinels.
 func (e *Error) Unwrap() error { return e.Code }
+
+// Is makes errors.Is(err, ErrClosed) true for a use of a closed object.
+func (e *Error) Is(target error) bool { return target == ErrClosed && e.Reason == reasonClosed }
+
+// ErrClosed matches (errors.Is) every use of a nil, closed or finalised
+// Loop or Exec, and of an Exec that is shutting down. Such errors carry
+// code ErrInval too, the C library's code for it.
+var ErrClosed error = closedSentinel{}
+
+type closedSentinel struct{}
+
+func (closedSentinel) Error() string { return "xtc: use of a closed loop or executor" }
+
+const reasonClosed = "closed, finalised or nil"
+
+func errReason(op string, code Errno, reason string) error {
+	return &Error{Op: op, Code: code, Reason: reason}
+}
 
 // mkerr converts a C return code into a Go error (nil for XTC_OK).
 func mkerr(op string, rc int) error {

@@ -110,7 +110,7 @@ func SetStackSize(bytes int) error {
 func ClockMono() time.Duration { return time.Duration(C.xtc_clock_mono()) }
 
 // errClosed is returned for every use of a nil or finalised loop.
-func errClosed(op string) error { return &Error{Op: op, Code: ErrInval} }
+func errClosed(op string) error { return &Error{Op: op, Code: ErrInval, Reason: reasonClosed} }
 
 // Loop is an xtc event loop (xtc_loop_t). Its C state belongs to one OS
 // thread, so each Loop has an owner goroutine locked to a thread of its own

@@ -391,6 +391,8 @@ static void notify_exit(xtc_pid_t me, int reason, xtc__relv_t *links,
 
 static void proc_teardown(xtc__proc_t *p, int reason)
 {
+	void (*hook)(void *, int);
+	void *hook_user;
 	xtc__relv_t links, watchers, held;
 	xtc__msgq_t in, save;
 	xtc__msg_t *handoff;
@@ -416,6 +418,9 @@ static void proc_teardown(xtc__proc_t *p, int reason)
 	memset(&p->in, 0, sizeof p->in);
 	memset(&p->save, 0, sizeof p->save);
 	t = p->task;
+	hook = p->on_exit;
+	hook_user = p->on_exit_user;
+	p->on_exit = NULL;
 	xtc__spin_unlock(&p->lock);
 
 	xtc__msgq_free(&in);
@@ -429,6 +434,8 @@ static void proc_teardown(xtc__proc_t *p, int reason)
 	if (t)
 		t->proc = NULL;
 	slot_release(p);
+	if (hook)
+		hook(hook_user, reason);
 }
 
 static __attribute__((noreturn)) void proc_die(xtc__proc_t *p, int reason)
@@ -568,8 +575,10 @@ static void spawn_abort(xtc__proc_t *p)
 	xtc__relv_t links, watchers, held;
 	xtc_pid_t me;
 
-	/* no EXIT messages; the monitor was never reported */
+	/* no EXIT messages; the monitor was never reported; no exit hook
+	 * (the caller keeps its user pointer on a failed spawn) */
 	xtc__spin_lock(&p->lock);
+	p->on_exit = NULL;
 	me = xtc__proc_pid(p);
 	slot_die_locked(p);
 	links = p->links;
@@ -602,9 +611,15 @@ static void spawn_abort(xtc__proc_t *p)
 
 enum { SPAWN_PLAIN, SPAWN_LINK, SPAWN_MONITOR };
 
+struct exit_hook {
+	void (*fn)(void *user, int reason);
+	void *user;
+};
+
 static int proc_spawn(xtc_loop_t *loop, xtc_proc_fn fn, void *arg,
                       const xtc_proc_opts_t *opts, xtc_pid_t *out_pid,
-                      int how, uint64_t *out_ref)
+                      int how, uint64_t *out_ref,
+                      const struct exit_hook *hook)
 {
 	xtc__proc_t *parent = NULL, *p;
 	xtc__spawn_opts_t so;
@@ -634,6 +649,8 @@ static int proc_spawn(xtc_loop_t *loop, xtc_proc_fn fn, void *arg,
 	p->fn = fn;
 	p->arg = arg;
 	p->userdata = NULL;
+	p->on_exit = hook ? hook->fn : NULL;
+	p->on_exit_user = hook ? hook->user : NULL;
 	p->name = NULL;
 	if (opts && opts->name) {
 		/* copied: a caller (the Go wrapper, a server naming each
@@ -698,20 +715,32 @@ static int proc_spawn(xtc_loop_t *loop, xtc_proc_fn fn, void *arg,
 int xtc_proc_spawn(xtc_loop_t *loop, xtc_proc_fn fn, void *arg,
                    const xtc_proc_opts_t *opts, xtc_pid_t *out_pid)
 {
-	return proc_spawn(loop, fn, arg, opts, out_pid, SPAWN_PLAIN, NULL);
+	return proc_spawn(loop, fn, arg, opts, out_pid, SPAWN_PLAIN, NULL, NULL);
+}
+
+int xtc__proc_spawn_hooked(xtc_loop_t *loop, xtc_proc_fn fn, void *arg,
+                           const xtc_proc_opts_t *opts,
+                           void (*on_exit)(void *user, int reason),
+                           void *user, xtc_pid_t *out_pid)
+{
+	struct exit_hook h = { on_exit, user };
+
+	return proc_spawn(loop, fn, arg, opts, out_pid, SPAWN_PLAIN, NULL,
+	    on_exit ? &h : NULL);
 }
 
 int xtc_proc_spawn_link(xtc_loop_t *loop, xtc_proc_fn fn, void *arg,
                         const xtc_proc_opts_t *opts, xtc_pid_t *out_pid)
 {
-	return proc_spawn(loop, fn, arg, opts, out_pid, SPAWN_LINK, NULL);
+	return proc_spawn(loop, fn, arg, opts, out_pid, SPAWN_LINK, NULL, NULL);
 }
 
 int xtc_proc_spawn_monitor(xtc_loop_t *loop, xtc_proc_fn fn, void *arg,
                            const xtc_proc_opts_t *opts, xtc_pid_t *out_pid,
                            uint64_t *out_ref)
 {
-	return proc_spawn(loop, fn, arg, opts, out_pid, SPAWN_MONITOR, out_ref);
+	return proc_spawn(loop, fn, arg, opts, out_pid, SPAWN_MONITOR, out_ref,
+	    NULL);
 }
 
 /* ---- identity ----------------------------------------------------------- */

@@ -151,6 +151,10 @@ typedef struct xtc__proc {
 	void *arg;
 	void *userdata;
 	const char *name;        /* NULL or name_buf */
+	/* internal exit hook (xtc__proc_spawn_hooked): called once at
+	 * teardown, whatever ended the proc (return, kill, loop fini) */
+	void (*on_exit)(void *user, int reason);
+	void *on_exit_user;
 	/* the spawn option's copy: slots live until loop fini, so a report
 	 * that still holds `name` after the proc died reads valid memory (at
 	 * worst the name of the slot's next proc) */
@@ -327,5 +331,18 @@ struct __attribute__((packed)) xtc__exit_msg {
 	xtc_pid_t pid;
 	int reason;
 };
+
+/* xtc_proc_spawn with an exit hook: on_exit(user, reason) is called exactly
+ * once when the proc ends, on whatever thread tears it down (its loop's,
+ * normally the proc's own fiber), with reason 0 for a return from fn, the
+ * xtc_exit_pid reason for a kill, XTC_E_ABORTED when the loop was
+ * finalised before the proc finished (also when it never ran). Not called
+ * when the spawn itself fails (the caller still owns user then). The hook
+ * must not block, park or call back into this proc. What the Go wrapper's
+ * calls (Exec.Go) use to complete a result exactly once. */
+int xtc__proc_spawn_hooked(xtc_loop_t *loop, xtc_proc_fn fn, void *arg,
+                           const xtc_proc_opts_t *opts,
+                           void (*on_exit)(void *user, int reason),
+                           void *user, xtc_pid_t *out_pid);
 
 #endif

@@ -99,6 +99,15 @@ XTC_API uint64_t xtc_exec_class_vruntime(xtc_exec_class_t cls);
 /* Measured CPU charged to the class so far (ns, before weighting). */
 XTC_API uint64_t xtc_exec_class_cpu_ns(xtc_exec_class_t cls);
 
+/* Executor-wide class: one class per loop, same shares and bound, into
+ * out[0..n_loops-1] (out[i] is loop i's). Before the run, as
+ * xtc_exec_class_create. XTC_E_INVAL: NULL exec/out, n < number of loops,
+ * shares outside 1..1000, latency_ns < 0, or an executor that runs;
+ * XTC_E_AGAIN: a loop already has 16 classes. */
+XTC_API int      xtc_exec_class_create_each(xtc_exec_t *exec, int shares,
+                                            int64_t latency_ns,
+                                            xtc_exec_class_t *out, int n);
+
 /* Stall watchdog: a run of one task/proc that takes >= budget is counted
  * and reported (callback, or a line + backtrace on stderr). */
 typedef void (*xtc_stall_cb)(xtc_loop_t *loop, xtc_task_t *task,

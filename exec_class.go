@@ -1,0 +1,111 @@
+//go:build cgo
+
+package xtc
+
+/*
+#include "xtc.h"
+#include "xtc_exec.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"time"
+	"unsafe"
+)
+
+// Class is an executor-wide scheduling class: the same shares and latency
+// bound on every loop of its executor (xtc_exec_class_create_each). Calls
+// placed with WithClass go to the loops in turn, so the executor's CPU
+// splits between classes in their share ratio across carriers; each
+// carrier enforces the split among the work it has.
+type Class struct {
+	e       *Exec
+	per     []*ExecClass // per[i] lives on loop i
+	shares  int
+	latency time.Duration
+}
+
+// NewClass creates an executor-wide class: shares in 1..1000 weight its
+// CPU against the other classes and the default lane (100 shares); a
+// non-zero latency bounds how long its ready work waits (it tightens the
+// carriers' slices). Before Start (setup-only). Errors: ErrClosed, ErrInval
+// for shares outside 1..1000 or a negative latency (the reason says
+// which), ErrAgain when the executor already runs or a loop has 16
+// classes.
+func (e *Exec) NewClass(shares int, latency time.Duration) (*Class, error) {
+	const op = "xtc_exec_class_create_each"
+	if e == nil || e.closed.Load() {
+		return nil, errClosed(op)
+	}
+	if shares < 1 || shares > 1000 {
+		return nil, errReason(op, ErrInval, fmt.Sprintf("shares must be in 1..1000, got %d", shares))
+	}
+	if latency < 0 {
+		return nil, errReason(op, ErrInval, fmt.Sprintf("latency must be >= 0, got %v", latency))
+	}
+	if e.running.Load() {
+		return nil, errReason(op, ErrAgain, "setup-only: create classes before Start")
+	}
+	n := len(e.loops)
+	out := make([]C.xtc_exec_class_t, n)
+	err := e.withC(op, func(c *C.xtc_exec_t) C.int {
+		return C.xtc_exec_class_create_each(c, C.int(shares), C.int64_t(latency),
+			(*C.xtc_exec_class_t)(unsafe.Pointer(&out[0])), C.int(n))
+	})
+	if err != nil {
+		return nil, err
+	}
+	cl := &Class{e: e, shares: shares, latency: latency}
+	for i, h := range out {
+		cl.per = append(cl.per, &ExecClass{c: h, l: e.loops[i]})
+	}
+	return cl, nil
+}
+
+// Shares returns the class's shares (0 for nil).
+func (c *Class) Shares() int {
+	if c == nil {
+		return 0
+	}
+	return c.shares
+}
+
+// Latency returns the class's latency bound (0 for nil or none).
+func (c *Class) Latency() time.Duration {
+	if c == nil {
+		return 0
+	}
+	return c.latency
+}
+
+// OnLoop returns the class's per-loop piece on loop i (for ProcOpts), nil
+// when i is out of range.
+func (c *Class) OnLoop(i int) *ExecClass {
+	if c == nil || i < 0 || i >= len(c.per) {
+		return nil
+	}
+	return c.per[i]
+}
+
+// CPU returns the measured run time charged to the class on all loops.
+func (c *Class) CPU() time.Duration {
+	var d time.Duration
+	if c != nil {
+		for _, p := range c.per {
+			d += p.CPU()
+		}
+	}
+	return d
+}
+
+// Runs returns how many times work of the class was picked, on all loops.
+func (c *Class) Runs() uint64 {
+	var n uint64
+	if c != nil {
+		for _, p := range c.per {
+			n += p.Runs()
+		}
+	}
+	return n
+}
