@@ -16,7 +16,8 @@ package xtc
 //
 // Cancellation. When ctx ends first, Go returns ctx.Err() at once and
 // kills the proc (xtc_exit_pid). With involuntary preemption on
-// (SetPreempt), a never-yielding kernel is stopped at its next slice;
+// (Exec.SetPreempt and PreemptSetInvoluntary(true)), a never-yielding
+// kernel is stopped at its next slice;
 // without it, at its next yield or park. The kernel gets no chance to
 // clean up: it must not hold resources a kill would leak (allocate in the
 // caller, pass them in arg, free them after Go returned AND the work was
@@ -65,7 +66,7 @@ static void xtc_go_call_exit(void *a, int reason)
 // Spawn fn(arg) on loop as a proc whose end completes cq entry tag. On a
 // spawn error the promise is dropped (the entry still arrives, ABORTED),
 // so the Go side always gets exactly one completion per started call.
-static int xtc_go_call_start(xtc_loop_t *loop, void *fn, void *arg,
+static int xtc_go_call_start(xtc_loop_t *loop, void *fn, uintptr_t arg,
                              xtc_exec_class_t cls, const char *name,
                              xtc_cq_t *cq, uint64_t tag, xtc_pid_t *pid,
                              int *routed)
@@ -92,7 +93,7 @@ static int xtc_go_call_start(xtc_loop_t *loop, void *fn, void *arg,
 	}
 	*routed = 1;
 	c->fn = (intptr_t (*)(void *))fn;
-	c->arg = arg;
+	c->arg = (void *)arg;
 	o.sched_class = cls;
 	o.name = name;
 	rc = xtc__proc_spawn_hooked(loop, xtc_go_call_body, c, &o,
@@ -175,8 +176,9 @@ func (r *CallResult) Kill() error {
 // thread is blocked per call.
 //
 // When ctx ends before fn returned, Go returns ctx.Err() at once and kills
-// the proc: with involuntary preemption on (SetPreempt) it stops at its
-// next slice, else at its next yield or park; the kill never runs C cleanup
+// the proc: with involuntary preemption on (Exec.SetPreempt and
+// PreemptSetInvoluntary(true)) it stops at its next slice, else at its
+// next yield or park; the kill never runs C cleanup
 // (see GoAsync to know when the call's C side is gone). A ctx already done
 // returns its error without starting anything.
 //
@@ -193,7 +195,24 @@ func (e *Exec) Go(ctx context.Context, fn, arg unsafe.Pointer, opts ...CallOptio
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	r, err := e.GoAsync(fn, arg, opts...)
+	return e.wait(ctx, fn, C.uintptr_t(uintptr(arg)), opts)
+}
+
+// GoInt is Go with an integer argument: fn receives n itself as its
+// `void *` (cast it back with (intptr_t)arg), for kernels that take a
+// count or an id; no C memory and no unsafe conversion needed.
+func (e *Exec) GoInt(ctx context.Context, fn unsafe.Pointer, n int64, opts ...CallOption) (int64, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return e.wait(ctx, fn, C.uintptr_t(n), opts)
+}
+
+func (e *Exec) wait(ctx context.Context, fn unsafe.Pointer, arg C.uintptr_t, opts []CallOption) (int64, error) {
+	r, err := e.start(fn, arg, opts)
 	if err != nil {
 		return 0, err
 	}
@@ -209,6 +228,10 @@ func (e *Exec) Go(ctx context.Context, fn, arg unsafe.Pointer, opts ...CallOptio
 // GoAsync starts fn(arg) like Go and returns at once; the CallResult
 // waits for it, kills it and tells when its C side is gone.
 func (e *Exec) GoAsync(fn, arg unsafe.Pointer, opts ...CallOption) (*CallResult, error) {
+	return e.start(fn, C.uintptr_t(uintptr(arg)), opts)
+}
+
+func (e *Exec) start(fn unsafe.Pointer, arg C.uintptr_t, opts []CallOption) (*CallResult, error) {
 	const op = "xtc_proc_spawn"
 	if e == nil || e.closed.Load() {
 		return nil, errClosed(op)

@@ -121,6 +121,7 @@ import "C"
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"runtime/cgo"
 	"sync"
@@ -142,6 +143,11 @@ type Exec struct {
 
 	pmu    sync.Mutex
 	panicv any // first panic of a Submit function
+
+	run      atomic.Pointer[ExecRun] // the current run (Start)
+	rr       atomic.Uint32           // round-robin cursor of Go calls
+	calls    atomic.Int64            // Go calls whose proc has not ended
+	shutting atomic.Bool             // Close/Shutdown began: no new calls
 }
 
 // submitFn is what a Submit handle carries.
@@ -185,8 +191,23 @@ type LoopStats struct {
 	Steals   uint64 // tasks taken from a peer's deque
 }
 
+// NewExec creates an executor with n loops (n <= 0: one per CPU) for a
+// service: once started it serves until Close or Shutdown, idle or not
+// (service mode on). Configure it (SetPreempt, NewClass, ...) before
+// Start. ExecInit is the thin constructor with the C default, where a run
+// ends at its first idle moment.
+func NewExec(n int) (*Exec, error) {
+	e, err := ExecInit(n)
+	if err != nil {
+		return nil, err
+	}
+	e.SetServiceMode(true)
+	return e, nil
+}
+
 // ExecInit creates an executor with n loops (xtc_exec_init); n <= 0 means
-// one per CPU.
+// one per CPU. Its runs end at quiescence unless SetServiceMode(true) (see
+// NewExec).
 func ExecInit(n int) (*Exec, error) {
 	var c *C.xtc_exec_t
 	if rc := C.xtc_exec_init(&c, C.int(n)); rc != 0 {
@@ -265,8 +286,11 @@ func (e *Exec) Start() (*ExecRun, error) {
 	if e == nil || e.closed.Load() {
 		return nil, errClosed("xtc_exec_run")
 	}
+	if e.shutting.Load() {
+		return nil, errClosed("xtc_exec_run")
+	}
 	if !e.running.CompareAndSwap(false, true) {
-		return nil, &Error{Op: "xtc_exec_run", Code: ErrInval}
+		return nil, errReason("xtc_exec_run", ErrInval, "already running")
 	}
 	e.mu.RLock()
 	rc := C.xtc_go_exec_start(e.c, &r)
@@ -276,6 +300,7 @@ func (e *Exec) Start() (*ExecRun, error) {
 		return nil, mkerr("xtc_exec_run", int(rc))
 	}
 	run := &ExecRun{e: e, done: make(chan struct{})}
+	e.run.Store(run)
 	f := os.NewFile(uintptr(r.efd), "xtc-exec-run")
 	go func() {
 		var b [8]byte
@@ -335,7 +360,7 @@ func (e *Exec) Fini() error {
 		return errClosed("xtc_exec_fini")
 	}
 	if e.running.Load() {
-		return &Error{Op: "xtc_exec_fini", Code: ErrInval}
+		return errReason("xtc_exec_fini", ErrInval, "executor is running: Stop and Wait first, or Close")
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -373,6 +398,50 @@ func (e *Exec) Fini() error {
 		l.hmu.Unlock()
 	}
 	return nil
+}
+
+// Close ends the executor (io.Closer): no new calls (ErrClosed), the run
+// is stopped and waited for, calls still in flight complete with
+// ErrAborted (their procs are dropped), and the executor is finalised.
+// Any goroutine, not from a callback of the executor. A second Close
+// returns ErrClosed. A Go callback's panic recorded by the run resurfaces
+// here as it would from Wait.
+func (e *Exec) Close() error {
+	return e.Shutdown(nil)
+}
+
+// Shutdown ends the executor gracefully: new calls are refused
+// (ErrClosed) at once, then it waits until the Go calls in flight have
+// returned or ctx ends, and then does what Close does (calls still running
+// are killed). It returns ctx.Err() when ctx ended first (the executor is
+// closed all the same). A nil ctx means Close.
+func (e *Exec) Shutdown(ctx context.Context) error {
+	if e == nil || e.closed.Load() || !e.shutting.CompareAndSwap(false, true) {
+		return errClosed("xtc.Exec.Close")
+	}
+	var werr error
+	if ctx != nil {
+		tick := time.NewTicker(time.Millisecond)
+		for e.calls.Load() > 0 && werr == nil {
+			select {
+			case <-ctx.Done():
+				werr = ctx.Err()
+			case <-tick.C:
+			}
+		}
+		tick.Stop()
+	}
+	if run := e.run.Load(); run != nil && e.running.Load() {
+		_ = e.Stop()
+		<-run.done
+		if p := e.takePanic(); p != nil {
+			defer panic(p)
+		}
+	}
+	if err := e.Fini(); err != nil {
+		return err
+	}
+	return werr
 }
 
 // Submit runs fn once on carrier loopIdx's own stack (xtc_exec_submit);
@@ -439,17 +508,24 @@ func (e *Exec) StealBackoff() bool {
 }
 
 // SetPreempt sets every carrier's preemption slice (xtc_exec_set_preempt);
-// before Run. ErrNosys when the build has no tick source.
+// setup-only: ErrAgain once the executor runs. ErrNosys when the build has
+// no tick source.
 func (e *Exec) SetPreempt(slice time.Duration) error {
+	if e != nil && e.running.Load() {
+		return errReason("xtc_exec_set_preempt", ErrAgain, "setup-only: call before Start")
+	}
 	return e.withC("xtc_exec_set_preempt", func(c *C.xtc_exec_t) C.int {
 		return C.xtc_exec_set_preempt(c, C.int64_t(slice))
 	})
 }
 
 // SetStallBudget arms the stall watchdog of every loop
-// (xtc_exec_set_stall_budget); 0 turns it off.
-func (e *Exec) SetStallBudget(d time.Duration) {
-	_ = e.withC("", func(c *C.xtc_exec_t) C.int { C.xtc_exec_set_stall_budget(c, C.int64_t(d)); return 0 })
+// (xtc_exec_set_stall_budget); 0 turns it off. Any time, any goroutine.
+func (e *Exec) SetStallBudget(d time.Duration) error {
+	return e.withC("xtc_exec_set_stall_budget", func(c *C.xtc_exec_t) C.int {
+		C.xtc_exec_set_stall_budget(c, C.int64_t(d))
+		return 0
+	})
 }
 
 func (e *Exec) getKnob(get func(c *C.xtc_exec_t) C.int) bool {
@@ -497,6 +573,18 @@ func ExecClassCreate(loop *Loop, shares int, latency time.Duration) (*ExecClass,
 		return nil, errClosed(op)
 	}
 	isExec := C.xtc_go_loop_is_exec(loop.c) != 0
+	if isExec && loop.owner != nil && loop.owner.running.Load() {
+		loop.cmu.RUnlock()
+		return nil, errReason(op, ErrAgain, "setup-only: create an executor loop's classes before Start")
+	}
+	if shares < 1 || shares > 1000 {
+		loop.cmu.RUnlock()
+		return nil, errReason(op, ErrInval, fmt.Sprintf("shares must be in 1..1000, got %d", shares))
+	}
+	if latency < 0 {
+		loop.cmu.RUnlock()
+		return nil, errReason(op, ErrInval, fmt.Sprintf("latency must be >= 0, got %v", latency))
+	}
 	if isExec {
 		call()
 		loop.cmu.RUnlock()

@@ -36,7 +36,7 @@ int xtc_exec_class_create_each(xtc_exec_t *exec, int shares,
 		rc = xtc_exec_class_create(xtc_exec_loop(exec, i), shares,
 		    latency_ns, &out[i]);
 		if (rc != XTC_OK) {
-			for (int j = 0; j < i; j++)
+			for (int j = 0; j < loops; j++)
 				out[j] = NULL;
 			return rc;
 		}

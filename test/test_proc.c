@@ -1006,8 +1006,60 @@ static void test_info(void)
 	CHECK(xtc_proc_info(p, &in) == XTC_E_INVAL); /* after fini */
 }
 
+/* xtc__proc_spawn_hooked: the exit hook runs exactly once, with 0 for a
+ * return, the kill reason for a kill, XTC_E_ABORTED for a proc dropped by
+ * fini (never run); not at all for a failed spawn. */
+static atomic_int hook_calls, hook_last;
+
+static void hook_fn(void *user, int reason)
+{
+	(void)user;
+	atomic_fetch_add(&hook_calls, 1);
+	atomic_store(&hook_last, reason);
+}
+
+static void hook_body_sleep(void *a)
+{
+	(void)a;
+	xtc_proc_sleep(1000LL * 1000 * 1000);
+}
+
+static void hook_body_ret(void *a)
+{
+	(void)a;
+}
+
+static void test_exit_hook(void)
+{
+	xtc_loop_t *l = new_loop();
+	xtc_pid_t p;
+
+	atomic_store(&hook_calls, 0);
+	CHECK(xtc__proc_spawn_hooked(l, hook_body_ret, NULL, NULL, hook_fn,
+	    NULL, &p) == XTC_OK);
+	CHECK(xtc_loop_run(l) == XTC_OK);
+	CHECK(atomic_load(&hook_calls) == 1 && atomic_load(&hook_last) == 0);
+
+	CHECK(xtc__proc_spawn_hooked(l, hook_body_sleep, NULL, NULL, hook_fn,
+	    NULL, &p) == XTC_OK);
+	CHECK(xtc_exit_pid(p, 77) == XTC_OK);
+	CHECK(xtc_loop_run(l) == XTC_OK);
+	CHECK(atomic_load(&hook_calls) == 2 && atomic_load(&hook_last) == 77);
+
+	CHECK(xtc__proc_spawn_hooked(NULL, hook_body_ret, NULL, NULL, hook_fn,
+	    NULL, &p) == XTC_E_INVAL);
+	CHECK(atomic_load(&hook_calls) == 2);
+
+	CHECK(xtc__proc_spawn_hooked(l, hook_body_ret, NULL, NULL, hook_fn,
+	    NULL, &p) == XTC_OK);
+	CHECK(xtc_loop_fini(l) == XTC_OK);
+	CHECK(atomic_load(&hook_calls) == 3 &&
+	    atomic_load(&hook_last) == XTC_E_ABORTED);
+}
+
 int main(void)
 {
+	test_exit_hook();
 	test_off_proc();
 	test_identity();
 	test_classes();
