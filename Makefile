@@ -47,8 +47,10 @@ GO_ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 # requests (examples/go/preempt), then the short head-to-head against Go's
 # runtime (cmd/xtcbench --short, <= 3 min): report + plots in xtcbench-out/.
 # (`make run-xtcbench` refreshes the committed copy in docs/xtcbench/.)
+# cmd/xtcbench is its own module (plotting stays out of the library's
+# go.mod), built against this tree through its replace directive.
 RUN_CMD = $(GO) run ./examples/go/preempt && \
-	$(GO) run ./cmd/xtcbench --short --out xtcbench-out
+	cd cmd/xtcbench && $(GO) run . --short --out ../../xtcbench-out
 
 .PHONY: all setup build c-build go-build test c-test sim-test ucontext-test nopolicy-test go-test \
 	test-asan test-tsan bench run shims check-shims generate clean
@@ -73,6 +75,7 @@ setup:
 	fi
 	$(GO) version
 	$(GO) mod download
+	cd cmd/xtcbench && $(GO) mod download
 
 # ------------------------------------------------------------------ build
 build: c-build go-build
@@ -129,6 +132,8 @@ ucontext-test:
 go-test:
 	$(GO) vet ./...
 	$(GO) test $(GOTESTFLAGS) ./...
+	@# cmd/xtcbench is a module of its own
+	cd cmd/xtcbench && $(GO) vet . && $(GO) test $(GOTESTFLAGS) .
 	@# the other tag set: epoll only + ucontext switch
 	$(GO) test $(GOTESTFLAGS) -tags xtc_nouring,xtc_ucontext .
 	@# a static executable keeps involuntary preemption (xtc_preempt(3))
