@@ -20,6 +20,7 @@
  * state); an allocated group object (a lifetime for the caller to manage,
  * for what an array of handles already says).
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 #include "sched_int.h"
 
 int xtc_exec_class_create_each(xtc_exec_t *exec, int shares,
