@@ -25,22 +25,74 @@ func TestShimsMatchCsrc(t *testing.T) {
 	assert.Empty(t, diff, "run `make shims` (go run ./tools/genshims)")
 }
 
-// meson.build lists its sources as a plan (files are written
-// concurrently); a csrc/*.c missing from that plan is silently left out of
-// the C library.
-func TestMesonPlansEveryCsrcFile(t *testing.T) {
-	mb, err := os.ReadFile("meson.build")
+// mesonList returns the quoted names in the first match of re's group 1.
+func mesonList(t *testing.T, file, re string) map[string]bool {
+	b, err := os.ReadFile(file)
 	require.NoError(t, err)
-	m := regexp.MustCompile(`(?s)core_planned = \[(.*?)\]`).FindSubmatch(mb)
-	require.NotNil(t, m, "core_planned not found in meson.build")
-	planned := map[string]bool{}
+	m := regexp.MustCompile(re).FindSubmatch(b)
+	require.NotNil(t, m, "%s: %s not found", file, re)
+	out := map[string]bool{}
 	for _, q := range regexp.MustCompile(`'([^']+)'`).FindAllSubmatch(m[1], -1) {
-		planned[string(q[1])] = true
+		out[string(q[1])] = true
 	}
+	return out
+}
+
+// meson.build lists its sources explicitly, both directions: every csrc/*.c
+// is built (else it is silently left out of the C library) and every
+// listed file exists (meson also fails on that).
+func TestMesonListsEveryCsrcFile(t *testing.T) {
+	listed := mesonList(t, "meson.build", `(?s)core_src = files\((.*?)\)`)
 	cs, err := filepath.Glob("csrc/*.c")
 	require.NoError(t, err)
+	have := map[string]bool{}
 	for _, c := range cs {
-		assert.True(t, planned[filepath.Base(c)], "%s is not in meson.build core_planned", c)
+		have[c] = true
+		assert.True(t, listed[c], "%s is not in meson.build core_src", c)
+	}
+	for c := range listed {
+		assert.True(t, have[c], "meson.build core_src lists %s, which does not exist", c)
+	}
+	hdrs := mesonList(t, "meson.build", `(?s)public_headers = \[(.*?)\]`)
+	hs, err := filepath.Glob("csrc/include/*.h")
+	require.NoError(t, err)
+	hhave := map[string]bool{}
+	for _, h := range hs {
+		hhave[filepath.Base(h)] = true
+		assert.True(t, hdrs[filepath.Base(h)], "%s is not in meson.build public_headers", h)
+	}
+	for h := range hdrs {
+		assert.True(t, hhave[h], "meson.build public_headers lists %s, which does not exist", h)
+	}
+}
+
+// test/meson.build's test_plan names every test/test_*.c (an unlisted test
+// never runs) and only files that exist.
+func TestMesonListsEveryTest(t *testing.T) {
+	b, err := os.ReadFile("test/meson.build")
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?s)test_plan = \{(.*?)\n\}`).FindSubmatch(b)
+	require.NotNil(t, m, "test_plan not found")
+	plan := map[string]bool{}
+	for _, q := range regexp.MustCompile(`(?m)^\s*'([a-z0-9_]+)':`).FindAllSubmatch(m[1], -1) {
+		plan["test_"+string(q[1])+".c"] = true
+	}
+	// Registered on their own further down test/meson.build.
+	special := map[string]bool{"test_codemap.c": true, "test_static.c": true}
+	ts, err := filepath.Glob("test/test_*.c")
+	require.NoError(t, err)
+	have := map[string]bool{}
+	for _, f := range ts {
+		f = filepath.Base(f)
+		have[f] = true
+		if special[f] {
+			assert.Contains(t, string(b), "'"+f+"'", "%s is not registered", f)
+			continue
+		}
+		assert.True(t, plan[f], "%s is not in test/meson.build test_plan", f)
+	}
+	for f := range plan {
+		assert.True(t, have[f], "test_plan lists %s, which does not exist", f)
 	}
 }
 

@@ -8,7 +8,7 @@ package xtc
 // Every C->Go call (task bodies, timers, Submit functions, stall reports,
 // and the batching and lane-policy callbacks) is made by a loop on its
 // carrier's own stack with the Go-callback guard raised (no fiber switch or
-// preemption meanwhile; cgo-feasibility.md rules 3 and 4). A Go panic must
+// preemption meanwhile; README, "Thread rules in a Go process"). A Go panic must
 // never unwind through those C frames: it would skip the guard's release
 // and C's own cleanup, and the Go runtime aborts the process when a panic
 // crosses a C frame. So each exported function is a thin shell around

@@ -5,7 +5,7 @@ package xtc
 // The C core is compiled from csrc/ by the zz_csrc_* shims (see
 // internal/shimgen); these flags apply to every C file of the package.
 // XTC_GO_BUILD tells the C code it lives inside a Go process (the
-// cgo-feasibility rules: Go callbacks only on the carrier stack, no fiber
+// thread rules of the README: Go callbacks only on the carrier stack, no fiber
 // switch while one is active).
 
 /*

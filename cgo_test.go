@@ -506,7 +506,8 @@ func TestErrorsIsAndAs(t *testing.T) {
 }
 
 // Go callbacks run with the depth guard raised: the loop refuses fiber
-// switches on that thread while Go code runs (cgo-feasibility rule 4).
+// switches on that thread while Go code runs (README, "Thread rules in a Go
+// process").
 func TestGoCallbacksRaiseDepthGuard(t *testing.T) {
 	l := newLoop(t)
 	var taskDepth, timerDepth, yieldRC int

@@ -16,7 +16,7 @@ extern int  xtcGoDrain(uintptr_t h);
 // Every C->Go call below is made by the loop on its carrier stack (stackless
 // task bodies and timer callbacks never run on a fiber) and is bracketed by
 // the Go-callback depth guard: while it is raised, the thread refuses fiber
-// switches, parks and preemption (cgo-feasibility.md rules 3 and 4).
+// switches, parks and preemption (README, "Thread rules in a Go process").
 static int xtc_go_task_tramp(xtc_task_t *self, void *user)
 {
 	xtc__gocb_enter();

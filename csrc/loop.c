@@ -1320,7 +1320,8 @@ int xtc__fiber_yield_ex(int flags)
 	xtc_task_t *t = xtc__tls_task;
 	xtc_loop_t *loop;
 
-	/* a Go callback first: its carrier stack has no current task (H6) */
+	/* a Go callback first: its carrier stack has no current task (Go code
+	 * never runs on a fiber stack) */
 	if (XTC__UNLIKELY(xtc__gocb_depth > 0))
 		return XTC_E_DEADLK;
 	if (XTC__UNLIKELY(t == NULL || !t->is_fiber))

@@ -779,7 +779,7 @@ void    xtc__timers_fini(xtc_loop_t *loop);
 int     xtc__timers_fire(xtc_loop_t *loop, int64_t now); /* # fired */
 int64_t xtc__timers_next(const xtc_loop_t *loop);       /* -1 = none */
 
-/* Stack size (stack.c, H1): process-wide default used when size == 0. */
+/* Stack size (stack.c): process-wide default used when size == 0. */
 size_t xtc__stack_default(void);
 int    xtc__stack_set_default(size_t bytes);
 

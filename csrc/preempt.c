@@ -580,7 +580,8 @@ static void defer(xtc__ptls_t *p, int64_t now)
 	rearm_later(now, p->slice);
 }
 
-/* Every check of SPEC 3.4. 1 if the interrupted point may be redirected. */
+/* Every check of the handler (design note above; xtc_preempt(3)). 1 if the
+ * interrupted point may be redirected. */
 static int safe_point(xtc__ptls_t *p, const ucontext_t *uc)
 {
 #if defined(__x86_64__) && defined(__linux__)

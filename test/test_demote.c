@@ -18,7 +18,7 @@
 #include "xtc_sim.h"
 #include "loop_int.h"
 #include "sched_int.h"
-#include "test_h5.h"
+#include "test_util.h"
 
 static char order[64];
 static int n_order;

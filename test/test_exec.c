@@ -12,7 +12,7 @@
 #include "xtc.h"
 #include "xtc_exec.h"
 #include "loop_int.h" /* loop->sleeping: how a parked carrier sleeps */
-#include "test_h5.h"
+#include "test_util.h"
 
 /* ---- error paths ---------------------------------------------------- */
 

@@ -19,7 +19,7 @@
 #include "xtc.h"
 #include "xtc_exec.h"
 #include "loop_int.h"
-#include "test_h5.h"
+#include "test_util.h"
 
 #if defined(__SANITIZE_THREAD__)
 #define SCALE 10

@@ -16,7 +16,7 @@
 #include "xtc_exec.h"
 #include "xtc_sim.h"
 #include "loop_int.h"
-#include "test_h5.h"
+#include "test_util.h"
 
 #ifndef SWEEP_SEEDS
 #define SWEEP_SEEDS 500

@@ -13,7 +13,7 @@
 
 #include "xtc.h"
 #include "xtc_exec.h"
-#include "test_h5.h"
+#include "test_util.h"
 
 
 static void spin_ns(int64_t ns)

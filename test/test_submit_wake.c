@@ -33,7 +33,7 @@
 
 #include "xtc.h"
 #include "xtc_exec.h"
-#include "test_h5.h"
+#include "test_util.h"
 
 #if defined(__SANITIZE_THREAD__)
 #define SCALE 8

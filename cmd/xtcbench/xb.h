@@ -2,12 +2,9 @@
  * xb.h - the C side of xtcbench: small drivers that run one xtc workload
  * each inside a single cgo call, timing everything in C.
  *
- * Design: the drivers use only the public API (csrc/include). The runtime is
- * being built while this tool exists, so every xtc symbol used here is
- * declared weak (xb_api.h): a function that is not linked yet reads as NULL,
- * and the driver reports "not available" with the reason instead of failing
- * to link. Headers that do not exist yet (xtc_exec.h, xtc_preempt.h) are
- * detected with __has_include and compile the dependent drivers out.
+ * Design: the drivers use only the public API (csrc/include, through
+ * xb_api.h); a driver whose feature is off at run time reports "not
+ * available" with the reason instead of failing.
  *
  * Each driver returns XB_OK, XB_UNAVAIL (feature missing; `why` says which)
  * or XB_FAIL (an xtc call failed; `why` names it and its error text).

@@ -64,19 +64,15 @@ XTC_API int64_t xtc_atomic_i64_add(int64_t *p, int64_t delta);
 #include "xtc_loop.h"
 #include "xtc_async.h"
 #include "xtc_proc.h"
-#if __has_include("xtc_exec.h")
 #include "xtc_exec.h"
-#endif
-#if __has_include("xtc_preempt.h")
-#include "xtc_preempt.h"
-#endif
 #include "xtc_sched.h"
-#if __has_include("xtc_blocking.h")
+#include "xtc_preempt.h"
+#include "xtc_fn.h"
 #include "xtc_blocking.h"
-#endif
-#if __has_include("xtc_future.h")
 #include "xtc_future.h"
-#endif
+#include "xtc_launch.h"
+#include "xtc_osproc.h"
+#include "xtc_sim.h"
 #include "xtc_batch.h"
 
 #endif
