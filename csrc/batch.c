@@ -49,6 +49,7 @@
  * the leak surface); a waiting list that lets a smaller request jump a head
  * that does not fit (starves large charges).
  */
+#include "rtcode_int.h" /* first: this file is runtime code */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
