@@ -80,6 +80,45 @@ static struct {
 /* Set in pool threads: shutdown from a job must not join itself. */
 static __thread int in_pool_thread;
 
+/* fork(): the child has none of the pool threads. Prepare takes pool.mu
+ * so the child's copy of the queue and counters is consistent (not
+ * life_mu: a shutdown holds it while it joins, possibly the very thread
+ * that forks from inside a job). The child starts from a stopped, empty
+ * pool that the next job re-creates; jobs queued at the fork belong to
+ * the parent, which still runs them (running a copy would run them
+ * twice). A fixed size set with xtc_blocking_pool_size is kept. */
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&pool.mu);
+}
+
+static void fork_parent(void)
+{
+	pthread_mutex_unlock(&pool.mu);
+}
+
+static void fork_child(void)
+{
+	pthread_mutex_init(&pool.mu, NULL);
+	pthread_mutex_init(&pool.life_mu, NULL);
+	pthread_cond_init(&pool.cv, NULL);
+	pool.head = pool.tail = NULL;
+	pool.qlen = 0;
+	pool.nthreads = 0;
+	pool.idle = 0;
+	pool.state = POOL_STOPPED;
+	if (!pool.fixed)
+		pool.size = 0;
+	in_pool_thread = 0; /* a job that forked: the child is not a pool thread */
+}
+
+static void fork_register(void)
+{
+	(void)pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
 static int default_size(void)
 {
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -175,6 +214,7 @@ static int enqueue(bjob_t *j)
 {
 	int rc = 0;
 
+	pthread_once(&fork_once, fork_register);
 	pthread_mutex_lock(&pool.mu);
 	if (pool.state == POOL_STOPPED) {
 		int want = pool.size > 0 ? pool.size : default_size();

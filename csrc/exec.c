@@ -1039,6 +1039,8 @@ int xtc_exec_run(xtc_exec_t *e)
 
 	if (!exec_ok(e) || xtc__loop_current() != NULL)
 		return XTC_E_INVAL; /* not from inside one of its own loops */
+	if (xtc__loop_forked(e->c[0].loop))
+		return XTC_E_INVAL; /* made by the parent of this fork child */
 	if (!atomic_compare_exchange_strong(&e->running, &expect, 1))
 		return XTC_E_INVAL;
 	/* The stop flag is NOT cleared here: a stop issued before this point

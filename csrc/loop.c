@@ -688,7 +688,7 @@ static int task_spawn(xtc_loop_t *loop, const struct spawn_body *proto,
 	xtc_task_t *t;
 	int rc;
 
-	if (!loop_live(loop))
+	if (!loop_live(loop) || xtc__loop_forked(loop))
 		return XTC_E_INVAL;
 	on_owner = xtc__loop_on_owner_thread(loop);
 	if (loop->max_tasks > 0 && loop->live_tasks >= loop->max_tasks)
@@ -1462,6 +1462,29 @@ static void shell_put(xtc_loop_t *loop)
 	pthread_mutex_unlock(&shells_mu);
 }
 
+/* fork(): a child gets a copy of every loop but none of the threads that
+ * own or run them, and shares their kernel objects with the parent. Each
+ * fork bumps a generation; a loop remembers the generation it was made
+ * in, so the child can tell inherited loops from its own. */
+static _Atomic uint32_t fork_gen;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void fork_child(void)
+{
+	atomic_fetch_add_explicit(&fork_gen, 1, memory_order_relaxed);
+}
+
+static void fork_register(void)
+{
+	(void)pthread_atfork(NULL, NULL, fork_child);
+}
+
+int xtc__loop_forked(const xtc_loop_t *loop)
+{
+	return loop->fork_gen !=
+	       atomic_load_explicit(&fork_gen, memory_order_relaxed);
+}
+
 int xtc_loop_init(xtc_loop_t **out)
 {
 	xtc_loop_t *loop;
@@ -1474,6 +1497,8 @@ int xtc_loop_init(xtc_loop_t **out)
 	if (loop == NULL)
 		return XTC_E_NOMEM;
 	memset(loop, 0, sizeof(*loop));
+	pthread_once(&fork_once, fork_register);
+	loop->fork_gen = atomic_load_explicit(&fork_gen, memory_order_relaxed);
 	loop->index = -1;
 	loop->fair_left = XTC__FAIR_RUNS;
 	xtc__timers_init(loop);
@@ -1500,7 +1525,7 @@ int xtc__loop_enter(xtc_loop_t *loop)
 	uintptr_t none = 0;
 	int rc;
 
-	if (!loop_live(loop) || xtc__tls_loop != NULL)
+	if (!loop_live(loop) || xtc__tls_loop != NULL || xtc__loop_forked(loop))
 		return XTC_E_INVAL;
 	rc = xtc__fiber_thread_init();
 	if (rc != 0)

@@ -330,6 +330,12 @@ typedef struct xtc__spawn_opts {
 
 /* Any thread: take one admission on loop (XTC_E_AGAIN at the cap) /
  * give one back. */
+/* 1 when loop was created before a fork() of this process (we are the
+ * child): its fds (io_uring, eventfd) are shared with the parent and its
+ * carriers and owner thread do not exist here, so running it or spawning
+ * on it returns XTC_E_INVAL. A relaxed load of one global. */
+int xtc__loop_forked(const xtc_loop_t *loop);
+
 static inline int xtc__loop_admit(xtc_loop_t *loop);
 static inline void xtc__loop_admit_done(xtc_loop_t *loop);
 
@@ -522,6 +528,8 @@ xtc_loop_t *xtc__loop_by_id(uint16_t id);
 struct xtc_io; /* io_int.h */
 
 struct xtc_loop {
+	/* see xtc__loop_forked */
+	uint32_t fork_gen;
 	/* hot: dispatch */
 	xtc_task_t *rq_head, *rq_tail; /* plain FIFO, owner only */
 	uint32_t feat;                 /* XTC__LF_* */

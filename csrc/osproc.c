@@ -177,6 +177,19 @@ static char **env_with_ctrl(int fd, char *buf, size_t buflen)
 }
 
 static pthread_mutex_t exec_pipe_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+/* A fork by another thread while a spawn holds the lock: the child's copy
+ * would stay locked forever (its holder does not exist there). */
+static void fork_child(void)
+{
+	pthread_mutex_init(&exec_pipe_lock, NULL);
+}
+
+static void fork_register(void)
+{
+	(void)pthread_atfork(NULL, NULL, fork_child);
+}
 
 /* The exec-status pipe (close-on-exec): end of file means execve
  * succeeded; otherwise the child wrote execve's errno and exits 127, and is
@@ -254,6 +267,7 @@ static int spawn_impl(const xtc_osproc_opts_t *o, int isolate,
 		/* Held until the parent closed the write end: a concurrent xtc
 		 * fork (a fn child never execs) must not inherit it, or the read
 		 * below would wait for that child's exit. */
+		pthread_once(&fork_once, fork_register);
 		pthread_mutex_lock(&exec_pipe_lock);
 		if (pipe2(ep, O_CLOEXEC) != 0) {
 			pthread_mutex_unlock(&exec_pipe_lock);
