@@ -8,7 +8,7 @@
 
 #include "xtc.h"
 #include "xtc_exec.h"
-#include "test_h5.h"
+#include "test_util.h"
 
 static void test_args(void)
 {
