@@ -18,6 +18,11 @@
  *   preempt_cost_per_preemption_<case>_<slice>  extra carrier CPU per
  *        preemption (pair only: the lone loss is too small to divide)
  *   monitor_cpu_<case>_<slice>_pct  the monitor thread's CPU use
+ *   timer_arms_per_preemption_<case>_<slice>  carrier slice-timer
+ *        (re)arms per preemption (the trigger: monitor.c)
+ *   preempt_measured_cost_<case>_<slice>  the runtime's own estimate
+ *        (lateness + handler-to-next-dispatch, EWMA) that floors the
+ *        adaptive quantum
  *   due_check_flag_ns            xtc__preempt_due() on the signal-flag path
  *   due_check_ring_ns            the same with an io_uring tick ring armed
  *   due_check_none_ns            the loop without any check (baseline)
@@ -101,12 +106,12 @@ static intptr_t worker(void *arg)
 }
 
 struct pair_res {
-	double wall, cpu, rate, monitor_pct;
+	double wall, cpu, rate, monitor_pct, arms_per, cost;
 };
 
 static struct pair_res run_pair(int64_t slice, int nworkers)
 {
-	struct pair_res r = { -1, -1, 0, 0 };
+	struct pair_res r = { -1, -1, 0, 0, 0, 0 };
 	xtc_exec_t *e = NULL;
 	if (xtc_exec_init(&e, 1) != XTC_OK)
 		return r;
@@ -129,6 +134,10 @@ static struct pair_res run_pair(int64_t slice, int nworkers)
 	r.cpu = (double)(atomic_load(&cpu_last) - atomic_load(&cpu_first));
 	r.rate = (double)(b.preemptions - a.preemptions) / (r.wall / 1e9);
 	r.monitor_pct = (double)(m1 - m0) / r.wall * 100;
+	if (b.preemptions > a.preemptions)
+		r.arms_per = (double)(b.timer_arms - a.timer_arms) /
+		             (double)(b.preemptions - a.preemptions);
+	r.cost = (double)b.cost_ns;
 	return r;
 }
 
@@ -138,6 +147,7 @@ static void bench_loss_case(const char *name, int nworkers)
 	const int64_t slices[] = { 1000000, 200000, 100000 };
 	const char *names[] = { "1ms", "200us", "100us" };
 	double bw[16], bc[16], w[3][16], c[3][16], rate[3][16], mon[3][16];
+	double arms[3][16], cost[3][16];
 	/* interleave configurations so machine noise hits them alike */
 	for (int i = 0; i < runs; i++) {
 		struct pair_res b = run_pair(0, nworkers);
@@ -149,6 +159,8 @@ static void bench_loss_case(const char *name, int nworkers)
 			c[s][i] = p.cpu;
 			rate[s][i] = p.rate;
 			mon[s][i] = p.monitor_pct;
+			arms[s][i] = p.arms_per;
+			cost[s][i] = p.cost;
 		}
 	}
 	double bwm = median(bw, runs), bcm = median(bc, runs);
@@ -167,6 +179,12 @@ static void bench_loss_case(const char *name, int nworkers)
 			       names[s], (cm - bcm) / 1e3 / (rm * cm / 1e9));
 		printf("monitor_cpu_%s_%s_pct %.2f %%\n", name, names[s],
 		       median(mon[s], runs));
+		if (nworkers > 1) {
+			printf("timer_arms_per_preemption_%s_%s %.2f count\n",
+			       name, names[s], median(arms[s], runs));
+			printf("preempt_measured_cost_%s_%s %.2f us\n", name,
+			       names[s], median(cost[s], runs) / 1e3);
+		}
 	}
 }
 

@@ -12,6 +12,17 @@
  *    nothing else to run on its loop is published alone (a soft slice
  *    end, a far hard deadline) until someone contends for the carrier:
  *    preempting it would only dispatch it again, at the price of a signal.
+ *  - Who signals (monitor.c, "the trigger"): an executor carrier's own
+ *    slice timer, a producer contending an overdue run, or the monitor
+ *    (safety net, plain armed threads, carriers without a timer). The
+ *    handler tells a timer expiry (SI_TIMER) from a queued signal: an
+ *    expiry carries no generation, so it is due only if the slot's current
+ *    deadline passed; an early one re-arms the timer for the current run.
+ *  - A preempted fiber yields through xtc__fiber_yield_slice: demoted
+ *    (loop_int.h), so new arrivals run before it. Each redirect starts a
+ *    cost measurement (lateness + handler-to-next-dispatch) that the next
+ *    run start on the carrier closes: xtc__preempt_cost_ewma, the floor of
+ *    the adaptive quantum (fn.c).
  *  - The handler (SA_SIGINFO | SA_ONSTACK | SA_RESTART, a real-time signal
  *    >= SIGRTMIN+3, initial-exec TLS only, errno saved) accepts only a
  *    signal queued by the monitor for the carrier's current run generation.

@@ -6,11 +6,15 @@
  * Model
  *  - Each armed thread (a "carrier") owns one 64-byte slot in a global
  *    table: the deadline (CLOCK_MONOTONIC ns) of the work it is running and
- *    a run generation. Only the carrier writes them; the monitor thread
- *    (monitor.c) reads every slot, sleeps until the earliest deadline, and
- *    sends the preemption signal, tagged with the generation, to a carrier
- *    whose deadline passed. INT64_MAX means idle / nothing to time: such a
- *    carrier never gets a signal.
+ *    a run generation. Only the carrier writes them. The trigger
+ *    (monitor.c): an executor carrier's own timer (SIGEV_THREAD_ID, armed
+ *    at most once per slice, an early expiry re-armed by the handler for
+ *    the run then current), a producer contending an alone run (arms that
+ *    timer, or signals an overdue run directly with its generation), and
+ *    the monitor thread for the rest (the alone safety net `net`, plain
+ *    armed threads, carriers without a timer). INT64_MAX means idle /
+ *    nothing to time: such a carrier never gets a signal, and an idle
+ *    carrier disarms its timer.
  *  - The handler (preempt.c) ignores a signal whose generation is no longer
  *    the carrier's (the run already ended). Otherwise it counts a tick, sets
  *    the pending flag (cooperative path) and, when allowed and safe,

@@ -3,9 +3,11 @@
  * checks, the io_uring tick ring and the involuntary (signal) path.
  *
  * See xtc_preempt(3). In short: a thread (an executor carrier, or any thread
- * running fibers) arms a slice; one process-wide monitor thread watches the
- * deadline each armed thread publishes for the work it is running and sends
- * a real-time signal only to a thread whose current work overran. The
+ * running fibers) arms a slice and publishes the deadline of the work it is
+ * running; a real-time signal goes only to a thread whose current work
+ * overran: an executor carrier's own CLOCK_MONOTONIC timer (armed at most
+ * once per slice), a producer that contends an overdue run, or, for the
+ * 10 ms safety net and threads without a timer, a monitor thread. The
  * signal records a tick (cooperative path: xtc_yield_check reports due) and,
  * when the involuntary path is on and the interrupted point is safe,
  * redirects the fiber to a trampoline that saves the full register state and
