@@ -646,6 +646,7 @@ type StallReport struct {
 	Budget   time.Duration // the loop's stall budget
 	InFlight bool          // true: the run is still going on
 	Run      uint64        // the loop's run number: tells reports apart
+	Started  time.Duration // the run's start on the ClockMono clock (StallInFlight)
 }
 
 // StallFunc receives stall reports of a loop (Loop.SetStallFunc). It is
@@ -712,17 +713,27 @@ func (l *Loop) SetStallFunc(fn StallFunc) error {
 	})
 }
 
-// stallInflight reads the loop's watched run (xtc_loop_stall_inflight).
-func (l *Loop) stallInflight() (StallReport, bool) {
+// StallInFlight returns the run the stall watchdog watches on the loop
+// (xtc_loop_stall_inflight): the one in flight (InFlight, Ran so far),
+// else the last one that ended (Ran = its whole run), with Started, its
+// start on the ClockMono clock. Any goroutine, while a stall budget is or
+// was set. ErrNotfound before the first watched run, ErrClosed.
+func (l *Loop) StallInFlight() (StallReport, error) {
 	var in C.xtc_stall_info_t
-	if l.withC("xtc_loop_stall_inflight", func(c *C.xtc_loop_t) C.int {
+	if err := l.withC("xtc_loop_stall_inflight", func(c *C.xtc_loop_t) C.int {
 		return C.xtc_loop_stall_inflight(c, &in)
-	}) != nil {
-		return StallReport{}, false
+	}); err != nil {
+		return StallReport{}, err
 	}
 	r := stallReportC(&in)
 	r.InFlight = in.running != 0
-	return r, true
+	r.Started = time.Duration(in.started_ns)
+	return r, nil
+}
+
+func (l *Loop) stallInflight() (StallReport, bool) {
+	r, err := l.StallInFlight()
+	return r, err == nil
 }
 
 func stallReportC(in *C.xtc_stall_info_t) StallReport {
