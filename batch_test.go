@@ -4,6 +4,7 @@ package xtc
 
 import (
 	"errors"
+	"fmt"
 	"math/rand"
 	"sync"
 	"testing"
@@ -318,4 +319,40 @@ func TestBatchGoroutines(t *testing.T) {
 	}
 	assert.EqualValues(t, len(cancelled), st.Aborted) // OK cancel => ABORTED
 	require.NoError(t, b.Destroy())
+}
+
+// BenchmarkBatchGoStep: one iteration of a group whose Step and Complete
+// are Go functions (the carrier-stack trampoline and the cgo callback),
+// 1 and 32 members, empty step work.
+func BenchmarkBatchGoStep(b *testing.B) {
+	for _, members := range []int{1, 32} {
+		b.Run(fmt.Sprintf("members=%d", members), func(b *testing.B) {
+			l, err := LoopInit()
+			require.NoError(b, err)
+			defer l.Fini()
+			left := b.N
+			g, err := BatchCreate(l, &BatchOpts{
+				Capacity: members, MaxActive: members, ResourceCapacity: uint64(members),
+				Step: func(items []BatchItem, res []BatchResult) error {
+					if left--; left <= 0 {
+						for i := range res {
+							res[i].State = BatchDone
+						}
+					}
+					return nil
+				},
+				Complete: func(uint64, any, error) {},
+			})
+			require.NoError(b, err)
+			for i := 0; i < members; i++ {
+				_, err := g.Submit(i, 1)
+				require.NoError(b, err)
+			}
+			require.NoError(b, g.Close(BatchDrain))
+			b.ResetTimer()
+			require.NoError(b, l.Run())
+			b.StopTimer()
+			require.NoError(b, g.Destroy())
+		})
+	}
 }
