@@ -110,17 +110,15 @@ static uint32_t clamp0(int32_t v)
 	return v > 0 ? (uint32_t)v : 0;
 }
 
-static int snapshot(xtc_loop_t *l, struct xtc__sched *s, int def,
-                    uint32_t mask)
+/* The snapshot of the ready lanes rm (bit k: lane k - 1), by lane id. */
+static int snapshot(xtc_loop_t *l, struct xtc__sched *s, uint32_t rm)
 {
 	int n = 0;
 
-	for (int k = 0; k < NLANES; k++) {
-		xtc_sched_lane_t *o = &s->snap[n];
-		int shares;
+	for (uint32_t m = rm; m != 0; m &= m - 1) {
+		int k = __builtin_ctz(m), shares;
+		xtc_sched_lane_t *o = &s->snap[n++];
 
-		if (k == 0 ? !def : !(mask & (1u << (k - 1))))
-			continue;
 		o->id = k - 1;
 		(void)xtc__class_lane_info(l, k - 1, &shares, &o->runs);
 		o->shares = shares;
@@ -129,30 +127,25 @@ static int snapshot(xtc_loop_t *l, struct xtc__sched *s, int def,
 		o->batch_active = clamp0(s->batch[k].active);
 		o->batch_ready = clamp0(s->batch[k].ready);
 		o->batch_waiting = clamp0(s->batch[k].waiting);
-		n++;
 	}
 	return n;
 }
 
+/* Lane ids index bit k = id + 1 of the ready mask rm and of s->bypass. */
 static xtc_task_t *policy_pick(xtc_loop_t *l, struct xtc__sched *s, int def)
 {
-	uint32_t mask = xtc__class_ready_mask(l);
+	uint32_t rm = xtc__class_ready_mask(l) << 1 | (def ? 1u : 0u);
 	int ord = xtc__class_choose(l, def);
-	int n = 0, chosen = -2, forced = -2;
+	int nl = xtc__class_count(l) + 1, chosen, forced = -2;
 	uint32_t oldest = 0;
 
-	if (!def && mask == 0) {
+	if (rm == 0) {
 		memset(s->bypass, 0, sizeof(s->bypass));
 		return xtc__class_take(l, -1); /* nothing ready: no opportunity */
 	}
 	bump(&s->opportunities);
-	for (int k = 0; k < NLANES; k++) {
-		if (k == 0 ? !def : !(mask & (1u << (k - 1)))) {
-			s->bypass[k] = 0;
-			continue;
-		}
-		n++;
-		chosen = k - 1; /* the only one, if n stays 1 */
+	for (uint32_t m = rm; m != 0; m &= m - 1) {
+		int k = __builtin_ctz(m);
 		if (s->bypass[k] >= s->max_bypass && s->bypass[k] > oldest) {
 			oldest = s->bypass[k];
 			forced = k - 1;
@@ -161,32 +154,32 @@ static xtc_task_t *policy_pick(xtc_loop_t *l, struct xtc__sched *s, int def)
 	if (forced != -2) {
 		chosen = forced;
 		bump(&s->forced);
-	} else if (n > 1) {
-		int want;
+	} else if ((rm & (rm - 1)) == 0) {
+		chosen = __builtin_ctz(rm) - 1; /* the only ready lane */
+	} else {
+		int n = snapshot(l, s, rm);
 
-		n = snapshot(l, s, def, mask);
 		bump(&s->selects);
-		want = s->select(s->snap, (size_t)n, s->user);
-		if (want == XTC_SCHED_DEFAULT) {
+		chosen = s->select(s->snap, (size_t)n, s->user);
+		if (chosen == XTC_SCHED_DEFAULT) {
 			bump(&s->defaults);
-			want = ord;
-		} else if (want == -1 ? !def : (want < 0 ||
-		    want >= XTC_LOOP_MAX_CLASSES || !(mask & (1u << want)))) {
+			chosen = ord;
+		} else if (chosen < -1 || chosen >= XTC_LOOP_MAX_CLASSES ||
+		    !(rm & (1u << (chosen + 1)))) {
 			bump(&s->invalid);
-			want = ord;
+			chosen = ord;
 		}
-		chosen = want;
 	}
-	for (int k = 0; k < NLANES; k++) {
-		if (k == 0 ? !def : !(mask & (1u << (k - 1))))
-			continue;
-		if (k - 1 == chosen) {
+	for (int k = 0; k < nl; k++) {
+		if (!(rm & (1u << k)))
+			s->bypass[k] = 0;
+		else if (k - 1 != chosen)
+			s->bypass[k] += s->bypass[k] < UINT32_MAX;
+		else {
 			if (s->bypass[k] > ld(&s->max_wait))
 				atomic_store_explicit(&s->max_wait, s->bypass[k],
 				    memory_order_relaxed);
 			s->bypass[k] = 0;
-		} else if (s->bypass[k] < UINT32_MAX) {
-			s->bypass[k]++;
 		}
 	}
 	return xtc__class_take(l, chosen);
