@@ -538,6 +538,8 @@ static void never_yields_proc(void *arg)
 /* procs calling malloc/free in tight loops under a 100 us slice, on the
  * executor with the real monitor: no crash, no deadlock, deferrals
  * counted, every proc progresses */
+static atomic_int malloc_done;
+
 static void malloc_proc(void *arg)
 {
 	int i = (int)(intptr_t)arg;
@@ -559,6 +561,7 @@ static void malloc_proc(void *arg)
 	}
 	for (int k = 0; k < 16; k++)
 		free(keep[k]);
+	atomic_fetch_add(&malloc_done, 1);
 }
 
 static int stop_task(xtc_task_t *self, void *user)
@@ -686,6 +689,7 @@ static void test_exec_malloc(void)
 	CHECK(xtc_exec_set_preempt(e, 100 * US) == XTC_OK);
 	xtc_preempt_set_involuntary(1);
 	ex_stop = 0;
+	atomic_store(&malloc_done, 0);
 	for (int i = 0; i < N; i++) {
 		ex_ctr[i] = 0;
 		CHECK(xtc_proc_spawn(xtc_exec_loop(e, 0), malloc_proc,
@@ -707,6 +711,11 @@ static void test_exec_malloc(void)
 		}
 	}
 	ex_stop = 1;
+	/* preempted procs sit on the demoted level behind fresh work: let
+	 * them see ex_stop and free what they hold before the stop runs */
+	for (int w = 0; w < 10000 && atomic_load(&malloc_done) < N; w++)
+		usleep(1000);
+	CHECK(atomic_load(&malloc_done) == N);
 	stop_exec_from_inside(e);
 	pthread_join(th, NULL);
 	CHECK(r.rc == XTC_OK);
