@@ -23,13 +23,39 @@
 // functions passed to C as runtime/cgo handles. The loop calls them on its
 // own thread stack, never on a fiber stack, with the Go-callback guard
 // raised: no fiber switch or preemption happens on that thread until they
-// return, so they must be short. A panic inside one stops the loop and is
-// re-raised by Run.
+// return, so they must be short. Every Go callback the runtime makes (task
+// bodies, timers, Submit functions, stall, lane-policy and batch
+// callbacks) goes through one recovering trampoline: a panic inside one
+// stops the loop or executor and is re-raised by Run, Wait or Close in the
+// goroutine that drives it; it never unwinds through C.
 //
 // Procs ([ProcSpawn]) run C code on fiber stacks: a Go program supplies a
 // `void (*)(void *)` from its own cgo preamble (see examples/go/proc) or
 // from a C library. Go code never runs on a proc, so the functions that act
 // for "the calling proc" (Monitor, Link, ...) return ErrInval from Go.
+//
+// # Calls with a class, a result and a deadline
+//
+// [Exec.Go] runs a C function `intptr_t (*)(void *)` as a proc of an
+// executor and returns its result to the calling goroutine; with a
+// [Class] (Exec.NewClass, executor-wide shares and latency bound), and a
+// context whose end kills the proc at its next slice. [NewExec] makes an
+// executor that serves until [Exec.Close] or [Exec.Shutdown]; later calls
+// return errors matching [ErrClosed]. See examples/go/service for a
+// complete net/http service.
+//
+// Passing C functions: a C function of your own preamble is passed as an
+// unsafe.Pointer. For a non-static function, unsafe.Pointer(C.name) works;
+// for a static one (the usual style of a preamble) it does not link, so
+// return its address from a getter:
+//
+//	static intptr_t kernel(void *arg) { ... }
+//	static void *kernel_fn(void) { return (void *)kernel; }
+//
+//	v, err := e.GoInt(ctx, C.kernel_fn(), 1000)
+//
+// To include the xtc headers from C code in another module, see package
+// github.com/xtc-go/xtc/csrc/include (a CGO_CFLAGS recipe).
 //
 // # Build
 //
