@@ -37,6 +37,7 @@ type Error struct {
 	Reason string // e.g. "shares must be in 1..1000, got 0"; "" = none
 }
 
+// Error returns "xtc: op: code text (reason)".
 func (e *Error) Error() string {
 	s := "xtc: " + e.Op + ": " + e.Code.Error()[len("xtc: "):]
 	if e.Reason != "" {

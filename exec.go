@@ -546,8 +546,11 @@ func cbool(b bool) C.int {
 // and task bodies.
 func ExecLoopID() int { return int(C.xtc_exec_loop_id()) }
 
-// ShardID and ShardCount are xtc_shard_id / xtc_shard_count.
-func ShardID() int    { return int(C.xtc_shard_id()) }
+// ShardID is xtc_shard_id: the calling carrier's shard, -1 off a carrier.
+func ShardID() int { return int(C.xtc_shard_id()) }
+
+// ShardCount is xtc_shard_count: the number of shards of the calling
+// carrier's executor.
 func ShardCount() int { return int(C.xtc_shard_count()) }
 
 // ---- scheduling classes ----------------------------------------------------

@@ -36,6 +36,7 @@ var PidNone = Pid{}
 // IsNone reports whether p is PidNone.
 func (p Pid) IsNone() bool { return p == PidNone }
 
+// String formats the pid as <loop.local.gen>.
 func (p Pid) String() string { return fmt.Sprintf("<%d.%d.%d>", p.LoopID, p.LocalID, p.Gen) }
 
 // ProcOpts are the spawn options (xtc_proc_opts_t); the zero value (or a

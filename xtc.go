@@ -601,7 +601,6 @@ func fireTimer(t *Timer) {
 	callGoVoid(t.loop, t.fn)
 }
 
-// String describes the loop for debugging.
 // The constants of types.go are spelled as numbers so the !cgo build has
 // them too; these fail to compile if the C header ever disagrees.
 var (
@@ -619,6 +618,7 @@ var (
 	_ = [1]struct{}{}[DownNoconnection-C.XTC_DOWN_KIND_NOCONNECTION]
 )
 
+// String describes the loop for debugging.
 func (l *Loop) String() string {
 	if l == nil || l.closed.Load() {
 		return "xtc.Loop(closed)"
