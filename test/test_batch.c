@@ -25,6 +25,7 @@
 #include "xtc.h"
 #include "xtc_batch.h"
 #include "xtc_exec.h"
+#include "xtc_sched.h"
 #include "xtc_sim.h"
 #include "loop_int.h"
 #include "test_util.h"
@@ -1195,6 +1196,162 @@ static void test_lifecycle(void)
 	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
 }
 
+
+/* ---- advisory counts seen by a lane policy ------------------------------- */
+
+struct lp {
+	int lane;
+	int saw_groups, saw_waiting, saw_all_blocked, saw_ready2, bad;
+	xtc_batch_t *g;
+	uint64_t h[3];
+	int class_left;
+};
+
+static struct lp lp;
+
+static int lp_select(const xtc_sched_lane_t *v, size_t n, void *user)
+{
+	(void)user;
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].id != lp.lane)
+			continue;
+		if (v[i].batch_ready > v[i].batch_active || v[i].batch_active > 2)
+			lp.bad++;
+		lp.saw_groups |= v[i].batch_groups == 1;
+		lp.saw_waiting |= v[i].batch_waiting == 1;
+		lp.saw_all_blocked |= v[i].batch_active == 2 && v[i].batch_ready == 0;
+		lp.saw_ready2 |= v[i].batch_ready == 2;
+	}
+	return XTC_SCHED_DEFAULT;
+}
+
+static int lp_step(const xtc_batch_item_t *it, xtc_batch_result_t *res,
+                   size_t n, void *user)
+{
+	(void)user;
+	for (size_t k = 0; k < n; k++)
+		res[k].state = it[k].rounds == 0 && (intptr_t)it[k].request < 2
+		                       ? XTC_BATCH_BLOCKED
+		                       : (it[k].rounds >= 3 ? XTC_BATCH_DONE
+		                                            : XTC_BATCH_CONTINUE);
+	return XTC_OK;
+}
+
+static void lp_class_proc(void *arg)
+{
+	(void)arg;
+	while (lp.class_left-- > 0)
+		xtc_yield(); /* keeps the class lane ready */
+}
+
+static void lp_resumer(void *arg)
+{
+	xtc_batch_stats_t st;
+
+	(void)arg;
+	do {
+		xtc_yield();
+		CHECK_EQ(xtc_batch_get_stats(lp.g, &st), XTC_OK);
+	} while (st.blocked < 2);
+	for (int k = 0; k < 20; k++)
+		xtc_yield(); /* let the policy see the all-blocked group */
+	CHECK_EQ(xtc_batch_resume(lp.g, lp.h[0]), XTC_OK);
+	CHECK_EQ(xtc_batch_resume(lp.g, lp.h[1]), XTC_OK);
+	CHECK_EQ(xtc_batch_close(lp.g, XTC_BATCH_DRAIN), XTC_OK);
+}
+
+static void test_policy_counts(void)
+{
+	xtc_batch_opts_t o = mkopts(3, 2, 2, lp_step, nop_complete, NULL);
+	xtc_sched_policy_t pol;
+	xtc_proc_opts_t po;
+	xtc_exec_class_t cls;
+	xtc_loop_t *l = new_loop();
+
+	memset(&lp, 0, sizeof lp);
+	lp.class_left = 200;
+	CHECK_EQ(xtc_exec_class_create(l, 100, 0, &cls), XTC_OK);
+	CHECK_EQ(xtc_sched_lane_of(cls, &lp.lane), XTC_OK);
+	memset(&pol, 0, sizeof pol);
+	pol.size = sizeof pol;
+	pol.version = XTC_SCHED_VERSION;
+	pol.max_bypass = 4;
+	pol.select = lp_select;
+	CHECK_EQ(xtc_sched_policy_set(l, &pol), XTC_OK);
+	o.sched_class = cls;
+	CHECK_EQ(xtc_batch_create(l, &o, &lp.g), XTC_OK);
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ(xtc_batch_submit(lp.g, (void *)(intptr_t)i, 1, &lp.h[i]),
+		         XTC_OK);
+	memset(&po, 0, sizeof po);
+	po.sched_class = cls;
+	CHECK_EQ(xtc_proc_spawn(l, lp_class_proc, NULL, &po, NULL), XTC_OK);
+	CHECK_EQ(xtc_proc_spawn(l, lp_resumer, NULL, NULL, NULL), XTC_OK);
+	CHECK_EQ(xtc_loop_run(l), XTC_OK);
+	CHECK(lp.saw_groups);
+	CHECK(lp.saw_waiting);
+	CHECK(lp.saw_all_blocked);
+	CHECK(lp.saw_ready2);
+	CHECK_EQ(lp.bad, 0);
+	CHECK_EQ(xtc_batch_destroy(lp.g), XTC_OK);
+	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+}
+
+/* A kill that lands while a C step is suspended (it yielded): the driver
+ * dies inside the callback; peers keep getting DEADLK; destroy notices
+ * the dead driver and completes what is left, ABORTED, exactly once. */
+static int ks_calls;
+static xtc_batch_t *ks_g;
+
+static int ks_step(const xtc_batch_item_t *it, xtc_batch_result_t *res,
+                   size_t n, void *user)
+{
+	(void)it;
+	(void)res;
+	(void)n;
+	(void)user;
+	ks_calls++;
+	for (int i = 0; i < 10; i++)
+		xtc_yield(); /* the killer runs meanwhile */
+	return XTC_OK;
+}
+
+static void ks_killer(void *arg)
+{
+	xtc_batch_stats_t st;
+	uint64_t h;
+
+	(void)arg;
+	while (ks_calls == 0)
+		xtc_yield();
+	CHECK_EQ(xtc_batch_get_stats(ks_g, &st), XTC_OK);
+	CHECK_EQ(xtc_exit_pid(st.driver, 3), XTC_OK);
+	for (int i = 0; i < 30; i++)
+		xtc_yield();
+	CHECK_EQ(xtc_batch_submit(ks_g, NULL, 1, &h), XTC_E_DEADLK);
+}
+
+static void test_kill_in_callback(void)
+{
+	xtc_batch_opts_t o = mkopts(4, 2, 2, ks_step, count_complete, NULL);
+	xtc_batch_stats_t st;
+	uint64_t h;
+	xtc_loop_t *l = new_loop();
+
+	n_aborted = 0;
+	CHECK_EQ(xtc_batch_create(l, &o, &ks_g), XTC_OK);
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ(xtc_batch_submit(ks_g, NULL, 1, &h), XTC_OK);
+	CHECK_EQ(xtc_proc_spawn(l, ks_killer, NULL, NULL, NULL), XTC_OK);
+	CHECK_EQ(xtc_loop_run(l), XTC_OK);
+	CHECK_EQ(ks_calls, 1);
+	CHECK_EQ(n_aborted, 0);
+	CHECK_EQ(xtc_batch_destroy(ks_g), XTC_OK);
+	CHECK_EQ(n_aborted, 3);
+	(void)st;
+	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+}
+
 /* owner-only after start: a plain thread while the loop runs elsewhere,
  * and a task of another running loop, get XTC_E_INVAL */
 struct own {
@@ -1268,6 +1425,8 @@ int main(void)
 	RUN(test_deadlk_and_blocked);
 	RUN(test_cancel_cases);
 	RUN(test_errors_outcomes);
+	RUN(test_policy_counts);
+	RUN(test_kill_in_callback);
 	RUN(test_model_native);
 	RUN(test_exactly_once_native);
 	if (xtc_sim_supported()) {
