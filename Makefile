@@ -155,8 +155,8 @@ test-asan:
 # Tests with cross-thread traffic (wakes, posts, futures, pools, mailboxes).
 # proc_stress is left out: its 10^6-proc churn takes >8 min under TSan.
 # preempt and fn skip themselves (TSan defers asynchronous signals).
-TSAN_TESTS ?= exec exec_stress class stall sched loop async timer future blocking launch mailbox proc fiber \ batch
-	osproc fn preempt migrate
+TSAN_TESTS ?= exec exec_stress class stall sched loop async timer future blocking launch mailbox proc fiber \
+	osproc fn preempt migrate batch
 test-tsan:
 	@$(SETUP) $(BUILD)-tsan $(WERROR) -Db_sanitize=thread -Db_lundef=false \
 		-Dbenches=false $(MESON_OPTS)
