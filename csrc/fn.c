@@ -310,8 +310,8 @@ struct xtc_fn_quantum {
 	_Atomic uint64_t n_traj;
 };
 
-/* Assumed preemption cost until one was measured (the VM of the
- * diagnosis: 10-12 us of carrier CPU, 12-15 us late). */
+/* Assumed preemption cost until one was measured (a 2-vCPU VM
+ * measured 10-12 us of carrier CPU, 12-15 us late). */
 #define COST_DEFAULT_NS 12500
 #define COST_FLOOR_MULT 4
 

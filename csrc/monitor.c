@@ -34,7 +34,7 @@
  *     and publishes when it will wake (wake_at) so a carrier that
  *     publishes an earlier deadline wakes it (xtc__monitor_kick).
  *
- * Costs measured on the 2-vCPU VM (reference/tail-diagnosis.md): a
+ * Costs measured on a 2-vCPU VM (bench/bench_preempt.c, docs/xtcbench): a
  * carrier-armed timer lands ~12 us late and stalls the carrier ~10-19 us
  * per expiry (hrtimer reprogramming and interrupt exits through the
  * hypervisor); a cross-CPU signal from a producer 10-12 us; the monitor

@@ -1181,8 +1181,12 @@ static void trigger_run(xtc__pslot_t *s, int64_t soft, int64_t hard,
 		atomic_store_explicit(&s->net, hard, memory_order_release);
 		xtc__monitor_kick(hard);
 	} else {
+		/* a loop timer is the deadline: arm it exactly (an earlier
+		 * expiry left by a previous run would cost an interrupt and a
+		 * re-arm; the next runs of the same wait find it armed) */
 		atomic_store_explicit(&s->net, INT64_MAX, memory_order_relaxed);
-		xtc__ctimer_want(s, hard, now);
+		if (atomic_load_explicit(&s->timer_at, memory_order_relaxed) != hard)
+			xtc__ctimer_arm(s, hard);
 	}
 	if (atomic_load(&s->contended))
 		xtc__ctimer_want(s, soft, now);
