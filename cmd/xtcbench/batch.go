@@ -383,8 +383,8 @@ func writeBatch(w io.Writer, r *Results) {
 	mdTable(w, []string{"variant", "req/s (wall)", "req per CPU s", "short p50", "short p99"}, rows)
 	fmt.Fprintf(w, "Both continuous batchers run the same admission rule and the same step "+
 		"work, and the step (≥ 20 µs) dwarfs what either spends around it (the xtc engine: "+
-		"tens of ns per member, bench_batch; the Go binding's callback: about 0.3 µs per "+
-		"iteration plus 0.1 µs per member, BenchmarkBatchGoStep; Go's channels: about a "+
+		"tens of ns per member, bench_batch; the Go binding's callback: about 0.2 µs per "+
+		"iteration plus 0.05 µs per member, BenchmarkBatchGoStep; Go's channels: about a "+
 		"µs per request), so requests per CPU second come out close; wall time on a shared "+
 		"machine (load average at start: %s) mostly measures how often the OS ran each "+
 		"variant.\n\n", r.Host.LoadStart)
