@@ -91,6 +91,7 @@
 #define LAT_BUSY_NS  1000000    /* busy this long: the default slice again */
 #define LAT_CHECK_STEPS 8       /* busy steps between two clock checks */
 #define DRAIN_BATCH  256        /* submissions run at once by an idle loop */
+#define DEMOTED_SLICES 4        /* slices per turn among demoted work only */
 #define STEAL_POLL_NS 1000000   /* idle re-steal interval (1 ms) */
 #define STEAL_POLL_MAX_SHIFT 5  /* backoff cap: 32 ms */
 
@@ -313,13 +314,26 @@ static void preempt_begin(xtc_loop_t *l, xtc_task_t *t, int64_t now)
 	xtc__pslot_t *s = xtc__preempt_slot();
 	int64_t until;
 
-	/* demoted work waiting makes the run compete too (long runs share
-	 * the demoted level round-robin) */
-	if (c == NULL || s == NULL || others_ready(l) || l->low_head != NULL)
+	if (c == NULL || s == NULL || others_ready(l))
 		goto contended;
 	until = xtc__timers_next(l);
 	if (until >= 0 && until <= now)
 		goto contended; /* a due timer is other work */
+	if (l->low_head != NULL) {
+		/* Only demoted (long) work competes: the demoted level is
+		 * served round-robin with DEMOTED_SLICES slices per turn (a
+		 * multilevel queue's longer quantum below), and the run stays
+		 * "alone" otherwise, so new work that arrives still gets the
+		 * carrier at the ordinary slice end. */
+		int64_t q = atomic_load_explicit(&xtc__preempt_adaptive_slice,
+		    memory_order_relaxed);
+		if (q <= 0)
+			q = c->exec->preempt_ns;
+		if (l->lat_budget > 0 && l->lat_budget < q)
+			q = l->lat_budget;
+		if (q > 0 && (until < 0 || now + DEMOTED_SLICES * q < until))
+			until = now + DEMOTED_SLICES * q;
+	}
 	xtc__preempt_run_begin_alone(&t->fiber, l->lat_budget, now,
 	    until < 0 ? INT64_MAX : until);
 	atomic_store(&l->sleeping, XTC__SLEEP_RUN);
