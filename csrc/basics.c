@@ -14,13 +14,14 @@
  */
 #include "rtcode_int.h" /* first: this file is runtime code */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "xtc.h"
+#include "base_int.h"
 #include "loop_int.h"
-#include "proc_int.h"
 
 int64_t (*xtc__clock_hook)(void);
 
@@ -65,18 +66,42 @@ void *xtc_calloc(size_t n, size_t size)
 	return calloc(n, size);
 }
 
+/* The registered allocation region (base_int.h): published with release
+ * after its fields, read with acquire (free on x86, one ldar on arm64). */
+static struct {
+	_Atomic uintptr_t lo;
+	size_t len;
+	void (*free_fn)(void *);
+	void *(*realloc_fn)(void *, size_t);
+} region;
+
+void xtc__alloc_region_set(void *lo, size_t len, void (*free_fn)(void *),
+                           void *(*realloc_fn)(void *, size_t))
+{
+	region.len = len;
+	region.free_fn = free_fn;
+	region.realloc_fn = realloc_fn;
+	atomic_store_explicit(&region.lo, (uintptr_t)lo, memory_order_release);
+}
+
+static inline int in_region(const void *p)
+{
+	uintptr_t lo = atomic_load_explicit(&region.lo, memory_order_acquire);
+	return lo != 0 && (uintptr_t)p - lo < region.len;
+}
+
 /* realloc(p, 0) may free p and return NULL; keep the unique-pointer rule. */
 void *xtc_realloc(void *p, size_t size)
 {
-	if (xtc__msg_cached(p)) /* a received message buffer (mailbox.c) */
-		return xtc__msg_cached_realloc(p, size);
+	if (in_region(p)) /* e.g. a received message buffer (mailbox.c) */
+		return region.realloc_fn(p, size);
 	return realloc(p, size != 0 ? size : 1);
 }
 
 void xtc_free(void *p)
 {
-	if (xtc__msg_cached(p)) { /* a received message buffer (mailbox.c) */
-		xtc__msg_uncache(p);
+	if (in_region(p)) { /* e.g. a received message buffer (mailbox.c) */
+		region.free_fn(p);
 		return;
 	}
 	free(p);

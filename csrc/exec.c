@@ -1491,3 +1491,11 @@ void xtc__exec_set_running(xtc_exec_t *e, int on)
 {
 	atomic_store(&e->running, on);
 }
+
+/* The loop reaches the executor through its upcalls (loop_int.h): the
+ * carrier ring and the offer of a woken task to an idle carrier. */
+__attribute__((constructor)) static void exec_upcalls(void)
+{
+	xtc__loop_up.exec_ring_run = xtc__exec_ring_run;
+	xtc__loop_up.exec_offer = xtc__exec_offer;
+}

@@ -77,6 +77,15 @@ struct fthread {
 };
 
 __thread xtc__fiber_t *xtc__fiber_cur XTC__TLS_IE;
+/* > 0 while a Go callback runs on this thread (fiber_int.h): here, below
+ * the loop and preemption, which both read it. */
+__thread int xtc__gocb_depth XTC__TLS_IE;
+
+static void gocb_nop(void)
+{
+}
+
+xtc__gocb_hooks_t xtc__gocb_hooks = { gocb_nop, gocb_nop };
 static __thread struct fthread *tls_thr XTC__TLS_IE;
 
 static pthread_key_t thr_key;

@@ -136,6 +136,18 @@ void xtc__fiber_thread_fini(void);
 xtc__fiber_t *xtc__fiber_root(void);
 
 extern __thread xtc__fiber_t *xtc__fiber_cur XTC__TLS_IE;
+
+/* > 0 while a Go callback runs on this thread: no fiber switch, park,
+ * yield or preemption there (the loop's xtc__gocb_enter/leave). */
+extern __thread int xtc__gocb_depth XTC__TLS_IE;
+
+/* Called by the outermost xtc__gocb_enter/leave; preempt.c registers them
+ * from a constructor (no-ops when it is not linked). */
+typedef struct xtc__gocb_hooks {
+	void (*pause)(void);
+	void (*resume)(void);
+} xtc__gocb_hooks_t;
+extern xtc__gocb_hooks_t xtc__gocb_hooks;
 /* The running fiber (root when none), NULL before thread_init. Async-signal
  * safe. */
 static inline xtc__fiber_t *xtc__fiber_current(void)

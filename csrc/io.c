@@ -37,6 +37,25 @@ static __attribute__((unused)) int want_epoll(void)
 	return e != NULL && strcmp(e, "epoll") == 0;
 }
 
+static int backend_start(struct xtc_io *io);
+
+/* Start the backend choice on a throw-away io state: what a loop would
+ * get, without creating a loop (the io layer stays below the loop's
+ * lifecycle). */
+static void probe_backend(void)
+{
+	struct xtc_io *io = calloc(1, sizeof(*io));
+
+	if (io == NULL)
+		return;
+	io->wake_fd = eventfd(0, EFD_CLOEXEC);
+	if (io->wake_fd >= 0 && backend_start(io) == 0)
+		io->ops->fini(io);
+	if (io->wake_fd >= 0)
+		close(io->wake_fd);
+	free(io);
+}
+
 const char *xtc_io_backend_name(void)
 {
 	const xtc__io_ops_t *ops = __atomic_load_n(&chosen_ops, __ATOMIC_ACQUIRE);
@@ -44,17 +63,11 @@ const char *xtc_io_backend_name(void)
 	if (ops != NULL)
 		return ops->name;
 #ifdef XTC_HAVE_URING
-	/* Nothing chosen yet: answer what a loop would get. Probing means
-	 * creating a ring, so do it through a throw-away loop. */
-	{
-		xtc_loop_t *l = NULL;
-		if (xtc_loop_init(&l) == 0) {
-			xtc_loop_fini(l);
-			ops = __atomic_load_n(&chosen_ops, __ATOMIC_ACQUIRE);
-			if (ops != NULL)
-				return ops->name;
-		}
-	}
+	/* Nothing chosen yet: probing means creating a ring. */
+	probe_backend();
+	ops = __atomic_load_n(&chosen_ops, __ATOMIC_ACQUIRE);
+	if (ops != NULL)
+		return ops->name;
 	return want_epoll() ? "epoll" : "uring";
 #else
 	return "epoll";

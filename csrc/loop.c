@@ -82,48 +82,37 @@
 
 XTC__TLS __thread xtc_loop_t *xtc__tls_loop;
 XTC__TLS __thread xtc_task_t *xtc__tls_task;
-XTC__TLS __thread int xtc__gocb_depth;
 static XTC__TLS __thread char tls_anchor;
 
 #define TASK_FREE_MAX 512
 
 /* ------------------------------------------------------------------ */
-/* weak defaults for layers that may not be linked                      */
+/* upcalls: the layers above that the loop reaches (loop_int.h)         */
 /* ------------------------------------------------------------------ */
 
-__attribute__((weak)) void xtc__proc_resumed(void)
+static void up_nop(void)
 {
 }
 
-__attribute__((weak)) void xtc__proc_loop_fini(xtc_loop_t *loop)
-{
-	(void)loop;
-}
-
-__attribute__((weak)) void xtc__sched_loop_fini(xtc_loop_t *loop)
+static void up_nop_loop(xtc_loop_t *loop)
 {
 	(void)loop;
 }
 
-__attribute__((weak)) void xtc__exec_ring_run(xtc_loop_t *loop)
-{
-	(void)loop;
-}
-
-__attribute__((weak)) int xtc__exec_offer(xtc_loop_t *loop, xtc_task_t *t)
+static int up_no_offer(xtc_loop_t *loop, xtc_task_t *t)
 {
 	(void)loop;
 	(void)t;
 	return 0;
 }
 
-__attribute__((weak)) void xtc__preempt_gocb_pause(void)
-{
-}
-
-__attribute__((weak)) void xtc__preempt_gocb_resume(void)
-{
-}
+xtc__loop_upcalls_t xtc__loop_up = {
+	.proc_resumed = up_nop,
+	.proc_loop_fini = up_nop_loop,
+	.sched_loop_fini = up_nop_loop,
+	.exec_ring_run = up_nop_loop,
+	.exec_offer = up_no_offer,
+};
 
 uintptr_t xtc__thread_token(void)
 {
@@ -269,7 +258,7 @@ void xtc__loop_ring(xtc_loop_t *loop, int how)
 		syscall(SYS_futex, (int *)&loop->sleeping, FUTEX_WAKE_PRIVATE, 1,
 		        NULL, NULL, 0);
 	else if (how == XTC__SLEEP_RUN)
-		xtc__exec_ring_run(loop);
+		xtc__loop_up.exec_ring_run(loop);
 	else if (how != 0)
 		xtc__io_wakeup(loop);
 }
@@ -1282,7 +1271,7 @@ int xtc__park_ex(int64_t timeout_ns, int fd, uint32_t interest,
 	if (XTC__UNLIKELY(atomic_load_explicit(&t->kill_pending,
 	                                       memory_order_relaxed)) &&
 	    !(flags & XTC__PARK_NOKILL))
-		xtc__proc_resumed();
+		xtc__loop_up.proc_resumed();
 	return rc;
 }
 
@@ -1304,7 +1293,7 @@ int xtc__park_published(void)
 	t->park_why = XTC__PW_NONE;
 	if (XTC__UNLIKELY(atomic_load_explicit(&t->kill_pending,
 	                                       memory_order_relaxed)))
-		xtc__proc_resumed();
+		xtc__loop_up.proc_resumed();
 	return 0;
 }
 
@@ -1339,7 +1328,7 @@ int xtc__fiber_yield_ex(int flags)
 	if (XTC__UNLIKELY(atomic_load_explicit(&t->kill_pending,
 	                                       memory_order_relaxed)) &&
 	    !(flags & XTC__PARK_NOKILL))
-		xtc__proc_resumed();
+		xtc__loop_up.proc_resumed();
 	return 0;
 }
 
@@ -1358,12 +1347,12 @@ int xtc__fiber_yield_slice(void)
 	loop = t->loop;
 	if (!(loop->feat & XTC__LF_PREEMPT) || t->sched_class != NULL)
 		return xtc__fiber_yield();
-	if (!((loop->feat & XTC__LF_EXEC) && xtc__exec_offer(loop, t)))
+	if (!((loop->feat & XTC__LF_EXEC) && xtc__loop_up.exec_offer(loop, t)))
 		low_push(loop, t);
 	fiber_switch_out(loop, t);
 	if (XTC__UNLIKELY(atomic_load_explicit(&t->kill_pending,
 	                                       memory_order_relaxed)))
-		xtc__proc_resumed();
+		xtc__loop_up.proc_resumed();
 	return 0;
 }
 
@@ -1730,8 +1719,8 @@ static int loop_fini(xtc_loop_t *loop)
 	inbox_close(loop);
 	/* posts made by cleanup hooks from here on fail (XTC_E_INVAL) */
 	release_all_tasks(loop);
-	xtc__proc_loop_fini(loop);
-	xtc__sched_loop_fini(loop);
+	xtc__loop_up.proc_loop_fini(loop);
+	xtc__loop_up.sched_loop_fini(loop);
 	spool_trim(loop, 0, 1);
 	xtc__timers_fini(loop);
 	xtc__io_fini(loop);

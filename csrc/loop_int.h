@@ -427,10 +427,24 @@ int xtc__fiber_yield_ex(int flags);
  * returns XTC_E_INVAL. */
 int xtc__task_exit(intptr_t result);
 
-/* Defined by proc.c (a weak no-op otherwise). Called on the resumed fiber
- * after a yield/park when t->kill_pending is set, holding no loop state; it
- * may longjmp to the proc's entry frame. */
+/* Defined by proc.c (the loop reaches it as xtc__loop_up.proc_resumed).
+ * Called on the resumed fiber after a yield/park when t->kill_pending is
+ * set, holding no loop state; it may longjmp to the proc's entry frame. */
 void xtc__proc_resumed(void);
+
+/* Upcalls: what the loop calls in the layers above it (proc, sched, exec),
+ * which register their functions at load time, from a
+ * constructor in their own file; a layer that is not linked leaves the
+ * no-op default. Written only before main, so read without atomics. This
+ * keeps the loop free of references to upper layers (tools/layers.txt). */
+typedef struct xtc__loop_upcalls {
+	void (*proc_resumed)(void);                  /* proc.c */
+	void (*proc_loop_fini)(xtc_loop_t *loop);    /* proc.c */
+	void (*sched_loop_fini)(xtc_loop_t *loop);   /* sched.c */
+	void (*exec_ring_run)(xtc_loop_t *loop);     /* exec.c */
+	int (*exec_offer)(xtc_loop_t *loop, xtc_task_t *t); /* exec.c */
+} xtc__loop_upcalls_t;
+extern xtc__loop_upcalls_t xtc__loop_up;
 
 /* ------------------------------------------------------------------ */
 /* Current context (TLS)                                                */
@@ -438,24 +452,24 @@ void xtc__proc_resumed(void);
 
 extern XTC__TLS __thread xtc_loop_t *xtc__tls_loop;
 extern XTC__TLS __thread xtc_task_t *xtc__tls_task;
-/* > 0 while a Go callback runs on this thread: no switch/park/yield. */
-extern XTC__TLS __thread int xtc__gocb_depth;
+/* xtc__gocb_depth (> 0 while a Go callback runs on this thread: no
+ * switch/park/yield) and xtc__gocb_hooks live in the fiber layer
+ * (fiber_int.h), which the loop and preemption both sit on. */
 
 /* Bracket a C->Go call made on the carrier stack (Go wrappers of stackless
  * task bodies, stall and policy callbacks). */
 /* The outer level also withdraws the preemption deadline of the current
- * run (preempt.c), so no preemption signal lands while Go code runs. */
-void xtc__preempt_gocb_pause(void);
-void xtc__preempt_gocb_resume(void);
+ * run (preempt.c registers the hooks), so no preemption signal lands while
+ * Go code runs. */
 static inline void xtc__gocb_enter(void)
 {
 	if (xtc__gocb_depth++ == 0)
-		xtc__preempt_gocb_pause();
+		xtc__gocb_hooks.pause();
 }
 static inline void xtc__gocb_leave(void)
 {
 	if (--xtc__gocb_depth == 0)
-		xtc__preempt_gocb_resume();
+		xtc__gocb_hooks.resume();
 }
 
 static inline xtc_loop_t *xtc__loop_current(void) { return xtc__tls_loop; }

@@ -55,6 +55,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "base_int.h"
 #include "proc_int.h"
 
 /* ---- small-message cache -------------------------------------------------
@@ -119,6 +120,9 @@ static void mc_init(void)
 	if (a == MAP_FAILED || !g_mc.key_ok)
 		return; /* no cache: every message is malloc'd */
 	atomic_store_explicit(&xtc__msg_lo, (uintptr_t)a, memory_order_release);
+	/* xtc_free/xtc_realloc of a received buffer come back here */
+	xtc__alloc_region_set(a, XTC__MSG_ARENA, xtc__msg_uncache,
+	                      xtc__msg_cached_realloc);
 }
 
 /* Give the chain head..tail to the global list. */

@@ -261,8 +261,7 @@ static int load_code_map(vec_t *rt, int *n_files)
 	uintptr_t probes[] = { (uintptr_t)&xtc_preempt_arm,
 	                       (uintptr_t)&xtc__preempt_trampoline,
 	                       (uintptr_t)&xtc_yield,
-	                       (uintptr_t)&xtc__preempt_run_begin,
-	                       (uintptr_t)&xtc_loop_run };
+	                       (uintptr_t)&xtc__preempt_run_begin };
 	for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
 		int in = 0;
 		for (size_t k = 0; k < rt->n && !in; k++)
@@ -1429,4 +1428,12 @@ void xtc__preempt_carrier_stop(void)
 {
 	xtc_preempt_disarm();
 	xtc_preempt_disarm_ring();
+}
+
+/* Go callbacks (xtc__gocb_enter, loop_int.h) reach preemption through the
+ * fiber layer's hooks. */
+__attribute__((constructor)) static void preempt_upcalls(void)
+{
+	xtc__gocb_hooks.pause = xtc__preempt_gocb_pause;
+	xtc__gocb_hooks.resume = xtc__preempt_gocb_resume;
 }

@@ -1194,3 +1194,10 @@ void xtc__proc_loop_fini(xtc_loop_t *loop)
 	loop->procs = NULL;
 	pthread_mutex_unlock(&g_tab_mu);
 }
+
+/* The loop reaches the proc layer through its upcalls (loop_int.h). */
+__attribute__((constructor)) static void proc_upcalls(void)
+{
+	xtc__loop_up.proc_resumed = xtc__proc_resumed;
+	xtc__loop_up.proc_loop_fini = xtc__proc_loop_fini;
+}

@@ -594,3 +594,10 @@ int xtc_sched_lane_of(xtc_exec_class_t cls, int *out)
 	return XTC_E_NOSYS;
 #endif
 }
+
+/* The loop reaches the scheduler's loop teardown through its upcalls
+ * (loop_int.h). */
+__attribute__((constructor)) static void sched_upcalls(void)
+{
+	xtc__loop_up.sched_loop_fini = xtc__sched_loop_fini;
+}
