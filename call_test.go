@@ -135,8 +135,8 @@ func TestExecGoCancelStopsWork(t *testing.T) {
 	var over []float64
 	for rep := 0; rep < 5; rep++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-		var killAt time.Duration
-		context.AfterFunc(ctx, func() { killAt = ClockMono() })
+		var killAt atomic.Int64
+		context.AfterFunc(ctx, func() { killAt.Store(int64(ClockMono())) })
 		_, err = e.Go(ctx, forever(), nil, WithClass(cls), WithName("forever"))
 		cancel()
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
@@ -154,7 +154,7 @@ func TestExecGoCancelStopsWork(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, r.InFlight)
 		end := r.Started + r.Ran
-		over = append(over, float64(end-killAt)/float64(slice))
+		over = append(over, float64(end-time.Duration(killAt.Load()))/float64(slice))
 	}
 	sort.Float64s(over)
 	t.Logf("kernel ran past the kill: median %.2f slices of %v (min %.2f, max %.2f, 5 runs)",

@@ -63,6 +63,7 @@ type completionQueue struct {
 
 	mu      sync.Mutex
 	pending map[uint64]*Future
+	mboxes  map[uint64]*Mailbox // by their first tag (a block of 4)
 	next    uint64
 
 	inflight atomic.Int64
@@ -90,6 +91,7 @@ func getCQ() (*completionQueue, error) {
 			cq:      c,
 			bell:    os.NewFile(uintptr(fd), "xtc-completions"),
 			pending: map[uint64]*Future{},
+			mboxes:  map[uint64]*Mailbox{},
 		}
 		theCQ = q
 		go q.serve()
@@ -121,17 +123,27 @@ func (q *completionQueue) serve() {
 func (q *completionQueue) deliver(es []C.xtc_cq_entry_t) {
 	q.mu.Lock()
 	fs := make([]*Future, len(es))
+	ms := make([]*Mailbox, len(es))
+	nf := 0
 	for i, e := range es {
 		tag := uint64(e.tag)
-		fs[i] = q.pending[tag]
-		delete(q.pending, tag)
+		if f, ok := q.pending[tag]; ok {
+			fs[i] = f
+			delete(q.pending, tag)
+		} else if m := q.mboxes[tag&^3]; m != nil {
+			ms[i] = m // mailbox entries are not Submit/Go slots
+			continue
+		}
+		nf++
 	}
 	q.mu.Unlock()
-	q.inflight.Add(-int64(len(es)))
+	q.inflight.Add(-int64(nf))
 	q.delivered.Add(uint64(len(es)))
 	for i, e := range es {
 		if f := fs[i]; f != nil {
 			f.complete(int64(e.value), int(e.status))
+		} else if m := ms[i]; m != nil {
+			q.deliverMailbox(m, e)
 		}
 	}
 }

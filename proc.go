@@ -124,8 +124,10 @@ func ExitPid(pid Pid, reason int) error {
 
 // Monitor, Demonitor, Link and Unlink act on behalf of the calling proc.
 // Go code never runs on a proc (procs run C), so from Go they return
-// ErrInval; they exist so the C API maps one to one and for symmetry with
-// DownDecode, which Go code uses on messages collected by C procs.
+// ErrInval; they exist so the C API maps one to one. A goroutine that
+// wants DOWN and EXIT messages uses a Mailbox (Exec.NewMailbox): its
+// Monitor and Link act for the mailbox's pid, and the messages arrive
+// through Mailbox.Recv.
 
 // Monitor monitors target from the calling proc (xtc_monitor).
 func Monitor(target Pid) (uint64, error) {

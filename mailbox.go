@@ -1,0 +1,433 @@
+//go:build cgo
+
+package xtc
+
+// Go mailboxes: a pid whose messages are read by goroutines.
+//
+// Model. Go code never runs on a proc, so a Mailbox is a small relay proc
+// (C, on an executor loop) that owns a real pid and mailbox: C procs send
+// to it with xtc_send, and it monitors and links on Go's behalf, so DOWN
+// and EXIT messages arrive like any other. It takes each message from its
+// mailbox and hands a copy to Go through the process-wide completion queue
+// (a promise notified to the queue per message), where the serving
+// goroutine puts it on the Mailbox's channel; Recv reads that channel with
+// a context. No OS thread blocks for a receiver.
+//
+// Flow control: the relay hands over at most `window` messages Go has not
+// received yet (credits); past that it stops taking messages, so they stay
+// in its C mailbox (bounded: senders then get ErrAgain), and the serving
+// goroutine never blocks on a full channel. Control requests (monitor,
+// link) are messages that start with a random per-mailbox token. The
+// relay's exit (Close, a kill, Fini) settles a "gone" entry reserved at
+// creation, after which Go frees the shared C record: exactly once.
+//
+// Alternatives rejected: a Go-side proc shadow polled with xtc_proc_info
+// (a poll per receiver, no DOWN/EXIT); making Go code run on a fiber
+// (cgo-feasibility.md forbids it).
+
+/*
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "xtc.h"
+#include "proc_int.h"
+
+enum { XTC_GO_MB_TOKEN = 16, XTC_GO_MB_CTL = XTC_GO_MB_TOKEN + 1 + 8 };
+
+typedef struct xtc_go_mbox {
+	xtc_cq_t *cq;
+	uint64_t tag;            // tag: messages, +1: gone, +2: control replies
+	_Atomic int credits;
+	unsigned char token[XTC_GO_MB_TOKEN];
+	xtc_promise_t *gone;
+} xtc_go_mbox_t;
+
+typedef struct xtc_go_mrec {
+	size_t len;
+	unsigned char data[];
+} xtc_go_mrec_t;
+
+// One entry into the queue; waits (parks the relay) while the ring is full.
+static void xtc_go_mb_push(xtc_go_mbox_t *m, uint64_t tag, intptr_t v, int st)
+{
+	for (;;) {
+		xtc_promise_t *p;
+		xtc_future_t *f;
+		int rc;
+
+		if (xtc_future_new_pair(&p, &f) != 0) {
+			xtc_proc_sleep(100000);
+			continue;
+		}
+		rc = xtc_future_notify(f, m->cq, tag);
+		if (rc == 0) {
+			xtc_promise_set(p, v, st);
+			return;
+		}
+		xtc_future_drop(f);
+		xtc_promise_drop(p);
+		xtc_proc_sleep(100000); // ring full: Go is behind
+	}
+}
+
+static void xtc_go_mb_control(xtc_go_mbox_t *m, const unsigned char *c)
+{
+	uint64_t v;
+	xtc_pid_t pid;
+	uint64_t ref = 0;
+	int rc;
+
+	memcpy(&v, c + XTC_GO_MB_TOKEN + 1, 8);
+	pid.loop_id = (uint16_t)(v >> 48);
+	pid.local_id = (uint16_t)(v >> 32);
+	pid.gen = (uint32_t)v;
+	switch (c[XTC_GO_MB_TOKEN]) {
+	case 'M': rc = xtc_monitor(pid, &ref); break;
+	case 'D': rc = xtc_demonitor(v); break;
+	case 'L': rc = xtc_link(pid); break;
+	case 'U': rc = xtc_unlink(pid); break;
+	default: rc = XTC_E_INVAL;
+	}
+	xtc_go_mb_push(m, m->tag + 2, (intptr_t)ref, rc);
+}
+
+static int xtc_go_mb_is_ctl(const void *data, size_t size, void *user)
+{
+	xtc_go_mbox_t *m = user;
+
+	return size == XTC_GO_MB_CTL && memcmp(data, m->token, XTC_GO_MB_TOKEN) == 0;
+}
+
+static void xtc_go_mb_body(void *a)
+{
+	xtc_go_mbox_t *m = a;
+
+	for (;;) {
+		void *msg;
+		size_t len;
+		xtc_go_mrec_t *r;
+		int rc;
+
+		// Go has `window` messages unread: take only control requests
+		// (the data stays queued, in order) until Go receives.
+		while (atomic_load(&m->credits) <= 0) {
+			rc = xtc_recv_match(xtc_go_mb_is_ctl, m, &msg, &len, 100000);
+			if (rc == XTC_OK) {
+				xtc_go_mb_control(m, msg);
+				xtc_free(msg);
+			} else if (rc != XTC_E_AGAIN) {
+				return;
+			}
+		}
+		if (xtc_recv(&msg, &len, -1) != 0)
+			return;
+		if (len == XTC_GO_MB_CTL &&
+		    memcmp(msg, m->token, XTC_GO_MB_TOKEN) == 0) {
+			xtc_go_mb_control(m, msg);
+			xtc_free(msg);
+			continue;
+		}
+		r = malloc(sizeof(*r) + len);
+		while (r == NULL) {
+			xtc_proc_sleep(1000000);
+			r = malloc(sizeof(*r) + len);
+		}
+		r->len = len;
+		if (len > 0)
+			memcpy(r->data, msg, len);
+		xtc_free(msg);
+		atomic_fetch_sub(&m->credits, 1);
+		xtc_go_mb_push(m, m->tag, (intptr_t)r, 0);
+	}
+}
+
+static void xtc_go_mb_exit(void *a, int reason)
+{
+	xtc_go_mbox_t *m = a;
+
+	(void)reason;
+	xtc_promise_set(m->gone, 0, 0); // Go frees m when this arrives
+}
+
+// The record, with its gone entry routed to the queue (tag + 1).
+static int xtc_go_mb_new(xtc_cq_t *cq, uint64_t tag, int window,
+                         const unsigned char *token, xtc_go_mbox_t **out)
+{
+	xtc_go_mbox_t *m = calloc(1, sizeof(*m));
+	xtc_future_t *f;
+	int rc;
+
+	if (m == NULL)
+		return XTC_E_NOMEM;
+	m->cq = cq;
+	m->tag = tag;
+	atomic_init(&m->credits, window);
+	memcpy(m->token, token, XTC_GO_MB_TOKEN);
+	if ((rc = xtc_future_new_pair(&m->gone, &f)) != 0) {
+		free(m);
+		return rc;
+	}
+	if ((rc = xtc_future_notify(f, cq, tag + 1)) != 0) {
+		xtc_future_drop(f);
+		xtc_promise_drop(m->gone);
+		free(m);
+		return rc;
+	}
+	*out = m;
+	return 0;
+}
+
+// Start the relay on loop; on failure the gone entry is settled (Go frees
+// m when it arrives, as after a normal exit).
+static int xtc_go_mb_spawn(xtc_loop_t *loop, xtc_go_mbox_t *m, size_t cap,
+                           xtc_pid_t *pid)
+{
+	xtc_proc_opts_t o = {0};
+	int rc;
+
+	o.name = "xtc.Mailbox";
+	o.mailbox_cap = cap;
+	rc = xtc__proc_spawn_hooked(loop, xtc_go_mb_body, m, &o,
+	    xtc_go_mb_exit, m, pid);
+	if (rc != 0)
+		xtc_promise_set(m->gone, 0, 0);
+	return rc;
+}
+
+static void xtc_go_mb_credit(xtc_go_mbox_t *m) { atomic_fetch_add(&m->credits, 1); }
+static xtc_go_mrec_t *xtc_go_mrec_of(intptr_t v) { return (xtc_go_mrec_t *)v; }
+static size_t xtc_go_mrec_len(const xtc_go_mrec_t *r) { return r->len; }
+static void *xtc_go_mrec_data(xtc_go_mrec_t *r) { return r->data; }
+*/
+import "C"
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"sync"
+	"time"
+	"unsafe"
+)
+
+const mailboxWindow = 256
+
+// Mailbox is a pid whose mailbox goroutines read: C procs send to Pid()
+// with xtc_send (or Go with Send), Recv returns the messages in order.
+// Monitor and Link act for the mailbox, so DOWN and EXIT messages arrive
+// through Recv (decode them with DownDecode and ExitDecode). It lives on
+// one executor loop until Close, a kill of its pid, or the executor's
+// Fini; Recv then returns ErrClosed once the messages already handed over
+// are read. Safe for concurrent use.
+type Mailbox struct {
+	pid   Pid
+	tag   uint64
+	token [16]byte
+	msgs  chan []byte
+	reply chan ctlReply
+	ctlMu sync.Mutex
+
+	mu   sync.Mutex
+	c    *C.xtc_go_mbox_t // nil once gone (freed)
+	gone chan struct{}
+}
+
+type ctlReply struct {
+	ref uint64
+	rc  int
+}
+
+// NewMailbox starts a Go mailbox on executor loop loopIdx (< 0: loop 0)
+// with a C mailbox of capacity cap (0 = XTC_MAILBOX_DEFAULT_CAP): at most
+// cap messages wait in C plus 256 handed to Go and not yet received, then
+// senders get ErrAgain. The executor must run for messages to flow.
+// Errors: ErrClosed, ErrInval (bad loop or cap), ErrNomem, ErrResource.
+func (e *Exec) NewMailbox(loopIdx int, cap int) (*Mailbox, error) {
+	const op = "xtc.Exec.NewMailbox"
+	if e == nil || e.closed.Load() || e.shutting.Load() {
+		return nil, errClosed(op)
+	}
+	if loopIdx < 0 {
+		loopIdx = 0
+	}
+	if loopIdx >= len(e.loops) {
+		return nil, errReason(op, ErrInval, "loop index out of range")
+	}
+	if cap < 0 {
+		return nil, errReason(op, ErrInval, "negative capacity")
+	}
+	q, err := getCQ()
+	if err != nil {
+		return nil, err
+	}
+	m := &Mailbox{msgs: make(chan []byte, mailboxWindow), reply: make(chan ctlReply, 1),
+		gone: make(chan struct{})}
+	if _, err := rand.Read(m.token[:]); err != nil {
+		return nil, errReason(op, ErrInternal, "no random token: "+err.Error())
+	}
+	q.mu.Lock()
+	m.tag = (q.next | 3) + 1 // a block of 4 tags: messages, gone, replies
+	q.next = m.tag + 3
+	q.mu.Unlock()
+	if rc := C.xtc_go_mb_new(q.cq, C.uint64_t(m.tag), mailboxWindow,
+		(*C.uchar)(unsafe.Pointer(&m.token[0])), &m.c); rc != 0 {
+		return nil, mkerr(op, int(rc))
+	}
+	q.mu.Lock()
+	q.mboxes[m.tag] = m // before the relay can produce anything
+	q.mu.Unlock()
+	var pid C.xtc_pid_t
+	err = e.loops[loopIdx].withC(op, func(c *C.xtc_loop_t) C.int {
+		return C.xtc_go_mb_spawn(c, m.c, C.size_t(cap), &pid)
+	})
+	if err != nil {
+		<-m.gone // the settled gone entry frees the record
+		return nil, err
+	}
+	m.pid = pidFromC(pid)
+	return m, nil
+}
+
+// Pid is the mailbox's pid (send to it from C with xtc_send).
+func (m *Mailbox) Pid() Pid { return m.pid }
+
+// Recv returns the oldest message, waiting until one arrives or ctx ends
+// (ctx.Err()). ErrClosed once the mailbox is gone and drained.
+func (m *Mailbox) Recv(ctx context.Context) ([]byte, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	select {
+	case b, ok := <-m.msgs:
+		if !ok {
+			return nil, errClosed("xtc.Mailbox.Recv")
+		}
+		m.mu.Lock()
+		if m.c != nil {
+			C.xtc_go_mb_credit(m.c)
+		}
+		m.mu.Unlock()
+		return b, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// control sends one request to the relay and waits for its answer.
+func (m *Mailbox) control(op string, kind byte, v uint64) (uint64, error) {
+	m.ctlMu.Lock()
+	defer m.ctlMu.Unlock()
+	var b [16 + 1 + 8]byte
+	copy(b[:], m.token[:])
+	b[16] = kind
+	binary.NativeEndian.PutUint64(b[17:], v)
+	for wait := time.Duration(0); ; wait += time.Millisecond {
+		err := Send(m.pid, b[:])
+		if err == nil {
+			break
+		}
+		if isGone(m.gone) {
+			return 0, errClosed(op)
+		}
+		if !errors.Is(err, ErrAgain) || wait >= 100*time.Millisecond {
+			return 0, &Error{Op: op, Code: err.(*Error).Code,
+				Reason: "the mailbox is full: receive from it first"}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case r := <-m.reply:
+		return r.ref, mkerr(op, r.rc)
+	case <-m.gone:
+		return 0, errClosed(op)
+	}
+}
+
+func isGone(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+func packPid(p Pid) uint64 {
+	return uint64(p.LoopID)<<48 | uint64(p.LocalID)<<32 | uint64(p.Gen)
+}
+
+// Monitor, Demonitor, Link and Unlink are requests to the relay through
+// the mailbox itself: ErrAgain (after 100 ms of retries) when the C
+// mailbox is full and nobody receives.
+
+// Monitor makes the mailbox watch target (xtc_monitor, on its behalf):
+// when target exits, a DOWN message with the returned reference arrives
+// through Recv (DownDecode). A target already dead gives a DOWN at once.
+func (m *Mailbox) Monitor(target Pid) (uint64, error) {
+	return m.control("xtc_monitor", 'M', packPid(target))
+}
+
+// Demonitor cancels a monitor of the mailbox (xtc_demonitor).
+func (m *Mailbox) Demonitor(ref uint64) error {
+	_, err := m.control("xtc_demonitor", 'D', ref)
+	return err
+}
+
+// Link links the mailbox with target (xtc_link): when either exits with a
+// non-zero reason the other gets an EXIT message (ExitDecode); the
+// mailbox keeps running.
+func (m *Mailbox) Link(target Pid) error {
+	_, err := m.control("xtc_link", 'L', packPid(target))
+	return err
+}
+
+// Unlink removes a link of the mailbox (xtc_unlink).
+func (m *Mailbox) Unlink(target Pid) error {
+	_, err := m.control("xtc_unlink", 'U', packPid(target))
+	return err
+}
+
+// Close ends the mailbox (io.Closer): its relay proc is killed (at its
+// next park, at once when idle), its links and monitors fire, messages
+// already handed over can still be received. ErrClosed the second time.
+func (m *Mailbox) Close() error {
+	if isGone(m.gone) {
+		return errClosed("xtc.Mailbox.Close")
+	}
+	if err := ExitPid(m.pid, 0); err != nil && !isGone(m.gone) {
+		return err
+	}
+	<-m.gone
+	return nil
+}
+
+// Done is closed once the mailbox's relay proc has ended.
+func (m *Mailbox) Done() <-chan struct{} { return m.gone }
+
+// deliverMailbox handles one completion entry of a mailbox (serving
+// goroutine). Never blocks: credits bound the messages in m.msgs.
+func (q *completionQueue) deliverMailbox(m *Mailbox, e C.xtc_cq_entry_t) {
+	switch uint64(e.tag) - m.tag {
+	case 0:
+		r := C.xtc_go_mrec_of(e.value)
+		b := C.GoBytes(C.xtc_go_mrec_data(r), C.int(C.xtc_go_mrec_len(r)))
+		C.free(unsafe.Pointer(r))
+		m.msgs <- b
+	case 1:
+		q.mu.Lock()
+		delete(q.mboxes, m.tag)
+		q.mu.Unlock()
+		m.mu.Lock()
+		if m.c != nil {
+			C.free(unsafe.Pointer(m.c))
+			m.c = nil
+		}
+		m.mu.Unlock()
+		close(m.gone)
+		close(m.msgs)
+	case 2:
+		m.reply <- ctlReply{ref: uint64(e.value), rc: int(e.status)}
+	}
+}
