@@ -189,6 +189,11 @@ func (e *Exec) takePanic() any {
 type LoopStats struct {
 	TasksRun uint64 // dispatches
 	Steals   uint64 // tasks taken from a peer's deque
+	// Demotions counts preempted tasks moved to the loop's demoted level
+	// (xtc_preempt(3)); Aged counts demoted tasks served first because
+	// they waited too long.
+	Demotions uint64
+	Aged      uint64
 }
 
 // NewExec creates an executor with n loops (n <= 0: one per CPU) for a
@@ -268,7 +273,8 @@ func (e *Exec) LoopStats(i int) (LoopStats, error) {
 	err := e.withC("xtc_exec_loop_stats", func(c *C.xtc_exec_t) C.int {
 		return C.xtc_exec_loop_stats(c, C.int(i), &st)
 	})
-	return LoopStats{TasksRun: uint64(st.tasks_run), Steals: uint64(st.steals)}, err
+	return LoopStats{TasksRun: uint64(st.tasks_run), Steals: uint64(st.steals),
+		Demotions: uint64(st.demotions), Aged: uint64(st.aged)}, err
 }
 
 // ExecRun is a running executor started by Start.

@@ -44,6 +44,13 @@ type PreemptStats struct {
 	Honoured    uint64 // deferred preemptions taken later at a safe boundary
 	Stale       uint64 // signals for a run that had already ended
 	RefusedGoCb uint64 // deferrals because a Go callback was active
+	// The trigger (process-wide, filled by PreemptStatsGlobal).
+	TimerFires     uint64 // carrier slice-timer expiries that found a run due
+	TimerEarly     uint64 // expiries before the current run's deadline
+	TimerArms      uint64 // carrier timer (re)arms
+	Direct         uint64 // producers that signalled an overdue run
+	TimerFallbacks uint64 // carriers without a slice timer (monitor path)
+	CostNs         uint64 // measured cost of one preemption (EWMA)
 }
 
 func statsFromC(s *C.xtc_preempt_stats_t) PreemptStats {
@@ -56,6 +63,13 @@ func statsFromC(s *C.xtc_preempt_stats_t) PreemptStats {
 		Honoured:    uint64(s.honoured),
 		Stale:       uint64(s.stale),
 		RefusedGoCb: uint64(s.refused_gocb),
+
+		TimerFires:     uint64(s.timer_fires),
+		TimerEarly:     uint64(s.timer_early),
+		TimerArms:      uint64(s.timer_arms),
+		Direct:         uint64(s.direct),
+		TimerFallbacks: uint64(s.timer_fallbacks),
+		CostNs:         uint64(s.cost_ns),
 	}
 }
 
