@@ -9,6 +9,7 @@ import "time"
 
 type PreemptStats struct {
 	Signals, Ticks, RingTicks, Preemptions, Deferrals, Honoured, Stale, RefusedGoCb uint64
+	TimerFires, TimerEarly, TimerArms, Direct, TimerFallbacks, CostNs               uint64
 }
 
 type QuantumOpts struct {
