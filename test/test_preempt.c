@@ -753,6 +753,7 @@ static void test_idle_no_signal(void)
 	uint64_t s0 = 0, s1 = 0;
 	xtc_preempt_stats_t st;
 	xtc_preempt_stats_global(&st, &s0);
+	uint64_t k0 = st.timer_fires + st.timer_early + st.direct;
 	pthread_create(&th, NULL, exec_thread, &r);
 	usleep(200000); /* idle */
 	CHECK(xtc_exec_async_on(e, 0, short_worker, NULL, NULL) == XTC_OK);
@@ -760,6 +761,8 @@ static void test_idle_no_signal(void)
 	usleep(200000);
 	xtc_preempt_stats_global(&st, &s1);
 	CHECK(s1 == s0);
+	/* nor did a carrier timer expire or a producer signal */
+	CHECK(st.timer_fires + st.timer_early + st.direct == k0);
 	stop_exec_from_inside(e);
 	pthread_join(th, NULL);
 	xtc_preempt_set_involuntary(0);
@@ -909,9 +912,11 @@ static void alone_case(int which)
 	if (which == 0) {
 		usleep(50000);
 		xtc_preempt_stats_global(&st, &s0);
+		uint64_t k0 = st.timer_fires + st.timer_early + st.direct;
 		usleep(200000); /* the spinner runs alone */
 		xtc_preempt_stats_global(&st, &s1);
 		CHECK(s1 == s0);
+		CHECK(st.timer_fires + st.timer_early + st.direct == k0);
 		CHECK(xtc_exec_spawn_on(e, 0, stop_flag_task, NULL, NULL) == XTC_OK);
 		CHECK(alone_wait_flag(&alone_flag));
 	} else if (which == 1) {
