@@ -38,7 +38,7 @@ static void test_order_and_drive(void)
 	xtc_task_t *a, *b;
 	intptr_t ra = 0, rb = 0;
 
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	ntrace = 0;
 	CHECK(xtc_async(l, letters, (void *)(intptr_t)'a', &a) == 0);
 	CHECK(xtc_async(l, letters, (void *)(intptr_t)'A', &b) == 0);
@@ -92,7 +92,7 @@ static void test_await_in_fiber(void)
 	struct par p = { 0 };
 	xtc_task_t *slow;
 
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	p.l = l;
 	CHECK(xtc_async(l, parent, &p, NULL) == 0);
 	CHECK(xtc_async(l, child, (void *)1, &slow) == 0);
@@ -130,7 +130,7 @@ static void test_await_foreign(void)
 	struct aw w = { 0 };
 	pthread_t th;
 
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	CHECK(xtc_async(l, sleeper, (void *)7, &w.t) == 0);
 	/* Make sure the loop is owned by this thread before the waiter. */
 	CHECK(xtc__loop_enter(l) == 0);
@@ -189,8 +189,8 @@ static void test_fini_awaited_loop(void)
 	struct xw fw = { 0 };
 	pthread_t th;
 
-	CHECK(xtc_loop_init(&lt) == 0);
-	CHECK(xtc_loop_init(&lw) == 0);
+	REQUIRE(xtc_loop_init(&lt) == 0);
+	REQUIRE(xtc_loop_init(&lw) == 0);
 	CHECK(xtc_async(lt, forever, NULL, &tw.t) == 0);
 	fw.t = tw.t;
 	CHECK(xtc__loop_enter(lt) == 0);
@@ -221,7 +221,7 @@ static void test_fini_awaited_race(void)
 		struct aw tw = { 0 };
 		pthread_t th;
 
-		CHECK(xtc_loop_init(&lt) == 0);
+		REQUIRE(xtc_loop_init(&lt) == 0);
 		CHECK(xtc_async(lt, forever, NULL, &tw.t) == 0);
 		CHECK(xtc__loop_enter(lt) == 0);
 		CHECK(xtc__loop_step(lt, 0) == 1);
@@ -245,8 +245,8 @@ static void test_fini_waiter_loop(void)
 	_Atomic int gate = 0;
 	intptr_t r = 0;
 
-	CHECK(xtc_loop_init(&lt) == 0);
-	CHECK(xtc_loop_init(&lw) == 0);
+	REQUIRE(xtc_loop_init(&lt) == 0);
+	REQUIRE(xtc_loop_init(&lw) == 0);
 	CHECK(xtc_async(lt, gated, &gate, &fw.t) == 0);
 	/* Start it first, so its stack is not the one the fini releases. */
 	CHECK(xtc__loop_enter(lt) == 0);
@@ -270,7 +270,7 @@ static void test_fini_same_loop(void)
 	xtc_loop_t *l;
 	struct xw fw = { 0 };
 
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	CHECK(xtc_async(l, forever, NULL, &fw.t) == 0);
 	CHECK(xtc_async(l, fiber_waiter, &fw, NULL) == 0);
 	CHECK(xtc__loop_enter(l) == 0);
@@ -330,8 +330,8 @@ static void test_await_cross_thread(void)
 	intptr_t r = 0;
 	pthread_t th;
 
-	CHECK(xtc_loop_init(&lt) == 0);
-	CHECK(xtc_loop_init(&lw) == 0);
+	REQUIRE(xtc_loop_init(&lt) == 0);
+	REQUIRE(xtc_loop_init(&lw) == 0);
 	CHECK(xtc_async(lt, keepalive, &stop, NULL) == 0);
 	pthread_create(&th, NULL, run_loop_thread, lt);
 	CHECK(xtc_async(lw, remote_awaiter, lt, &w) == 0);
@@ -359,7 +359,7 @@ static void test_liveness_race(void)
 	xtc_loop_t *l;
 	pthread_t th;
 
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	pthread_create(&th, NULL, poll_liveness, l);
 	usleep(100);
 	CHECK(xtc_loop_fini(l) == 0);
@@ -386,7 +386,7 @@ static void test_yield_codes(void)
 
 	xtc_yield(); /* off a loop: returns at once */
 	CHECK(xtc_yield_ex() == XTC_E_INVAL);
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	CHECK(xtc_task_spawn(l, yield_in_task, &rc, NULL) == 0);
 	CHECK(xtc_loop_run(l) == 0);
 	CHECK(rc == XTC_E_INVAL);
@@ -418,7 +418,7 @@ static void test_stack_size(void)
 	CHECK(xtc_set_stack_size(200 * 1024 + 1) == 0);
 	CHECK(xtc_stack_size() >= 200 * 1024 + 1 &&
 	      xtc_stack_size() % 4096 == 0);
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	CHECK(xtc_async(l, deep, NULL, &t) == 0);
 	CHECK(xtc_await(t, &r) == 0);
 	CHECK(r == 3);
@@ -464,7 +464,7 @@ static void test_budget(void)
 	CHECK(xtc_yield_if_due() == 0);
 	CHECK(xtc_yield_due_count(NULL) == 0);
 	xtc_yield_set_budget(NULL, 5); /* no-op */
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	CHECK(xtc_async(l, no_budget, &zero, NULL) == 0);
 	CHECK(xtc_loop_run(l) == 0);
 	CHECK(zero == 0);
@@ -507,7 +507,7 @@ static void test_task_exit(void)
 	xtc_task_t *t;
 	intptr_t r = 0;
 
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	CHECK(xtc_async(l, exiter, NULL, &t) == 0);
 	CHECK(xtc_await(t, &r) == 0);
 	CHECK(r == 99);
@@ -566,7 +566,7 @@ static void test_churn(void)
 	struct churn c = { .batch = 64 };
 	long rss0, rss1;
 
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	c.l = l;
 	c.total = CHURN_N / 10;
 	n_done = 0;
@@ -620,7 +620,7 @@ static void test_stack_pool(void)
 	xtc_loop_t *l;
 	int reused = 0;
 
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	CHECK(xtc__loop_enter(l) == 0);
 	for (burst_round = 0; burst_round < 2; burst_round++) {
 		burst_i = 0;

@@ -292,7 +292,7 @@ static void test_stress(void)
 	for (long v = 0; v < (long)S_LOOPS * S_PROCS * S_RUNS; v++)
 		want += v * v % 1000;
 	for (intptr_t i = 0; i < S_LOOPS; i++)
-		CHECK(pthread_create(&th[i], NULL, stress_thread, (void *)i) == 0);
+		REQUIRE(pthread_create(&th[i], NULL, stress_thread, (void *)i) == 0);
 	for (int i = 0; i < S_LOOPS; i++)
 		pthread_join(th[i], NULL);
 	CHECK(atomic_load(&s_bad) == 0);
@@ -423,7 +423,7 @@ static void test_fini_while_running(void)
 	CHECK(xtc_async(l, fin_stopper, l, NULL) == XTC_OK);
 	CHECK(xtc_loop_run(l) == XTC_OK);
 	CHECK(wait_ge(&fin_job_started, 1));
-	CHECK(pthread_create(&th, NULL, open_gate_later, NULL) == 0);
+	REQUIRE(pthread_create(&th, NULL, open_gate_later, NULL) == 0);
 	CHECK(xtc_loop_fini(l) == XTC_OK);
 	CHECK_EQ(atomic_load(&fin_job_done), 1); /* fini waited for it */
 	CHECK_EQ(atomic_load(&fin_after), 0);

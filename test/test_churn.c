@@ -159,7 +159,7 @@ static void test_churn(void)
 	long local = 3000000 / SCALE, remote = 250000 / SCALE;
 	long rss0, rss1, rss2, expect;
 
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	churn_round(l, local / 10 / 48 * 48, 0); /* warm-up */
 	local = local / 48 * 48;
 
@@ -236,7 +236,7 @@ static void test_wake_storm(void)
 	xtc__spawn_opts_t keep = { .retain = 1 };
 
 	storm_total = per * STORM_THREADS;
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	CHECK(xtc__task_spawn_fiber(l, storm_consumer, NULL, &keep, NULL) == 0);
 	for (int i = 0; i < STORM_THREADS; i++)
 		pthread_create(&th[i], NULL, storm_producer, (void *)(intptr_t)per);

@@ -435,7 +435,7 @@ static void test_threads(void)
 	CHECK(m.step == 1);
 	pthread_t t;
 	void *ret = (void *)99;
-	CHECK(pthread_create(&t, NULL, mig_thread, &m) == 0);
+	REQUIRE(pthread_create(&t, NULL, mig_thread, &m) == 0);
 	CHECK(pthread_join(t, &ret) == 0);
 	CHECK(ret == NULL);
 	CHECK(m.step == 2);

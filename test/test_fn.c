@@ -244,7 +244,7 @@ static intptr_t fiber_launcher(void *arg)
 static void test_inside_fiber(void)
 {
 	xtc_loop_t *l = NULL;
-	CHECK(xtc_loop_init(&l) == XTC_OK);
+	REQUIRE(xtc_loop_init(&l) == XTC_OK);
 	xtc_task_t *t = NULL;
 	CHECK(xtc_async(l, fiber_launcher, NULL, &t) == XTC_OK);
 	CHECK(xtc_loop_run(l) == XTC_OK);
@@ -399,7 +399,7 @@ static void test_adaptive_exec(void)
 	xtc_fn_quantum_t *q = NULL;
 	CHECK(xtc_fn_quantum_create(&o, &q) == XTC_OK);
 	xtc_exec_t *e = NULL;
-	CHECK(xtc_exec_init(&e, 1) == XTC_OK);
+	REQUIRE(xtc_exec_init(&e, 1) == XTC_OK);
 	CHECK(xtc_exec_set_preempt(e, 1 * MS) == XTC_OK);
 	CHECK(xtc_exec_set_preempt_adaptive(e, q) == XTC_OK);
 	xtc_preempt_set_involuntary(1);

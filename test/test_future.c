@@ -473,7 +473,7 @@ static void test_dispatch(void)
 	xtc_pid_t ka;
 	pthread_t th;
 	CHECK(xtc_proc_spawn(l, keepalive, NULL, NULL, &ka) == XTC_OK);
-	CHECK(pthread_create(&th, NULL, run_loop_main, l) == 0);
+	REQUIRE(pthread_create(&th, NULL, run_loop_main, l) == 0);
 	for (int i = 0; i < 200; i++) {
 		CHECK(xtc_dispatch(l, disp_fn, (void *)(intptr_t)i, &f, NULL) ==
 		      XTC_OK);
@@ -587,7 +587,7 @@ static void test_cq_stress(void)
 	}
 	for (int i = 0; i < ST_PRODUCERS; i++) {
 		args[i] = (struct st_arg){ p, i * ST_PER, (i + 1) * ST_PER };
-		CHECK(pthread_create(&th[i], NULL, st_producer, &args[i]) == 0);
+		REQUIRE(pthread_create(&th[i], NULL, st_producer, &args[i]) == 0);
 	}
 	while (got < N) {
 		int n = xtc_cq_pop(cq, e, 256);
@@ -672,9 +672,9 @@ static void test_fiber_stress(void)
 		want += i;
 	}
 	for (intptr_t i = 0; i < FW_LOOPS; i++)
-		CHECK(pthread_create(&lt[i], NULL, fw_loop_main, (void *)i) == 0);
+		REQUIRE(pthread_create(&lt[i], NULL, fw_loop_main, (void *)i) == 0);
 	for (intptr_t i = 0; i < 2; i++)
-		CHECK(pthread_create(&st[i], NULL, fw_setter, (void *)i) == 0);
+		REQUIRE(pthread_create(&st[i], NULL, fw_setter, (void *)i) == 0);
 	for (int i = 0; i < 2; i++)
 		pthread_join(st[i], NULL);
 	for (int i = 0; i < FW_LOOPS; i++)
@@ -774,7 +774,7 @@ static void fini_exec_with_parked(void)
 	pair(&p2, &f2);
 	atomic_store(&fin_parked, 0);
 	atomic_store(&fin_after, 0);
-	CHECK(xtc_exec_init(&e, 2) == XTC_OK);
+	REQUIRE(xtc_exec_init(&e, 2) == XTC_OK);
 	CHECK(xtc_exec_async_on(e, 0, fin_awaiter, f1, NULL) == XTC_OK);
 	CHECK(xtc_exec_async_on(e, 1, fin_waiter, f2, NULL) == XTC_OK);
 	CHECK(xtc_exec_async_on(e, 0, fin_exec_stopper, e, NULL) == XTC_OK);

@@ -59,7 +59,7 @@ static void test_many_fds(void)
 	xtc__io_req_t *q[NFD];
 	char c = 'x', buf[8];
 
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	CHECK(xtc__loop_enter(l) == 0);
 	for (int i = 0; i < NFD; i++)
 		CHECK(pipe(p[i]) == 0);
@@ -101,7 +101,7 @@ static void test_same_fd_twice(void)
 	char c = 'y';
 
 	CHECK(pipe(p) == 0);
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	CHECK(xtc__loop_enter(l) == 0);
 	CHECK(xtc__io_arm(l, p[0], XTC_IO_READABLE, cb, &a, &qa) == 0);
 	CHECK(xtc__io_arm(l, p[0], XTC_IO_READABLE, cb, &b, &qb) == 0);
@@ -139,7 +139,7 @@ static void test_doorbell(void)
 	int64_t t0;
 	int n = 0;
 
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	CHECK(xtc__loop_enter(l) == 0);
 	for (int round = 0; round < 3; round++) {
 		pthread_create(&th, NULL, poke, l);

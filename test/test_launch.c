@@ -87,7 +87,7 @@ static intptr_t body(void *arg)
 static void test_on_loop(void)
 {
 	xtc_loop_t *l = NULL;
-	CHECK(xtc_loop_init(&l) == XTC_OK);
+	REQUIRE(xtc_loop_init(&l) == XTC_OK);
 	/* off a fiber */
 	CHECK(xtc_launch(l, ret42, NULL, -1, NULL, NULL) == XTC_E_INVAL);
 	xtc_task_t *t = NULL;
@@ -119,7 +119,7 @@ static void test_runaway(void)
 	return;
 #endif
 	xtc_exec_t *e = NULL;
-	CHECK(xtc_exec_init(&e, 1) == XTC_OK);
+	REQUIRE(xtc_exec_init(&e, 1) == XTC_OK);
 	CHECK(xtc_exec_set_preempt(e, 1 * MS) == XTC_OK);
 	xtc_preempt_set_involuntary(1);
 	spin_stop = 0;
@@ -166,7 +166,7 @@ static void killer(void *arg)
 static void test_caller_killed(void)
 {
 	xtc_loop_t *l = NULL;
-	CHECK(xtc_loop_init(&l) == XTC_OK);
+	REQUIRE(xtc_loop_init(&l) == XTC_OK);
 	CHECK(xtc_proc_spawn(l, launching_proc, NULL, NULL, &killed_caller) ==
 	      XTC_OK);
 	CHECK(xtc_proc_spawn(l, killer, NULL, NULL, NULL) == XTC_OK);
@@ -244,7 +244,7 @@ static void fini_with_child_elsewhere(int busy)
 	atomic_store(&fl_fn_done, 0);
 	atomic_store(&fl_after, 0);
 	atomic_store(&fl_l2_stop, 0);
-	CHECK(pthread_create(&th, NULL, fl_l2_main, NULL) == 0);
+	REQUIRE(pthread_create(&th, NULL, fl_l2_main, NULL) == 0);
 	CHECK(xtc_async(l, fl_caller,
 	                (void *)(busy ? fl_busy_child : fl_sleep_child),
 	                NULL) == XTC_OK);

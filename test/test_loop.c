@@ -75,7 +75,7 @@ static void test_validation(void)
 	CHECK(xtc__task_current() == NULL && xtc__loop_current() == NULL);
 	CHECK(!xtc__in_fiber());
 
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	CHECK(l->id >= 1 && xtc__loop_by_id(l->id) == l);
 	CHECK(xtc_task_spawn(l, NULL, NULL, NULL) == XTC_E_INVAL);
 	CHECK(xtc_loop_run(l) == 0); /* empty: returns at once */
@@ -96,7 +96,7 @@ static void test_validation(void)
 	/* An executor's loop is refused by fini and run (loop->exec set). */
 	{
 		xtc_loop_t *x;
-		CHECK(xtc_loop_init(&x) == 0);
+		REQUIRE(xtc_loop_init(&x) == 0);
 		x->exec = (void *)&x; /* stands for an owning executor */
 		CHECK(xtc_loop_fini(x) == XTC_E_INVAL);
 		CHECK(xtc_loop_run(x) == XTC_E_INVAL);
@@ -175,7 +175,7 @@ static void test_verdicts(void)
 	struct cnt a = { .limit = 10 }, p = { 0 }, s = { 0 };
 	xtc_task_t *t;
 
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	CHECK(xtc_task_spawn(l, resched_n, &a, &t) == 0);
 	CHECK(xtc_loop_run(l) == 0);
 	CHECK(a.runs == 10);
@@ -241,7 +241,7 @@ static void test_cross_thread_wake(void)
 	struct xw x = { .delay = 3000000 };
 	pthread_t th;
 
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	x.l = l;
 	CHECK(xtc_task_spawn(l, xparked, &x, NULL) == 0);
 	/* First run parks it; the loop then blocks in the poller. */
@@ -292,7 +292,7 @@ static void test_stop_inside(void)
 	xtc_loop_t *l;
 	struct cnt c = { 0 };
 
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	g_loop = l;
 	CHECK(xtc_task_spawn(l, stopper, &c, NULL) == 0);
 	CHECK(xtc_loop_run(l) == 0);
@@ -385,7 +385,7 @@ static void test_parks(void)
 	struct wr w1, w2;
 	xtc_task_t *ot;
 
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	CHECK(xtc_task_spawn(l, timer_parker, &p, NULL) == 0);
 	CHECK(xtc_loop_run(l) == 0);
 	CHECK(p.runs == 2);
@@ -501,7 +501,7 @@ static void test_fiber_parks(void)
 
 	CHECK(pipe(pa) == 0);
 	p.fd = pa[0];
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	CHECK(xtc__task_spawn_fiber(l, fiber_body, &p, NULL, NULL) == 0);
 	CHECK(xtc_task_spawn(l, fiber_waker, &p, NULL) == 0);
 	w = (struct wr){ pa[1], 'x', 1000000, &p.go };
@@ -576,7 +576,7 @@ static void test_cross_spawn(void)
 	int kr = 0;
 	pthread_t th;
 
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	s.l = l;
 	CHECK(xtc_task_spawn(l, keeper, &kr, &s.keeper) == 0);
 	spawned_runs = 0;
@@ -619,7 +619,7 @@ static void test_fini_release(void)
 	xtc__spawn_opts_t o = { .proc = (void *)0x1234, .cleanup = cleanup_hook };
 	xtc_task_t *t;
 
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	l->max_tasks = 2;
 	CHECK(xtc__loop_enter(l) == 0);
 	CHECK(xtc__task_spawn_fiber(l, forever_fiber, NULL, &o, &t) == 0);
@@ -656,7 +656,7 @@ static void test_posts(void)
 	struct mypost m[100];
 	int seen = 0;
 
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	CHECK(xtc__loop_post(NULL, &m[0].p) == XTC_E_INVAL);
 	m[0].p.fn = NULL;
 	CHECK(xtc__loop_post(l, &m[0].p) == XTC_E_INVAL);
@@ -692,7 +692,7 @@ static void test_io_api(void)
 	char c = 'z';
 
 	CHECK(pipe(pa) == 0 && pipe(pb) == 0);
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	CHECK(xtc__loop_enter(l) == 0);
 	CHECK(xtc__io_arm(l, -1, XTC_IO_READABLE, io_cb, &ra, &qa) == XTC_E_INVAL);
 	CHECK(xtc__io_arm(l, pa[0], 0, io_cb, &ra, &qa) == XTC_E_INVAL);
@@ -831,7 +831,7 @@ static void test_hooks(void)
 	struct cnt a = { .limit = 3 };
 
 	memset(&hk, 0, sizeof(hk));
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	xtc__loop_set_hooks(l, &h);
 	xtc__loop_feat_set(l, XTC__LF_STALL | XTC__LF_CLASSES);
 	CHECK(xtc__task_spawn_fiber(l, hk_fiber, NULL, &cls, NULL) == 0);
@@ -891,7 +891,7 @@ static void test_wake_race(void)
 	pthread_t th[RACE_THREADS];
 	xtc__spawn_opts_t keep = { .retain = 1 };
 
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	CHECK(xtc__task_spawn_fiber(l, race_consumer, NULL, &keep, NULL) == 0);
 	for (int i = 0; i < RACE_THREADS; i++)
 		pthread_create(&th[i], NULL, race_producer, NULL);
@@ -935,7 +935,7 @@ static void test_spawn_backpressure(void)
 	struct bp b = { 0 };
 	pthread_t th;
 
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	b.l = l;
 	pthread_create(&th, NULL, bp_spawner, &b);
 	pthread_join(th, NULL);
@@ -1031,7 +1031,7 @@ static void test_post_fini_race(void)
 	for (int r = 0; r < ROUNDS; r++) {
 		xtc_loop_t *l;
 
-		CHECK(xtc_loop_init(&l) == 0);
+		REQUIRE(xtc_loop_init(&l) == 0);
 		atomic_store(&fr_go, 0);
 		for (int i = 0; i < POSTERS; i++)
 			pthread_create(&th[i], NULL, fr_poster, l);

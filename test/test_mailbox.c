@@ -683,7 +683,7 @@ static void test_cross_thread(void)
 	for (int i = 0; i < XT_SENDERS; i++) {
 		s[i].x = &x;
 		s[i].id = i;
-		CHECK(pthread_create(&th[i], NULL, xt_send_thread, &s[i]) == 0);
+		REQUIRE(pthread_create(&th[i], NULL, xt_send_thread, &s[i]) == 0);
 	}
 	run_fini(l);
 	for (int i = 0; i < XT_SENDERS; i++) {

@@ -298,7 +298,7 @@ static intptr_t peer(void *arg)
 static void test_fiber_wait(void)
 {
 	xtc_loop_t *l = NULL;
-	CHECK(xtc_loop_init(&l) == XTC_OK);
+	REQUIRE(xtc_loop_init(&l) == XTC_OK);
 	xtc_task_t *a = NULL, *b = NULL;
 	CHECK(xtc_async(l, waiter, NULL, &a) == XTC_OK);
 	CHECK(xtc_async(l, peer, NULL, &b) == XTC_OK);

@@ -611,7 +611,7 @@ static void test_exec_spinners_and_timer(void)
 	if (!xtc_preempt_involuntary_supported())
 		return;
 	xtc_exec_t *e = NULL;
-	CHECK(xtc_exec_init(&e, 1) == XTC_OK);
+	REQUIRE(xtc_exec_init(&e, 1) == XTC_OK);
 	CHECK(xtc_exec_set_preempt(e, 1 * MS) == XTC_OK);
 	xtc_preempt_set_involuntary(1);
 	ex_stop = 0;
@@ -647,7 +647,7 @@ static void test_exec_64(void)
 		return;
 	enum { N = 64 };
 	xtc_exec_t *e = NULL;
-	CHECK(xtc_exec_init(&e, 1) == XTC_OK);
+	REQUIRE(xtc_exec_init(&e, 1) == XTC_OK);
 	CHECK(xtc_exec_set_preempt(e, 200 * US) == XTC_OK);
 	xtc_preempt_set_involuntary(1);
 	ex_stop = 0;
@@ -685,7 +685,7 @@ static void test_exec_malloc(void)
 		return;
 	enum { N = 4 };
 	xtc_exec_t *e = NULL;
-	CHECK(xtc_exec_init(&e, 1) == XTC_OK);
+	REQUIRE(xtc_exec_init(&e, 1) == XTC_OK);
 	CHECK(xtc_exec_set_preempt(e, 100 * US) == XTC_OK);
 	xtc_preempt_set_involuntary(1);
 	ex_stop = 0;
@@ -744,7 +744,7 @@ static intptr_t short_worker(void *arg)
 static void test_idle_no_signal(void)
 {
 	xtc_exec_t *e = NULL;
-	CHECK(xtc_exec_init(&e, 2) == XTC_OK);
+	REQUIRE(xtc_exec_init(&e, 2) == XTC_OK);
 	CHECK(xtc_exec_set_preempt(e, 1 * MS) == XTC_OK);
 	xtc_preempt_set_involuntary(1); /* the signal path, not the ring */
 	xtc_exec_set_service_mode(e, 1);
@@ -807,7 +807,7 @@ static void test_tick_ring(void)
 		return;
 	}
 	xtc_exec_t *e = NULL;
-	CHECK(xtc_exec_init(&e, 1) == XTC_OK);
+	REQUIRE(xtc_exec_init(&e, 1) == XTC_OK);
 	CHECK(xtc_exec_set_preempt(e, 1 * MS) == XTC_OK);
 	xtc_preempt_set_involuntary(0);
 	xtc_task_t *t = NULL;
@@ -850,7 +850,7 @@ static intptr_t calls_go(void *arg)
 static void test_gocb(void)
 {
 	xtc_exec_t *e = NULL;
-	CHECK(xtc_exec_init(&e, 1) == XTC_OK);
+	REQUIRE(xtc_exec_init(&e, 1) == XTC_OK);
 	CHECK(xtc_exec_set_preempt(e, 200 * US) == XTC_OK);
 	xtc_preempt_set_involuntary(1);
 	atomic_store(&gocb_rc, 1);
@@ -893,7 +893,7 @@ static int alone_wait_flag(atomic_int *f)
 static void alone_case(int which)
 {
 	xtc_exec_t *e = NULL;
-	CHECK(xtc_exec_init(&e, 1) == XTC_OK);
+	REQUIRE(xtc_exec_init(&e, 1) == XTC_OK);
 	CHECK(xtc_exec_set_preempt(e, 1 * MS) == XTC_OK);
 	xtc_preempt_set_involuntary(1);
 	atomic_store(&alone_stop, 0);
@@ -953,27 +953,22 @@ int main(int argc, char **argv)
 	(void)only;
 	return 77;
 #endif
-#undef RUN /* test_util.h's RUN takes no filter */
-#define RUN(name)                                                          \
-	do {                                                                   \
-		if (!only || strcmp(only, #name) == 0)                             \
-			test_##name();                                                 \
-	} while (0)
+	test_only = only;
 	xtc__fiber_thread_init();
-	RUN(errors);
-	RUN(seam);
-	RUN(code_map);
-	RUN(two_spinners_raw);
-	RUN(region);
-	RUN(state_integrity);
-	RUN(malloc_deferral);
-	RUN(exec_spinners_and_timer);
-	RUN(exec_alone);
-	RUN(exec_64);
-	RUN(exec_malloc);
-	RUN(idle_no_signal);
-	RUN(tick_ring);
-	RUN(gocb);
+	RUN(test_errors);
+	RUN(test_seam);
+	RUN(test_code_map);
+	RUN(test_two_spinners_raw);
+	RUN(test_region);
+	RUN(test_state_integrity);
+	RUN(test_malloc_deferral);
+	RUN(test_exec_spinners_and_timer);
+	RUN(test_exec_alone);
+	RUN(test_exec_64);
+	RUN(test_exec_malloc);
+	RUN(test_idle_no_signal);
+	RUN(test_tick_ring);
+	RUN(test_gocb);
 	if (failures)
 		fprintf(stderr, "test_preempt: %d failure(s)\n", failures);
 	return failures ? 1 : 0;

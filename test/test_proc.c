@@ -346,7 +346,7 @@ static void test_wake_pthread(void)
 
 	memset(&w, 0, sizeof w);
 	CHECK(xtc_proc_spawn(l, wake_body, &w, NULL, &w.pid) == XTC_OK);
-	CHECK(pthread_create(&th, NULL, waker_thread, &w) == 0);
+	REQUIRE(pthread_create(&th, NULL, waker_thread, &w) == 0);
 	run_fini(l);
 	pthread_join(th, NULL);
 	CHECK(atomic_load(&w.done) == 1);
@@ -719,7 +719,7 @@ static void test_fini_live(void)
 	CHECK(xtc_send(p, "undelivered", 11) == XTC_OK);
 	x.target = p;
 	CHECK(xtc_proc_spawn(l2, fini_watcher, &x, NULL, NULL) == XTC_OK);
-	CHECK(pthread_create(&th, NULL, loop_thread, l2) == 0);
+	REQUIRE(pthread_create(&th, NULL, loop_thread, l2) == 0);
 	while (!atomic_load(&x.ready))
 		usleep(100);
 	CHECK(xtc_proc_spawn(l, fini_stopper, l, NULL, NULL) == XTC_OK);
@@ -985,7 +985,7 @@ static void test_info(void)
 	CHECK(in.mbox_cap == XTC_MAILBOX_DEFAULT_CAP);
 
 	/* live, parked, read from this (foreign) thread */
-	CHECK(pthread_create(&th, NULL, info_loop_thread, l) == 0);
+	REQUIRE(pthread_create(&th, NULL, info_loop_thread, l) == 0);
 	CHECK(info_wait(p, &in, XTC_OK, saved3));
 	CHECK(atomic_load(&info_stage) == 1);
 	CHECK(in.alive == 1 && in.migratable == 0);

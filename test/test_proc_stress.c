@@ -245,11 +245,11 @@ static void test_cross_thread(void)
 			                     NULL) == XTC_OK);
 		}
 	for (int i = 0; i < 2; i++)
-		CHECK(pthread_create(&lt[i], NULL, loop_thread, l[i]) == 0);
+		REQUIRE(pthread_create(&lt[i], NULL, loop_thread, l[i]) == 0);
 	for (int i = 0; i < XS_THREADS; i++, id++) {
 		s[id].x = &x;
 		s[id].id = id;
-		CHECK(pthread_create(&st[i], NULL, xs_thread_sender, &s[id]) == 0);
+		REQUIRE(pthread_create(&st[i], NULL, xs_thread_sender, &s[id]) == 0);
 	}
 	for (int i = 0; i < XS_THREADS; i++)
 		pthread_join(st[i], NULL);
@@ -353,7 +353,7 @@ static void test_cross_monitor(void)
 	x.other = b;
 	CHECK(xtc_proc_spawn(b, xm_keeper, NULL, NULL, &x.keeper) == XTC_OK);
 	CHECK(xtc_proc_spawn(a, xm_driver, &x, NULL, NULL) == XTC_OK);
-	CHECK(pthread_create(&th, NULL, loop_thread, b) == 0);
+	REQUIRE(pthread_create(&th, NULL, loop_thread, b) == 0);
 	CHECK(xtc_loop_run(a) == XTC_OK);
 	pthread_join(th, NULL);
 	CHECK(xtc_loop_fini(a) == XTC_OK);

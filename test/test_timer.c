@@ -33,7 +33,7 @@ static void test_lower_bound(void)
 	int64_t delays[3] = { 3000000, 1000000, 0 };
 	int order[3], n = 0;
 
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	for (int i = 0; i < 3; i++) {
 		r[i].delay = delays[i];
 		r[i].order = order;
@@ -62,7 +62,7 @@ static void test_cancel(void)
 	struct rec a = {0}, b = {0};
 	xtc_timer_t *ha, *hb;
 
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	CHECK(xtc_timer_set(l, 1000000, rec_fire, &a, &ha) == 0);
 	CHECK(xtc_timer_set(l, 2000000, rec_fire, &b, &hb) == 0);
 	CHECK(xtc_timer_cancel(ha) == 0);
@@ -117,7 +117,7 @@ static void test_validation(void)
 	xtc_timer_t *h;
 	struct thr_arg a = { 0 };
 
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	CHECK(xtc_timer_set(NULL, 0, nop, NULL, &h) == XTC_E_INVAL);
 	CHECK(xtc_timer_set(l, 0, NULL, NULL, &h) == XTC_E_INVAL);
 	CHECK(xtc_timer_set(l, -1, nop, NULL, &h) == XTC_E_INVAL);
@@ -161,7 +161,7 @@ static void test_not_starved(void)
 {
 	xtc_loop_t *l;
 
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	fired_flag = 0;
 	CHECK(xtc_task_spawn(l, busy_task, NULL, NULL) == 0);
 	CHECK(xtc_task_spawn(l, busy_task, NULL, NULL) == 0);
@@ -204,7 +204,7 @@ static void test_heap_order(void)
 	unsigned seed = 12345;
 	int cancelled = 0;
 
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	for (int i = 0; i < N; i++) {
 		int64_t d = (int64_t)(rand_r(&seed) % 3000) * 1000;
 		int64_t t0 = xtc_clock_mono();
@@ -238,7 +238,7 @@ static void test_recycle(void)
 	xtc_loop_t *l;
 	struct xtc_timer internal = { 0 };
 
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	for (int round = 0; round < 100; round++) {
 		for (int i = 0; i < 100; i++)
 			CHECK(xtc_timer_set(l, 0, anon_fire, NULL, NULL) == 0);
@@ -279,7 +279,7 @@ static void test_long_runs(void)
 {
 	xtc_loop_t *l;
 
-	CHECK(xtc_loop_init(&l) == 0);
+	REQUIRE(xtc_loop_init(&l) == 0);
 	xtc_yield_set_budget(l, 100000000);
 	CHECK(xtc_async(l, hog, NULL, NULL) == 0);
 	CHECK(xtc_timer_set(l, 1000000, note_fire, NULL, NULL) == 0);

@@ -2,7 +2,8 @@
  * test_util.h - the check harness shared by the C tests: a failure
  * counter, CHECK / CHECK_EQ (report and count, never abort, so one run
  * lists every broken case), REQUIRE (report and exit: for setup whose
- * failure leaves nothing valid to check), RUN (names a test case and its verdict), time
+ * failure leaves nothing valid to check), RUN (names a test case and its
+ * verdict; the one definition, with an optional one-case filter), time
  * units, and loop helpers that exit on a setup failure.
  */
 #ifndef TEST_UTIL_H
@@ -10,6 +11,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "xtc.h"
 
@@ -43,8 +45,21 @@ static int failures;
 		}                                                                   \
 	} while (0)
 
+/* RUN runs only this case when set (a test's argv[1], where it takes one):
+ * the full function name or the name without its test_ prefix. */
+static const char *test_only;
+
+static inline int test_selected(const char *name)
+{
+	if (test_only == NULL || strcmp(test_only, name) == 0)
+		return 1;
+	return strncmp(name, "test_", 5) == 0 && strcmp(test_only, name + 5) == 0;
+}
+
 #define RUN(fn)                                                             \
 	do {                                                                    \
+		if (!test_selected(#fn))                                            \
+			break;                                                          \
 		int before_ = failures;                                             \
 		fn();                                                               \
 		fprintf(stderr, "%-40s %s\n", #fn,                                  \
