@@ -129,6 +129,8 @@ ucontext-test:
 	$(MESON) test -C $(BUILD)-ucontext --print-errorlogs --num-processes $(JOBS) \
 		--timeout-multiplier 3 --suite unit
 
+FUZZ_TARGETS ?= FuzzDownExitDecode FuzzOsprocServe FuzzOsprocCallReply FuzzMailboxFrame
+FUZZTIME ?= 3s
 go-test:
 	$(GO) vet ./...
 	$(GO) test $(GOTESTFLAGS) ./...
@@ -136,6 +138,10 @@ go-test:
 	cd cmd/xtcbench && $(GO) vet . && $(GO) test $(GOTESTFLAGS) .
 	@# the other tag set: epoll only + ucontext switch
 	$(GO) test $(GOTESTFLAGS) -tags xtc_nouring,xtc_ucontext .
+	@# native fuzzing of every decoder of foreign bytes, a few seconds each
+	@# (fuzz_test.go; the corpus is testdata/fuzz/)
+	for f in $(FUZZ_TARGETS); do \
+		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) . || exit 1; done
 	@# a static executable keeps involuntary preemption (xtc_preempt(3))
 	$(GO) test $(GOTESTFLAGS) -ldflags '-extldflags -static' \
 		-run 'TestPreemptMap|TestPreemptCodeMap|TestPreemptTimeSlices' .

@@ -555,9 +555,13 @@ int xtc_osproc_serve(int ctrl_fd, xtc_osproc_handler_fn handler, void *arg)
 		return XTC_E_INVAL;
 	for (;;) {
 		unsigned char hdr[4];
-		int rc = io_full(ctrl_fd, hdr, 4, 0, INT64_MAX);
+		/* End of stream is a clean close only between frames: inside one
+		 * (a torn header or body) the stream is broken, XTC_E_IO. */
+		int rc = io_full(ctrl_fd, hdr, 1, 0, INT64_MAX);
 		if (rc == XTC_E_IO)
 			return XTC_OK; /* parent closed */
+		if (rc == XTC_OK)
+			rc = io_full(ctrl_fd, hdr + 1, 3, 0, INT64_MAX);
 		if (rc != XTC_OK)
 			return rc;
 		size_t len = get_le32(hdr);
@@ -568,7 +572,7 @@ int xtc_osproc_serve(int ctrl_fd, xtc_osproc_handler_fn handler, void *arg)
 			return XTC_E_NOMEM;
 		if (len && (rc = io_full(ctrl_fd, req, len, 0, INT64_MAX)) != XTC_OK) {
 			free(req);
-			return rc == XTC_E_IO ? XTC_OK : rc;
+			return rc;
 		}
 		req[len] = 0;
 		void *rep = NULL;
