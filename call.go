@@ -23,6 +23,15 @@ package xtc
 // caller, pass them in arg, free them after Go returned AND the work was
 // reaped, see CallResult), or check xtc_yield_if_due/poll cooperatively.
 //
+// Relation to the C API: Exec.Go with a context deadline is what
+// xtc_launch(3) does for a C caller (spawn, wait with a timeout, kill at
+// the deadline); xtc_launch itself must be called from a fiber, which Go
+// code never is. The deadline-preemptible functions of xtc_fn(3) run on
+// the calling thread's pooled contexts under the preemption signal, which
+// must not be armed on a Go-owned thread (cgo-feasibility.md, section 4):
+// from Go, use Exec.Go on an executor with SetPreempt, and NewQuantum /
+// Exec.SetPreemptAdaptive for the adaptive quantum.
+//
 // Alternatives rejected: the dispatch fibers of Submit (a cancel only sets
 // a flag a never-yielding kernel never reads); a Go-side reaper that polls
 // the pid (what users wrote by hand: a poll per call and a window where
