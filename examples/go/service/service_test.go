@@ -95,20 +95,19 @@ func TestServiceDeadlineStopsKernel(t *testing.T) {
 		code, _, _, err := c.get("/work?class=batch&n=100000000000&timeout=30ms")
 		require.NoError(t, err)
 		assert.Equal(t, http.StatusGatewayTimeout, code)
-		var cpu time.Duration
-		for i := 0; i < 500; i++ {
-			time.Sleep(2 * time.Millisecond)
-			if now := s.batch.CPU(); now == cpu && now > 0 {
+		// the class counter is charged at run end: wait until the loop's
+		// run record shows the kernel's run over, then it must stay flat
+		var r xtc.StallReport
+		for i := 0; i < 2500; i++ {
+			if r, err = s.e.Loop(0).StallInFlight(); err == nil && !r.InFlight {
 				break
-			} else {
-				cpu = now
 			}
+			time.Sleep(2 * time.Millisecond)
 		}
+		require.False(t, r.InFlight, "the killed kernel still runs")
+		cpu := s.batch.CPU()
 		time.Sleep(10 * time.Millisecond)
 		require.Equal(t, cpu, s.batch.CPU(), "the killed kernel still runs")
-		r, err := s.e.Loop(0).StallInFlight()
-		require.NoError(t, err)
-		require.False(t, r.InFlight)
 		past = append(past, float64(r.Started+r.Ran-(start+30*time.Millisecond))/float64(slice))
 	}
 	sort.Float64s(past)
