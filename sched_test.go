@@ -256,3 +256,43 @@ func ExampleSchedContinuousSet() {
 	fmt.Println(xtc.SchedContinuousSet(loop, 3)) // setup-only
 	// Output: xtc: xtc_sched_continuous_set: try again: timeout, full queue or budget exhausted
 }
+
+// The cost of a Go Select per selection opportunity (a cgo callback from
+// the carrier stack) against the classes' own picker and a C policy (the
+// built-in continuous one, which returns DEFAULT here): two class lanes
+// and the default lane, one yielding C proc each. ns/op is per yield.
+func BenchmarkSchedSelect(b *testing.B) {
+	for _, v := range []string{"none", "c", "go"} {
+		b.Run(v, func(b *testing.B) {
+			l, err := xtc.LoopInit()
+			require.NoError(b, err)
+			defer l.Fini()
+			var cls []*xtc.ExecClass
+			for i := 0; i < 2; i++ {
+				c, err := xtc.ExecClassCreate(l, 100, 0)
+				require.NoError(b, err)
+				cls = append(cls, c)
+			}
+			switch v {
+			case "c":
+				require.NoError(b, xtc.SchedContinuousSet(l, 4))
+			case "go":
+				require.NoError(b, xtc.SchedPolicySet(l, &xtc.SchedPolicy{MaxBypass: 4,
+					Select: func([]xtc.SchedLane) int { return xtc.SchedDefault }}))
+			}
+			per := int64(b.N/3 + 1)
+			for i := -1; i < 2; i++ {
+				cell := ctest.NewCell(per)
+				defer cell.Free()
+				o := &xtc.ProcOpts{}
+				if i >= 0 {
+					o.SchedClass = cls[i]
+				}
+				_, err := xtc.ProcSpawn(l, ctest.YieldN, cell.Ptr(), o)
+				require.NoError(b, err)
+			}
+			b.ResetTimer()
+			require.NoError(b, l.Run())
+		})
+	}
+}
