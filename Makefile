@@ -142,9 +142,12 @@ go-test:
 	@# (fuzz_test.go; the corpus is testdata/fuzz/)
 	for f in $(FUZZ_TARGETS); do \
 		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) . || exit 1; done
-	@# a static executable keeps involuntary preemption (xtc_preempt(3))
+	@# a static executable keeps involuntary preemption (xtc_preempt(3)):
+	@# the code map, and a never-yielding kernel time-sliced (example)
 	$(GO) test $(GOTESTFLAGS) -ldflags '-extldflags -static' \
-		-run 'TestPreemptMap|TestPreemptCodeMap|TestPreemptTimeSlices' .
+		-run 'TestPreemptMap|TestPreemptCodeMap' .
+	$(GO) build -ldflags '-extldflags -static' -o $(BUILD)/preempt-static ./examples/go/preempt
+	$(BUILD)/preempt-static | tee /dev/stderr | grep -q '^preemptions [1-9]'
 	@# the package must still build without cgo (nocgo.go stubs)
 	CGO_ENABLED=0 $(GO) build . ./internal/errtable ./internal/shimgen ./tools/...
 

@@ -10,10 +10,13 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
+
+	"github.com/xtc-go/xtc/internal/ctest"
 )
 
 // Fan-out/fan-in of small units of work on 2 carriers: xtc procs on a
-// 2-loop executor (C workload, see exec_testhelp.go) against goroutines
+// 2-loop executor (C workload, internal/ctest/exec.go) against goroutines
 // with GOMAXPROCS=2, in the same run. Reported as ns per unit; the ratio
 // is printed by BenchmarkExecFanout/ratio.
 const fanoutN = 1_000_000
@@ -58,7 +61,7 @@ func median(ds []time.Duration) time.Duration {
 func BenchmarkExecFanout(b *testing.B) {
 	b.Run("xtc", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			d := execFanoutXtc(fanoutN)
+			d := ctest.ExecFanout(fanoutN)
 			b.ReportMetric(float64(d.Nanoseconds())/fanoutN, "ns/proc")
 		}
 	})
@@ -72,7 +75,7 @@ func BenchmarkExecFanout(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			var xs, gs []time.Duration
 			for r := 0; r < 3; r++ {
-				xs = append(xs, execFanoutXtc(fanoutN))
+				xs = append(xs, ctest.ExecFanout(fanoutN))
 				gs = append(gs, goFanout(fanoutN))
 			}
 			x, g := median(xs), median(gs)
@@ -108,16 +111,16 @@ func BenchmarkExecSpawnLatency(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		time.Sleep(300 * time.Microsecond) // the carrier parks
-		if err := spawnStamped(e); err != nil {
+		if err := mkerr("xtc_exec_spawn_on", ctest.SpawnStamped(unsafe.Pointer(e.c))); err != nil {
 			b.Fatal(err)
 		}
-		for stampedLatency() < 0 {
+		for ctest.StampedLatency() < 0 {
 			// sleep, do not spin: a spinning goroutine (and the Go
 			// scheduler's spinning Ms) would compete with the carrier
 			// for this machine's two cores; the delay is stamped in C
 			time.Sleep(20 * time.Microsecond)
 		}
-		lat = append(lat, stampedLatency())
+		lat = append(lat, ctest.StampedLatency())
 	}
 	b.StopTimer()
 	e.Stop()

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/xtc-go/xtc/internal/ctest"
 )
 
 func TestExecErrors(t *testing.T) {
@@ -187,7 +189,7 @@ func TestExecClassAfterFini(t *testing.T) {
 	c, err := ExecClassCreate(l, 42, time.Microsecond)
 	require.NoError(t, err)
 	assert.Equal(t, 42, c.Shares())
-	_, err = ProcSpawn(other, testWorker(), nil, &ProcOpts{SchedClass: c})
+	_, err = ProcSpawn(other, ctest.Worker(), nil, &ProcOpts{SchedClass: c})
 	assert.ErrorIs(t, err, ErrInval, "class of another loop")
 	require.NoError(t, l.Fini())
 	assert.Zero(t, c.Shares())
@@ -195,7 +197,7 @@ func TestExecClassAfterFini(t *testing.T) {
 	assert.Zero(t, c.Runs())
 	assert.Zero(t, c.VRuntime())
 	assert.Zero(t, c.CPU())
-	_, err = ProcSpawn(other, testWorker(), nil, &ProcOpts{SchedClass: c})
+	_, err = ProcSpawn(other, ctest.Worker(), nil, &ProcOpts{SchedClass: c})
 	assert.ErrorIs(t, err, ErrInval, "class of a finalised loop")
 
 	// the same through an executor's Fini
@@ -221,11 +223,11 @@ func classesAttempt(t *testing.T) []uint64 {
 		require.NoError(t, err)
 		cls = append(cls, c)
 		for k := 0; k < 2; k++ {
-			_, err := ProcSpawn(l, testWorker(), nil, &ProcOpts{SchedClass: c})
+			_, err := ProcSpawn(l, ctest.Worker(), nil, &ProcOpts{SchedClass: c})
 			require.NoError(t, err)
 		}
 	}
-	setTestBudget(3000)
+	ctest.SetBudget(3000)
 	require.NoError(t, e.Run())
 	assert.Greater(t, cls[0].CPU(), time.Duration(0))
 	return []uint64{cls[0].Runs(), cls[1].Runs(), cls[2].Runs()}
@@ -252,7 +254,7 @@ func TestExecClassesOrder(t *testing.T) {
 	defer e2.Fini()
 	other, err := ExecClassCreate(e2.Loop(0), 10, 0)
 	require.NoError(t, err)
-	_, err = ProcSpawn(e1.Loop(0), testWorker(), nil, &ProcOpts{SchedClass: other})
+	_, err = ProcSpawn(e1.Loop(0), ctest.Worker(), nil, &ProcOpts{SchedClass: other})
 	assert.ErrorIs(t, err, ErrInval)
 }
 
@@ -313,7 +315,7 @@ func TestExecStallFunc(t *testing.T) {
 }
 
 func TestExecFanoutXtcHelper(t *testing.T) {
-	d := execFanoutXtc(20000)
+	d := ctest.ExecFanout(20000)
 	assert.Greater(t, d, time.Duration(0))
 }
 

@@ -132,20 +132,20 @@ func TestPreemptCodeMapByConstruction(t *testing.T) {
 		want[s] = true
 	}
 	got := map[string]bool{}
-	for _, f := range preemptCodemapFiles() {
+	for _, f := range ctest.CodemapFiles() {
 		got[f] = true
 	}
 	assert.Equal(t, want, got, "code map records vs the zz_csrc_* shims of this build")
-	assert.False(t, preemptPCOK(ptYieldFn()), "xtc_yield is runtime code")
-	assert.True(t, preemptPCOK(ptSpinFn()), "a user kernel is preemptible")
+	assert.False(t, ctest.PreemptPCOK(ctest.YieldFn()), "xtc_yield is runtime code")
 	if staticExecutable(t) {
 		// internal/ctest's objects are linked after package xtc's: in a
 		// static executable that is libc's side (xtc_preempt(3)).
 		t.Log("static executable: C code linked after package xtc is not preempted")
 		return
 	}
-	assert.True(t, preemptPCOK(ctest.CodemapTimerFn), "user code in a file named timer.c")
-	assert.True(t, preemptPCOK(ctest.CodemapXtcFn), "a user function named xtc_*")
+	assert.True(t, ctest.PreemptPCOK(ctest.SpinFn()), "a user kernel is preemptible")
+	assert.True(t, ctest.PreemptPCOK(ctest.CodemapTimerFn), "user code in a file named timer.c")
+	assert.True(t, ctest.PreemptPCOK(ctest.CodemapXtcFn), "a user function named xtc_*")
 }
 
 // staticExecutable: this test binary has no program interpreter (linked
@@ -199,14 +199,14 @@ func TestPreemptTimeSlicesNeverYieldingKernel(t *testing.T) {
 	run, err := e.Start()
 	require.NoError(t, err)
 
-	stop := ptFlagNew()
-	defer stop.free()
-	spin, err := Submit(e.Loop(0), ptSpinFn(), stop.ptr())
+	stop := ctest.NewFlag()
+	defer stop.Free()
+	spin, err := Submit(e.Loop(0), ctest.SpinFn(), stop.Ptr())
 	require.NoError(t, err)
 	time.Sleep(5 * time.Millisecond) // the kernel owns the loop now
 	for i := 0; i < 20; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		f, err := Submit(e.Loop(0), ptShortFn(), nil)
+		f, err := Submit(e.Loop(0), ctest.ShortFn(), nil)
 		require.NoError(t, err)
 		v, err := f.Wait(ctx)
 		cancel()
@@ -218,7 +218,7 @@ func TestPreemptTimeSlicesNeverYieldingKernel(t *testing.T) {
 		assert.Equal(t, int64(7), v)
 	}
 	assert.False(t, spin.Ready(), "the kernel must still be spinning")
-	stop.set()
+	stop.Set()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	v, err := spin.Wait(ctx)

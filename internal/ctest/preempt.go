@@ -1,10 +1,10 @@
 //go:build cgo
 
-package xtc
+package ctest
 
-// C workloads used by preempt_test.go (test files cannot hold cgo code): a
-// kernel that never yields and a short request, and the code-map probes
-// (xtc__preempt_pc_ok, the records of rtcode_int.h). Unexported.
+// C workloads of the preemption tests of package xtc (preempt_test.go): a
+// kernel that never yields, a short request, and the code-map probes
+// (xtc__preempt_pc_ok, the records of rtcode_int.h).
 
 /*
 #include <stdint.h>
@@ -51,21 +51,35 @@ import (
 	"unsafe"
 )
 
-type ptFlag struct{ p *C.int }
+// Flag is a C int a spinner polls (SpinFn's argument).
+type Flag struct{ p *C.int }
 
-func ptFlagNew() ptFlag              { return ptFlag{C.gopt_flag_new()} }
-func (f ptFlag) set()                { C.gopt_flag_set(f.p) }
-func (f ptFlag) free()               { C.free(unsafe.Pointer(f.p)) }
-func (f ptFlag) ptr() unsafe.Pointer { return unsafe.Pointer(f.p) }
-func ptSpinFn() unsafe.Pointer       { return C.gopt_spin_fn() }
-func ptShortFn() unsafe.Pointer      { return C.gopt_short_fn() }
+// NewFlag allocates a cleared flag.
+func NewFlag() Flag { return Flag{C.gopt_flag_new()} }
 
-// preemptPCOK: may the involuntary path interrupt code at pc?
-func preemptPCOK(pc unsafe.Pointer) bool { return C.gopt_pc_ok(pc) == 1 }
+// Set raises the flag (the spinner returns).
+func (f Flag) Set() { C.gopt_flag_set(f.p) }
 
-// preemptCodemapFiles lists the base names of the source files in the
+// Free releases the flag.
+func (f Flag) Free() { C.free(unsafe.Pointer(f.p)) }
+
+// Ptr is the flag's address, the spinner's argument.
+func (f Flag) Ptr() unsafe.Pointer { return unsafe.Pointer(f.p) }
+
+// SpinFn is a C coroutine body (intptr_t (*)(void *)) that spins without
+// any call until its Flag is set; ShortFn returns 7 at once.
+func SpinFn() unsafe.Pointer  { return C.gopt_spin_fn() }
+func ShortFn() unsafe.Pointer { return C.gopt_short_fn() }
+
+// YieldFn is xtc_yield's address (runtime code).
+func YieldFn() unsafe.Pointer { return C.gopt_yield_fn() }
+
+// PreemptPCOK: may the involuntary path interrupt code at pc?
+func PreemptPCOK(pc unsafe.Pointer) bool { return C.gopt_pc_ok(pc) == 1 }
+
+// CodemapFiles lists the base names of the source files in the
 // preemption code map, one per record (a file has several).
-func preemptCodemapFiles() []string {
+func CodemapFiles() []string {
 	var out []string
 	for i := 0; ; i++ {
 		f := C.gopt_codemap_file(C.int(i))
@@ -75,5 +89,3 @@ func preemptCodemapFiles() []string {
 		out = append(out, filepath.Base(C.GoString(f)))
 	}
 }
-
-func ptYieldFn() unsafe.Pointer { return C.gopt_yield_fn() }

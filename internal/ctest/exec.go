@@ -1,11 +1,12 @@
 //go:build cgo
 
-package xtc
+package ctest
 
-// C workloads used by exec_test.go and exec_bench_test.go (test files
-// cannot hold cgo code): small procs for fan-out/fan-in, equal-cost
-// yielding workers for the class tests. Unexported; nothing of the public
-// API depends on them.
+// C workloads of the executor tests and benchmarks of package xtc
+// (exec_test.go, exec_bench_test.go): small procs for fan-out/fan-in,
+// equal-cost yielding workers for the class tests, a spawn-latency stamp.
+// Here rather than in package xtc so they are not compiled into every
+// program that imports xtc.
 
 /*
 #include <stdatomic.h>
@@ -83,8 +84,9 @@ static int xtc_th_stamp_task(xtc_task_t *t, void *u)
 	return XTC_TASK_DONE;
 }
 
-static int xtc_th_stamp_spawn(xtc_exec_t *e)
+static int xtc_th_stamp_spawn(void *ep)
 {
+	xtc_exec_t *e = ep;
 	atomic_store(&xtc_th_lat, -1);
 	atomic_store(&xtc_th_t0, xtc_clock_mono());
 	return xtc_exec_spawn_on(e, 0, xtc_th_stamp_task, NULL, NULL);
@@ -100,19 +102,21 @@ import (
 	"unsafe"
 )
 
-// execFanoutXtc runs the C fan-out/fan-in workload: n procs on 2 loops.
-func execFanoutXtc(n int) time.Duration { return time.Duration(C.xtc_th_fanout(C.long(n))) }
+// ExecFanout runs the C fan-out/fan-in workload: n procs on 2 loops of a
+// fresh executor; -1 on a failure.
+func ExecFanout(n int) time.Duration { return time.Duration(C.xtc_th_fanout(C.long(n))) }
 
-// testWorker is a C proc body: equal-cost chunks drawn from the budget set
-// by setTestBudget, with a yield between chunks.
-func testWorker() unsafe.Pointer { return C.xtc_th_worker_ptr() }
+// Worker is a C proc body: equal-cost chunks drawn from the budget set by
+// SetBudget, with a yield between chunks.
+func Worker() unsafe.Pointer { return C.xtc_th_worker_ptr() }
 
-func setTestBudget(n int) { C.xtc_th_set_budget(C.long(n)) }
+// SetBudget sets the number of chunks Worker procs share.
+func SetBudget(n int) { C.xtc_th_set_budget(C.long(n)) }
 
-// spawnStamped spawns a C task on loop 0 of e that records the delay from
-// this call to its first run; stampedLatency returns it (-1 until it ran).
-func spawnStamped(e *Exec) error {
-	return e.withC("xtc_exec_spawn_on", func(c *C.xtc_exec_t) C.int { return C.xtc_th_stamp_spawn(c) })
-}
+// SpawnStamped spawns a C task on loop 0 of the executor exec (an
+// xtc_exec_t *) that records the delay from this call to its first run;
+// StampedLatency returns it (-1 until it ran). The code is XTC_E_*.
+func SpawnStamped(exec unsafe.Pointer) int { return int(C.xtc_th_stamp_spawn(exec)) }
 
-func stampedLatency() time.Duration { return time.Duration(C.xtc_th_stamp_get()) }
+// StampedLatency: see SpawnStamped.
+func StampedLatency() time.Duration { return time.Duration(C.xtc_th_stamp_get()) }
