@@ -1090,7 +1090,11 @@ static void disp_cleanup(xtc_task_t *t, void *proc)
 	xtc_dispatch_handle_t *h = t->arg;
 
 	(void)proc;
-	disp_complete(h, 0, XTC_E_ABORTED);
+	/* A fiber whose stack could not be mapped at its first run finishes
+	 * unrun with the error as its result: report that (XTC_E_NOMEM), as
+	 * an eager spawn failure would. Otherwise (fini) it was released
+	 * unfinished. After disp_body completed, this changes nothing. */
+	disp_complete(h, 0, t->result < 0 ? (int)t->result : XTC_E_ABORTED);
 	disp_unref(h);
 }
 
