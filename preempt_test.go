@@ -176,7 +176,9 @@ func TestPreemptQuantum(t *testing.T) {
 	require.NoError(t, q.SetLoad(0.05))
 	v, err := q.Update()
 	require.NoError(t, err)
-	assert.Equal(t, 200*time.Microsecond, v) // low load: longer
+	// low load: longer (by how much depends on the measured preemption
+	// cost, which the floor follows)
+	assert.Greater(t, v, 100*time.Microsecond)
 	assert.InDelta(t, 0.05, q.Load(), 1e-9)
 	assert.Greater(t, q.TailIndex(), 2.0)
 	require.NoError(t, q.AddBusy(time.Millisecond))

@@ -1,0 +1,5 @@
+//go:build !race && !asan
+
+package xtc
+
+const underSanitizer = false
