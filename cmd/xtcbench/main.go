@@ -1,7 +1,7 @@
 // Command xtcbench runs the same workloads on xtc and on Go's runtime in
 // one process and writes a Markdown report, results.json and PNG plots.
 //
-//	go run ./cmd/xtcbench --short --out docs/xtcbench
+//	cd cmd/xtcbench && go run . --short --out ../../docs/xtcbench
 //
 // See `xtcbench --help` and the README section on xtcbench.
 package main
