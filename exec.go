@@ -458,9 +458,11 @@ func (e *Exec) Submit(loopIdx int, fn func()) error {
 	return e.submit(loopIdx, fn, 0)
 }
 
-// SubmitWait is Submit that waits for room in a full ring, up to timeout
-// (< 0 forever), then returns ErrAgain (xtc_exec_submit_wait).
-func (e *Exec) SubmitWait(loopIdx int, fn func(), timeout time.Duration) error {
+// SubmitWithin is Submit that waits for room in a full ring, up to timeout
+// (< 0 forever), then returns ErrAgain (xtc_exec_submit_wait). (Named
+// apart from the package's SubmitWait, which waits for a C function's
+// result.)
+func (e *Exec) SubmitWithin(loopIdx int, fn func(), timeout time.Duration) error {
 	if timeout == 0 {
 		timeout = 1 // 0 would mean "no wait" in the C call
 	}

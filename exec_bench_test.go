@@ -182,7 +182,7 @@ func BenchmarkExecSubmitThroughput(b *testing.B) {
 	fn := func() { done.Add(1) }
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if err := e.SubmitWait(0, fn, -1); err != nil {
+		if err := e.SubmitWithin(0, fn, -1); err != nil {
 			b.Fatal(err)
 		}
 	}

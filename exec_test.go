@@ -116,7 +116,7 @@ func TestExecStartWaitService(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 2000; i++ {
-				if err := e.SubmitWait(-1, func() { ran.Add(1) }, -1); err != nil {
+				if err := e.SubmitWithin(-1, func() { ran.Add(1) }, -1); err != nil {
 					t.Error(err)
 					return
 				}
