@@ -110,7 +110,7 @@ var noCgoDebt = map[string]bool{
 	"func Exec.StealBackoff":       true,
 	"func Exec.Stop":               true,
 	"func Exec.Submit":             true,
-	"func Exec.SubmitWait":         true,
+	"func Exec.SubmitWithin":       true,
 	"func ExecClass.CPU":           true,
 	"func ExecClass.Latency":       true,
 	"func ExecClass.Runs":          true,
