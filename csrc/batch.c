@@ -42,6 +42,35 @@
  * counter is already atomic and may be drawn from any thread); placement
  * only chooses the loop passed to create.
  *
+ * Cross-thread admission (xtc_batch_submit_mt/_cancel_mt/_resume_mt): a
+ * pool of P records and a ring of 2P op cells, both allocated by create.
+ * A hand-in pops a free record index from `freeq` (a bounded MPMC queue of
+ * sequence-stamped cells: any thread pops, only the owner pushes), fills it,
+ * and pushes a SUBMIT op into `inq` (any thread pushes, only the owner pops);
+ * cancel_mt/resume_mt push an op carrying the handle only. The driver drains
+ * `inq` at the top of every boundary: a SUBMIT record joins the `over` FIFO
+ * (records in submission order) and is promoted into a free slot as soon as
+ * one exists, so a hand-in that finds the group full waits, never fails,
+ * once XTC_OK was returned; the record goes back to freeq after complete.
+ * An mt handle is MT_HANDLE | (seq << 20) | record index, so the owner finds
+ * the record in O(1) and from it the slot (rec.slot) once promoted.
+ *   Closing races: a hand-in increments mt_pend before it reads closed_pub
+ * (both seq_cst), the driver decrements it when it drains the record and
+ * may only end when closed, nothing is live and mt_pend == 0; so either
+ * the hand-in sees the close and refuses before issuing a handle, or the
+ * driver sees the pending record and waits for it (Dekker).
+ *   Waking: the driver publishes parked = 1 (seq_cst) and re-checks the
+ * ring before it parks; a hand-in pushes, then reads parked and wins the
+ * 1 -> 0 CAS before it calls xtc__task_wake (latched if the driver has not
+ * parked yet). `wakers` counts the hand-ins between that read and the
+ * wake; the ending driver stores parked = 2 and waits for wakers == 0, so
+ * no thread ever wakes a task that has been reaped.
+ *   mt_calls counts the mt calls in progress; destroy refuses (XTC_E_AGAIN)
+ * while one runs instead of freeing memory under it.
+ * Rejected: a mutex around the slots (the owner's hot path would take it,
+ * and a producer would block behind a step); the loop's inbox (it carries
+ * tasks, costs a wakeup per post, and cannot refuse when full).
+ *
  * Alternatives rejected: completing a cancelled request inside
  * xtc_batch_cancel (complete would then run on the caller's stack, inside
  * the caller's locks, and a cancel racing the step could not be ordered with
@@ -54,6 +83,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <sched.h>
 
 #include "xtc.h"
 #include "xtc_batch.h"
@@ -67,6 +97,40 @@
 #define SLOT_BITS 20
 #define SLOT_MASK (((uint64_t)1 << SLOT_BITS) - 1)
 #define NIL UINT32_MAX
+#define MT_SEQ_MASK ((((uint64_t)1 << 63) - 1) >> SLOT_BITS)
+#define MT_MIN 64u
+#define MT_MAX 65536u
+
+enum { OP_SUBMIT = 1, OP_CANCEL, OP_RESUME };
+
+/* One cell of a bounded MPMC queue: seq == pos when free for the push at
+ * pos, pos + 1 when it holds that push's value. */
+typedef struct qcell {
+	_Atomic uint64_t seq;
+	uint64_t handle;
+	uint32_t op;
+	uint32_t pad;
+} qcell_t;
+
+typedef struct mq {
+	qcell_t *cells;
+	uint64_t mask;
+	_Alignas(64) _Atomic uint64_t tail; /* next push */
+	_Alignas(64) _Atomic uint64_t head; /* next pop */
+} mq_t;
+
+/* A hand-in record. request/charge/p_handle are written by the producer
+ * before its push and read by the owner after the pop; the rest is the
+ * owner's. */
+typedef struct rec {
+	uint64_t p_handle;
+	void *request;
+	uint64_t charge;
+	uint64_t owner_h;   /* the handle while the owner holds it, else 0 */
+	uint32_t slot;      /* its slot once promoted, else NIL */
+	uint32_t next;      /* over FIFO */
+	uint8_t cancel;
+} rec_t;
 
 enum { S_FREE = 0, S_WAITING, S_READY, S_BLOCKED };
 
@@ -78,6 +142,7 @@ typedef struct slot {
 	uint32_t next;      /* waiting FIFO / free list */
 	uint8_t state;      /* S_* */
 	uint8_t cancel;     /* cancel requested, applied at the next boundary */
+	uint32_t rec;       /* its hand-in record, or NIL */
 } slot_t;
 
 /* Counters read by xtc_batch_get_stats from any thread; written only by
@@ -130,7 +195,7 @@ struct xtc_batch {
 	uint64_t resource_used;
 	int in_cb;
 	unsigned closed;             /* 0, XTC_BATCH_DRAIN, XTC_BATCH_CANCEL */
-	int parked;                  /* the driver waits for work */
+	_Atomic int parked;          /* 1: the driver waits; 2: it ended */
 	int32_t rep_active, rep_ready, rep_waiting; /* last sched report */
 
 	xtc_task_t *driver_task;
@@ -139,6 +204,17 @@ struct xtc_batch {
 	_Atomic uint32_t closed_pub; /* closed, for stats readers */
 
 	_Atomic uint64_t seq;        /* handle counter */
+
+	/* cross-thread admission */
+	rec_t *recs;
+	uint32_t n_recs;
+	mq_t inq, freeq;
+	uint32_t over_head, over_tail; /* records waiting for a slot */
+	size_t n_over, n_over_cancel;
+	_Alignas(64) _Atomic uint64_t mt_pend;  /* pushed, not yet drained */
+	_Atomic uint64_t mt_calls;              /* mt calls in progress */
+	_Atomic uint64_t wakers;
+	_Atomic uint64_t mt_refused;
 
 	ctr_t accepted, refused, admitted, completed, completed_ok, aborted,
 	      failed, iterations, member_rounds, deadlk, waiting, active,
@@ -254,6 +330,84 @@ static int mutator_gate(xtc_batch_t *g)
 	return XTC_OK;
 }
 
+/* ---- bounded MPMC queue ------------------------------------------------- */
+
+static void mq_init(mq_t *q, qcell_t *cells, uint64_t n)
+{
+	q->cells = cells;
+	q->mask = n - 1;
+	for (uint64_t i = 0; i < n; i++)
+		atomic_store_explicit(&cells[i].seq, i, memory_order_relaxed);
+	atomic_store_explicit(&q->tail, 0, memory_order_relaxed);
+	atomic_store_explicit(&q->head, 0, memory_order_relaxed);
+}
+
+static int mq_push(mq_t *q, uint64_t handle, uint32_t op)
+{
+	uint64_t pos = atomic_load_explicit(&q->tail, memory_order_relaxed);
+	qcell_t *c;
+
+	for (;;) {
+		c = &q->cells[pos & q->mask];
+		uint64_t seq = atomic_load_explicit(&c->seq,
+		                                    memory_order_acquire);
+		int64_t d = (int64_t)(seq - pos);
+		if (d == 0) {
+			if (atomic_compare_exchange_weak_explicit(
+			            &q->tail, &pos, pos + 1,
+			            memory_order_relaxed, memory_order_relaxed))
+				break;
+		} else if (d < 0) {
+			return 0; /* full */
+		} else {
+			pos = atomic_load_explicit(&q->tail,
+			                           memory_order_relaxed);
+		}
+	}
+	c->handle = handle;
+	c->op = op;
+	atomic_store_explicit(&c->seq, pos + 1, memory_order_release);
+	return 1;
+}
+
+static int mq_pop(mq_t *q, uint64_t *handle, uint32_t *op)
+{
+	uint64_t pos = atomic_load_explicit(&q->head, memory_order_relaxed);
+	qcell_t *c;
+
+	for (;;) {
+		c = &q->cells[pos & q->mask];
+		uint64_t seq = atomic_load_explicit(&c->seq,
+		                                    memory_order_acquire);
+		int64_t d = (int64_t)(seq - (pos + 1));
+		if (d == 0) {
+			if (atomic_compare_exchange_weak_explicit(
+			            &q->head, &pos, pos + 1,
+			            memory_order_relaxed, memory_order_relaxed))
+				break;
+		} else if (d < 0) {
+			return 0; /* empty (or the push at head not written yet) */
+		} else {
+			pos = atomic_load_explicit(&q->head,
+			                           memory_order_relaxed);
+		}
+	}
+	*handle = c->handle;
+	if (op != NULL)
+		*op = c->op;
+	atomic_store_explicit(&c->seq, pos + q->mask + 1, memory_order_release);
+	return 1;
+}
+
+/* The next pop would succeed (owner: the only consumer of inq). */
+static int mq_ready(mq_t *q)
+{
+	uint64_t pos = atomic_load_explicit(&q->head, memory_order_relaxed);
+
+	return atomic_load_explicit(&q->cells[pos & q->mask].seq,
+	                            memory_order_acquire) == pos + 1;
+}
+
 /* ---- owner-thread helpers ------------------------------------------------ */
 
 static void publish(xtc_batch_t *g)
@@ -264,7 +418,7 @@ static void publish(xtc_batch_t *g)
 		blocked += g->slots[g->act[i]].state == S_BLOCKED;
 	ctr_set(&g->active, g->n_act);
 	ctr_set(&g->blocked, blocked);
-	ctr_set(&g->waiting, g->n_live - g->n_act);
+	ctr_set(&g->waiting, g->n_live - g->n_act + g->n_over);
 	ctr_set(&g->resource_pub, g->resource_used);
 	if (g->n_act > ctr_ld(&g->peak_active))
 		ctr_set(&g->peak_active, g->n_act);
@@ -285,15 +439,50 @@ static void publish(xtc_batch_t *g)
 	}
 }
 
+/* Owner side (the loop thread, or the owner between runs). */
 static void wake_driver(xtc_batch_t *g)
 {
-	if (!g->parked || g->driver_task == NULL)
+	int one = 1;
+
+	if (atomic_load_explicit(&g->parked, memory_order_relaxed) != 1 ||
+	    g->driver_task == NULL)
 		return;
-	g->parked = 0;
+	if (!atomic_compare_exchange_strong(&g->parked, &one, 0))
+		return;
 	if (xtc__tls_loop == g->loop)
 		xtc__task_wake_local(g->driver_task);
 	else
 		(void)xtc__task_wake(g->driver_task);
+}
+
+/* Any thread, after a push (or a refusal that may let the driver end). */
+static void wake_driver_mt(xtc_batch_t *g)
+{
+	int one = 1;
+
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&g->parked, memory_order_relaxed) != 1)
+		return;
+	atomic_fetch_add(&g->wakers, 1);
+	if (atomic_compare_exchange_strong(&g->parked, &one, 0)) {
+		xtc_task_t *t = g->driver_task;
+		if (t != NULL) {
+			if (xtc__tls_loop == g->loop)
+				xtc__task_wake_local(t);
+			else
+				(void)xtc__task_wake(t);
+		}
+	}
+	atomic_fetch_sub(&g->wakers, 1);
+}
+
+static rec_t *lookup_rec(xtc_batch_t *g, uint64_t handle)
+{
+	uint64_t i = handle & SLOT_MASK;
+
+	if (!(handle & XTC_BATCH_MT_HANDLE) || i >= g->n_recs)
+		return NULL;
+	return g->recs[i].owner_h == handle ? &g->recs[i] : NULL;
 }
 
 static slot_t *lookup(xtc_batch_t *g, uint64_t handle)
@@ -301,10 +490,128 @@ static slot_t *lookup(xtc_batch_t *g, uint64_t handle)
 	uint64_t i = handle & SLOT_MASK;
 	slot_t *s;
 
+	if (handle & XTC_BATCH_MT_HANDLE) {
+		rec_t *r = lookup_rec(g, handle);
+		if (r == NULL || r->slot == NIL)
+			return NULL;
+		i = r->slot;
+	}
 	if (handle == 0 || i >= g->capacity)
 		return NULL;
 	s = &g->slots[i];
 	return s->state != S_FREE && s->handle == handle ? s : NULL;
+}
+
+/* Give a record back to the pool (after its complete returned). */
+static void rec_free(xtc_batch_t *g, uint32_t ri)
+{
+	g->recs[ri].owner_h = 0;
+	g->recs[ri].slot = NIL;
+	g->recs[ri].cancel = 0;
+	(void)mq_push(&g->freeq, ri, 0); /* never full: P cells, P records */
+}
+
+/* Complete a record that never reached a slot (cancelled in the over
+ * FIFO, or close(CANCEL)). The caller unlinked it. */
+static void finish_rec(xtc_batch_t *g, uint32_t ri, int outcome)
+{
+	rec_t *r = &g->recs[ri];
+
+	if (r->cancel)
+		g->n_over_cancel--;
+	g->n_over--;
+	ctr_add(&g->completed, 1);
+	if (outcome == XTC_OK)
+		ctr_add(&g->completed_ok, 1);
+	else if (outcome == XTC_E_ABORTED)
+		ctr_add(&g->aborted, 1);
+	else
+		ctr_add(&g->failed, 1);
+	g->in_cb = 1;
+	g->complete(r->owner_h, r->request, outcome, g->user);
+	g->in_cb = 0;
+	rec_free(g, ri);
+}
+
+/* Drain the ring: SUBMIT records join the over FIFO; CANCEL/RESUME ops are
+ * applied (discarded for a handle that is not live). Calls no callback. */
+static void drain(xtc_batch_t *g)
+{
+	uint64_t h;
+	uint32_t op;
+
+	while (mq_pop(&g->inq, &h, &op)) {
+		if (op == OP_SUBMIT) {
+			uint32_t ri = (uint32_t)(h & SLOT_MASK);
+			rec_t *r = &g->recs[ri];
+			r->owner_h = h;
+			r->slot = NIL;
+			r->cancel = 0;
+			r->next = NIL;
+			if (g->over_tail == NIL)
+				g->over_head = ri;
+			else
+				g->recs[g->over_tail].next = ri;
+			g->over_tail = ri;
+			g->n_over++;
+			ctr_add(&g->accepted, 1);
+			atomic_fetch_sub(&g->mt_pend, 1);
+			continue;
+		}
+		slot_t *s = lookup(g, h);
+		if (op == OP_CANCEL) {
+			rec_t *r;
+			if (s != NULL) {
+				if (!s->cancel) {
+					s->cancel = 1;
+					g->n_cancel++;
+				}
+			} else if ((r = lookup_rec(g, h)) != NULL &&
+			           r->slot == NIL && !r->cancel) {
+				r->cancel = 1;
+				g->n_over_cancel++;
+			}
+		} else if (s != NULL && s->state == S_BLOCKED) {
+			s->state = S_READY;
+		}
+	}
+}
+
+/* Move over-FIFO records into free slots, in submission order. */
+static void promote(xtc_batch_t *g)
+{
+	while (g->over_head != NIL && g->free_head != NIL) {
+		uint32_t ri = g->over_head, i = g->free_head;
+		rec_t *r = &g->recs[ri];
+		slot_t *s = &g->slots[i];
+
+		g->over_head = r->next;
+		if (g->over_head == NIL)
+			g->over_tail = NIL;
+		g->n_over--;
+		g->free_head = s->next;
+		s->handle = r->owner_h;
+		s->request = r->request;
+		s->charge = r->charge;
+		s->rounds = 0;
+		s->cancel = 0;
+		s->rec = ri;
+		s->state = S_WAITING;
+		s->next = NIL;
+		r->slot = i;
+		if (r->cancel) {
+			r->cancel = 0;
+			g->n_over_cancel--;
+			s->cancel = 1;
+			g->n_cancel++;
+		}
+		if (g->wait_tail == NIL)
+			g->wait_head = i;
+		else
+			g->slots[g->wait_tail].next = i;
+		g->wait_tail = i;
+		g->n_live++;
+	}
 }
 
 /* The one exit of a live slot: counters, complete (exactly once), free. The
@@ -337,6 +644,11 @@ static void finish(xtc_batch_t *g, slot_t *s, int outcome)
 	s->handle = 0;
 	s->next = g->free_head;
 	g->free_head = (uint32_t)(s - g->slots);
+	if (s->rec != NIL) {
+		uint32_t ri = s->rec;
+		s->rec = NIL;
+		rec_free(g, ri);
+	}
 }
 
 /* Drop the FREE entries from the active vector, keeping admission order. */
@@ -353,8 +665,28 @@ static void compact(xtc_batch_t *g)
 /* Cancel requests and close(CANCEL), then FCFS admission. */
 static void boundary(xtc_batch_t *g)
 {
-	int all = g->closed == XTC_BATCH_CANCEL;
+	int all;
 
+	drain(g);
+	all = g->closed == XTC_BATCH_CANCEL;
+	if (all || g->n_over_cancel > 0) {
+		uint32_t *link = &g->over_head, prev = NIL;
+
+		while (*link != NIL) {
+			uint32_t ri = *link;
+			rec_t *r = &g->recs[ri];
+			if (all || r->cancel) {
+				*link = r->next;
+				if (g->over_tail == ri)
+					g->over_tail = prev;
+				finish_rec(g, ri, XTC_E_ABORTED);
+			} else {
+				prev = ri;
+				link = &r->next;
+			}
+		}
+	}
+	promote(g);
 	if (all || g->n_cancel > 0) {
 		uint32_t *link = &g->wait_head, prev = NIL;
 
@@ -377,6 +709,7 @@ static void boundary(xtc_batch_t *g)
 				finish(g, s, XTC_E_ABORTED);
 		}
 		compact(g);
+		promote(g);
 	}
 	while (g->wait_head != NIL && g->n_act < g->max_active) {
 		slot_t *s = &g->slots[g->wait_head];
@@ -459,6 +792,14 @@ static int any_ready(const xtc_batch_t *g)
 	return 0;
 }
 
+/* The driver will not run again: no hand-in may wake it any more. */
+static void driver_end(xtc_batch_t *g)
+{
+	atomic_store(&g->parked, 2);
+	while (atomic_load(&g->wakers) != 0)
+		(void)xtc__fiber_yield_ex(XTC__PARK_NOKILL);
+}
+
 /* The driver proc. Kills are taken at boundaries (NOKILL parks/yields), so
  * a killed driver still completes every accepted request (ABORTED). */
 static void drive(void *arg)
@@ -472,8 +813,7 @@ static void drive(void *arg)
 		                         memory_order_relaxed) &&
 		    g->closed != XTC_BATCH_CANCEL) {
 			g->closed = XTC_BATCH_CANCEL;
-			atomic_store_explicit(&g->closed_pub, g->closed,
-			                      memory_order_relaxed);
+			atomic_store(&g->closed_pub, g->closed);
 		}
 		boundary(g);
 		if (any_ready(g)) {
@@ -481,12 +821,26 @@ static void drive(void *arg)
 			(void)xtc__fiber_yield_ex(XTC__PARK_NOKILL);
 			continue;
 		}
-		if (g->closed && g->n_live == 0)
+		if (g->closed && g->n_live == 0 && g->n_over == 0 &&
+		    atomic_load(&g->mt_pend) == 0 && !mq_ready(&g->inq))
 			break;
-		g->parked = 1;
+		atomic_store(&g->parked, 1);
+		if (mq_ready(&g->inq) ||
+		    (g->closed && g->n_live == 0 && g->n_over == 0 &&
+		     atomic_load(&g->mt_pend) == 0)) {
+			int one = 1;
+			if (atomic_compare_exchange_strong(&g->parked, &one, 0))
+				continue;
+			/* a hand-in took the flag: park to absorb its wake */
+		}
 		(void)xtc__park_ex(-1, -1, 0, NULL, XTC__PARK_NOKILL);
-		g->parked = 0;
+		{
+			int one = 1;
+			(void)atomic_compare_exchange_strong(&g->parked, &one,
+			                                     0);
+		}
 	}
+	driver_end(g);
 	publish(g);
 	if (g->registered) {
 		xtc__sched_batch_unregister(g->loop, g->lane);
@@ -527,7 +881,8 @@ int xtc_batch_create(xtc_loop_t *loop, const xtc_batch_opts_t *opts,
 {
 	xtc_proc_opts_t po;
 	xtc_batch_t *g;
-	size_t cap, na, off_act, off_vs, off_it, off_rs, total;
+	size_t cap, na, off_act, off_vs, off_it, off_rs, off_rec, off_q, total;
+	uint32_t np;
 	int rc;
 
 	if (out != NULL)
@@ -550,7 +905,12 @@ int xtc_batch_create(xtc_loop_t *loop, const xtc_batch_opts_t *opts,
 	off_vs = off_act + na * sizeof(uint32_t);
 	off_it = (off_vs + na * sizeof(uint32_t) + 15) & ~(size_t)15;
 	off_rs = off_it + na * sizeof(xtc_batch_item_t);
-	total = off_rs + na * sizeof(xtc_batch_result_t);
+	off_rec = (off_rs + na * sizeof(xtc_batch_result_t) + 63) & ~(size_t)63;
+	np = MT_MIN;
+	while (np < cap && np < MT_MAX)
+		np <<= 1;
+	off_q = off_rec + (size_t)np * sizeof(rec_t);
+	total = off_q + (size_t)np * 3 * sizeof(qcell_t);
 
 	g = shell_get();
 	if (g == NULL)
@@ -565,8 +925,20 @@ int xtc_batch_create(xtc_loop_t *loop, const xtc_batch_opts_t *opts,
 	g->vslot = (uint32_t *)((char *)g->mem + off_vs);
 	g->items = (xtc_batch_item_t *)((char *)g->mem + off_it);
 	g->results = (xtc_batch_result_t *)((char *)g->mem + off_rs);
-	for (size_t i = 0; i < cap; i++)
+	for (size_t i = 0; i < cap; i++) {
 		g->slots[i].next = i + 1 < cap ? (uint32_t)(i + 1) : NIL;
+		g->slots[i].rec = NIL;
+	}
+	g->recs = (rec_t *)((char *)g->mem + off_rec);
+	g->n_recs = np;
+	mq_init(&g->inq, (qcell_t *)((char *)g->mem + off_q), (uint64_t)np * 2);
+	mq_init(&g->freeq, (qcell_t *)((char *)g->mem + off_q) + (size_t)np * 2,
+	        np);
+	for (uint32_t i = 0; i < np; i++) {
+		g->recs[i].slot = NIL;
+		(void)mq_push(&g->freeq, i, 0);
+	}
+	g->over_head = g->over_tail = NIL;
 	g->free_head = 0;
 	g->wait_head = g->wait_tail = NIL;
 	g->loop = loop;
@@ -628,7 +1000,7 @@ int xtc_batch_submit(xtc_batch_t *g, void *request, uint64_t charge,
 		return XTC_E_INVAL;
 	if (charge > g->resource_capacity)
 		return XTC_E_RANGE;
-	if (g->closed || g->free_head == NIL) {
+	if (g->closed || g->free_head == NIL || g->n_over > 0) {
 		ctr_add(&g->refused, 1);
 		return XTC_E_AGAIN;
 	}
@@ -642,6 +1014,7 @@ int xtc_batch_submit(xtc_batch_t *g, void *request, uint64_t charge,
 	s->charge = charge;
 	s->rounds = 0;
 	s->cancel = 0;
+	s->rec = NIL;
 	s->state = S_WAITING;
 	s->next = NIL;
 	if (g->wait_tail == NIL)
@@ -666,9 +1039,20 @@ int xtc_batch_cancel(xtc_batch_t *g, uint64_t handle)
 		return rc;
 	if (handle == 0)
 		return XTC_E_INVAL;
+	if (handle & XTC_BATCH_MT_HANDLE)
+		drain(g);
 	s = lookup(g, handle);
-	if (s == NULL)
-		return XTC_E_NOTFOUND;
+	if (s == NULL) {
+		rec_t *r = lookup_rec(g, handle);
+		if (r == NULL)
+			return XTC_E_NOTFOUND;
+		if (!r->cancel) { /* still waiting for a slot */
+			r->cancel = 1;
+			g->n_over_cancel++;
+			wake_driver(g);
+		}
+		return XTC_OK;
+	}
 	if (!s->cancel) {
 		s->cancel = 1;
 		g->n_cancel++;
@@ -686,9 +1070,11 @@ int xtc_batch_resume(xtc_batch_t *g, uint64_t handle)
 		return rc;
 	if (handle == 0)
 		return XTC_E_INVAL;
+	if (handle & XTC_BATCH_MT_HANDLE)
+		drain(g);
 	s = lookup(g, handle);
 	if (s == NULL)
-		return XTC_E_NOTFOUND;
+		return lookup_rec(g, handle) != NULL ? XTC_OK : XTC_E_NOTFOUND;
 	if (s->state == S_BLOCKED) {
 		s->state = S_READY;
 		publish(g);
@@ -707,7 +1093,7 @@ int xtc_batch_close(xtc_batch_t *g, unsigned mode)
 		return XTC_E_INVAL;
 	if (g->closed != XTC_BATCH_CANCEL)
 		g->closed = mode;
-	atomic_store_explicit(&g->closed_pub, g->closed, memory_order_relaxed);
+	atomic_store(&g->closed_pub, g->closed);
 	wake_driver(g);
 	return XTC_OK;
 }
@@ -723,10 +1109,12 @@ static void reap_dead_driver(xtc_batch_t *g)
 	    xtc_proc_info(g->driver, &info) == XTC_OK)
 		return;
 	g->in_cb = 0;
-	g->parked = 0;
+	atomic_store(&g->parked, 2);
+	while (atomic_load(&g->wakers) != 0)
+		sched_yield();
 	g->driver_task = NULL;
 	g->closed = XTC_BATCH_CANCEL;
-	atomic_store_explicit(&g->closed_pub, g->closed, memory_order_relaxed);
+	atomic_store(&g->closed_pub, g->closed);
 	boundary(g);
 	if (g->registered) {
 		xtc__sched_batch_unregister(g->loop, g->lane);
@@ -750,6 +1138,19 @@ int xtc_batch_destroy(xtc_batch_t *g)
 		if (atomic_load_explicit(&g->driver_alive,
 		                         memory_order_acquire))
 			return XTC_E_AGAIN;
+		/* hand-ins that raced a reaped driver: abort them now */
+		if (atomic_load(&g->mt_calls) != 0)
+			return XTC_E_AGAIN;
+		if (mq_ready(&g->inq) || g->n_over > 0 || g->n_live > 0) {
+			g->closed = XTC_BATCH_CANCEL;
+			boundary(g);
+		}
+	}
+	/* no mt call may be inside the group's memory when it goes */
+	atomic_store(&g->magic, GROUP_DEAD);
+	if (atomic_load(&g->mt_calls) != 0) {
+		atomic_store(&g->magic, GROUP_LIVE);
+		return XTC_E_AGAIN;
 	}
 	/* else the loop was finalised under the group (a usage error): its
 	 * driver was abandoned with it; free what is ours */
@@ -768,7 +1169,9 @@ int xtc_batch_get_stats(const xtc_batch_t *cg, xtc_batch_stats_t *out)
 		return XTC_E_INVAL;
 	memset(out, 0, sizeof *out);
 	out->accepted = ctr_ld(&g->accepted);
-	out->refused = ctr_ld(&g->refused);
+	out->refused = ctr_ld(&g->refused) +
+	               atomic_load_explicit(&g->mt_refused,
+	                                    memory_order_relaxed);
 	out->admitted = ctr_ld(&g->admitted);
 	out->completed = ctr_ld(&g->completed);
 	out->completed_ok = ctr_ld(&g->completed_ok);
@@ -788,6 +1191,107 @@ int xtc_batch_get_stats(const xtc_batch_t *cg, xtc_batch_stats_t *out)
 	                                         memory_order_acquire);
 	out->driver = g->driver;
 	return XTC_OK;
+}
+
+/* ---- cross-thread admission -------------------------------------------- */
+
+/* Entry of every mt call: counts it in mt_calls (destroy waits for it)
+ * before it looks at the group. */
+static int mt_enter(xtc_batch_t *g)
+{
+	if (g == NULL)
+		return XTC_E_INVAL;
+	atomic_fetch_add(&g->mt_calls, 1);
+	if (!group_live(g) || !loop_alive(g)) {
+		atomic_fetch_sub(&g->mt_calls, 1);
+		return XTC_E_INVAL;
+	}
+	return XTC_OK;
+}
+
+static int mt_leave(xtc_batch_t *g, int rc)
+{
+	atomic_fetch_sub_explicit(&g->mt_calls, 1, memory_order_release);
+	return rc;
+}
+
+int xtc_batch_submit_mt(xtc_batch_t *g, void *request, uint64_t charge,
+                        uint64_t *out_handle)
+{
+	uint64_t ri, h;
+	rec_t *r;
+	int rc;
+
+	if (out_handle != NULL)
+		*out_handle = 0;
+	rc = mt_enter(g);
+	if (rc != XTC_OK)
+		return rc;
+	if (out_handle == NULL)
+		return mt_leave(g, XTC_E_INVAL);
+	if (charge > g->resource_capacity)
+		return mt_leave(g, XTC_E_RANGE);
+	atomic_fetch_add(&g->mt_pend, 1);
+	if (atomic_load(&g->closed_pub) != 0 ||
+	    atomic_load(&g->parked) == 2)
+		goto refuse;
+	if (!mq_pop(&g->freeq, &ri, NULL))
+		goto refuse;
+	r = &g->recs[ri];
+	h = XTC_BATCH_MT_HANDLE |
+	    ((atomic_fetch_add_explicit(&g->seq, 1, memory_order_relaxed) &
+	      MT_SEQ_MASK) << SLOT_BITS) | ri;
+	r->p_handle = h;
+	r->request = request;
+	r->charge = charge;
+	if (!mq_push(&g->inq, h, OP_SUBMIT)) {
+		(void)mq_push(&g->freeq, ri, 0);
+		goto refuse;
+	}
+	*out_handle = h;
+	wake_driver_mt(g);
+	return mt_leave(g, XTC_OK);
+refuse:
+	atomic_fetch_sub(&g->mt_pend, 1);
+	atomic_fetch_add_explicit(&g->mt_refused, 1, memory_order_relaxed);
+	wake_driver_mt(g); /* a closing driver may be waiting for mt_pend */
+	return mt_leave(g, XTC_E_AGAIN);
+}
+
+static int mt_op(xtc_batch_t *g, uint64_t handle, uint32_t op)
+{
+	int rc = mt_enter(g);
+
+	if (rc != XTC_OK)
+		return rc;
+	if (handle == 0)
+		return mt_leave(g, XTC_E_INVAL);
+	if (atomic_load(&g->parked) == 2 ||
+	    !atomic_load_explicit(&g->driver_alive, memory_order_acquire))
+		return mt_leave(g, XTC_E_AGAIN);
+	if (!mq_push(&g->inq, handle, op))
+		return mt_leave(g, XTC_E_AGAIN);
+	wake_driver_mt(g);
+	return mt_leave(g, XTC_OK);
+}
+
+int xtc_batch_cancel_mt(xtc_batch_t *g, uint64_t handle)
+{
+	return mt_op(g, handle, OP_CANCEL);
+}
+
+int xtc_batch_resume_mt(xtc_batch_t *g, uint64_t handle)
+{
+	return mt_op(g, handle, OP_RESUME);
+}
+
+long xtc_batch_mt_capacity(const xtc_batch_t *cg)
+{
+	xtc_batch_t *g = (xtc_batch_t *)cg;
+
+	if (!group_live(g))
+		return XTC_E_INVAL;
+	return (long)g->n_recs;
 }
 
 #else /* !XTC_SCHED_POLICY: the interface exists, the feature does not */
@@ -844,6 +1348,37 @@ int xtc_batch_get_stats(const xtc_batch_t *g, xtc_batch_stats_t *out)
 {
 	(void)g;
 	(void)out;
+	return XTC_E_NOSYS;
+}
+
+int xtc_batch_submit_mt(xtc_batch_t *g, void *request, uint64_t charge,
+                        uint64_t *out_handle)
+{
+	(void)g;
+	(void)request;
+	(void)charge;
+	if (out_handle != NULL)
+		*out_handle = 0;
+	return XTC_E_NOSYS;
+}
+
+int xtc_batch_cancel_mt(xtc_batch_t *g, uint64_t handle)
+{
+	(void)g;
+	(void)handle;
+	return XTC_E_NOSYS;
+}
+
+int xtc_batch_resume_mt(xtc_batch_t *g, uint64_t handle)
+{
+	(void)g;
+	(void)handle;
+	return XTC_E_NOSYS;
+}
+
+long xtc_batch_mt_capacity(const xtc_batch_t *g)
+{
+	(void)g;
 	return XTC_E_NOSYS;
 }
 

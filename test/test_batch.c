@@ -18,7 +18,9 @@
  *    input; XTC_E_NOSYS when built with -Dsched_policy=false.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -1416,6 +1418,284 @@ static void test_owner_only(void)
 	CHECK_EQ(xtc_loop_fini(l2), XTC_OK);
 }
 
+
+/* ---- cross-thread admission --------------------------------------------- */
+
+#ifndef MT_PER_PRODUCER
+#define MT_PER_PRODUCER 20000
+#endif
+#define MT_THREADS 4
+#define MT_LOOPS 2
+#define MT_PRODUCERS (MT_THREADS + MT_LOOPS)
+#define MT_IDS (MT_PRODUCERS * MT_PER_PRODUCER)
+
+struct mt {
+	xtc_batch_t *g;
+	atomic_uchar seen[MT_IDS];     /* completions per id */
+	atomic_uchar accepted[MT_IDS];
+	atomic_uchar cancelled[MT_IDS];
+	atomic_int outcome_bad, dup, aborted_uncancelled;
+	atomic_long n_accepted, n_completed, n_again;
+	atomic_int producers_done;
+	int order_last, order_bad;
+};
+
+static struct mt *mt;
+
+static int mt_step(const xtc_batch_item_t *it, xtc_batch_result_t *res,
+                   size_t n, void *user)
+{
+	(void)user;
+	for (size_t i = 0; i < n; i++) {
+		uintptr_t id = (uintptr_t)it[i].request - 1;
+		if (it[i].rounds >= id % 4)
+			res[i].state = XTC_BATCH_DONE;
+	}
+	return XTC_OK;
+}
+
+static void mt_complete(uint64_t h, void *request, int outcome, void *user)
+{
+	uintptr_t id = (uintptr_t)request - 1;
+
+	(void)user;
+	CHECK(h & XTC_BATCH_MT_HANDLE);
+	if (id >= MT_IDS) {
+		atomic_fetch_add(&mt->outcome_bad, 1);
+		return;
+	}
+	if (atomic_fetch_add(&mt->seen[id], 1) != 0)
+		atomic_fetch_add(&mt->dup, 1);
+	if (outcome == XTC_E_ABORTED && !atomic_load(&mt->cancelled[id]))
+		atomic_fetch_add(&mt->aborted_uncancelled, 1);
+	if (outcome != XTC_OK && outcome != XTC_E_ABORTED)
+		atomic_fetch_add(&mt->outcome_bad, 1);
+	atomic_fetch_add(&mt->n_completed, 1);
+}
+
+/* One producer: MT_PER_PRODUCER hand-ins, ~30% cancelled at a random
+ * moment (at once, a little later, twice, long after completion). */
+static void mt_produce(int p, int on_loop)
+{
+	uint64_t st = 0x9e3779b97f4a7c15ull * (uint64_t)(p + 1), h;
+	uint64_t later[16];
+	int nl = 0;
+
+	for (int i = 0; i < MT_PER_PRODUCER; i++) {
+		uintptr_t id = (uintptr_t)p * MT_PER_PRODUCER + (uintptr_t)i;
+		int rc;
+		for (;;) {
+			rc = xtc_batch_submit_mt(mt->g, (void *)(id + 1), 1, &h);
+			if (rc != XTC_E_AGAIN)
+				break;
+			atomic_fetch_add(&mt->n_again, 1);
+			if (on_loop)
+				xtc_yield();
+			else
+				sched_yield();
+		}
+		CHECK_EQ(rc, XTC_OK);
+		if (rc != XTC_OK)
+			continue;
+		atomic_store(&mt->accepted[id], 1);
+		atomic_fetch_add(&mt->n_accepted, 1);
+		st ^= st << 13;
+		st ^= st >> 7;
+		st ^= st << 17;
+		if (st % 10 < 3) {
+			/* mark first: a cancel may land before the call returns */
+			atomic_store(&mt->cancelled[id], 1);
+			if (st % 3 == 0 || nl == 16) {
+				while (xtc_batch_cancel_mt(mt->g, h) == XTC_E_AGAIN)
+					sched_yield();
+				if (st % 7 == 0)
+					(void)xtc_batch_cancel_mt(mt->g, h);
+			} else {
+				later[nl++] = h;
+			}
+		}
+		if (nl == 16 || (nl > 0 && st % 5 == 0)) {
+			while (nl > 0)
+				while (xtc_batch_cancel_mt(mt->g, later[--nl]) ==
+				       XTC_E_AGAIN)
+					sched_yield();
+		}
+	}
+	while (nl > 0)
+		(void)xtc_batch_cancel_mt(mt->g, later[--nl]);
+	atomic_fetch_add(&mt->producers_done, 1);
+}
+
+static void *mt_thread(void *arg)
+{
+	mt_produce((int)(intptr_t)arg, 0);
+	return NULL;
+}
+
+static void mt_loop_proc(void *arg)
+{
+	mt_produce((int)(intptr_t)arg, 1);
+}
+
+static void *mt_loop_thread(void *arg)
+{
+	xtc_loop_t *l = new_loop();
+
+	CHECK_EQ(xtc_proc_spawn(l, mt_loop_proc, arg, NULL, NULL), XTC_OK);
+	CHECK_EQ(xtc_loop_run(l), XTC_OK);
+	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+	return NULL;
+}
+
+static void mt_closer(void *arg)
+{
+	(void)arg;
+	while (atomic_load(&mt->producers_done) < MT_PRODUCERS)
+		xtc_proc_sleep(200 * US);
+	CHECK_EQ(xtc_batch_close(mt->g, XTC_BATCH_DRAIN), XTC_OK);
+}
+
+static void test_mt_stress(void)
+{
+	xtc_batch_opts_t o = mkopts(256, 32, 32, mt_step, mt_complete, NULL);
+	xtc_loop_t *l = new_loop();
+	pthread_t th[MT_PRODUCERS];
+	xtc_batch_stats_t st;
+	long acc = 0;
+
+	mt = calloc(1, sizeof *mt);
+	CHECK_EQ(xtc_batch_create(l, &o, &mt->g), XTC_OK);
+	CHECK_EQ(xtc_proc_spawn(l, mt_closer, NULL, NULL, NULL), XTC_OK);
+	for (int i = 0; i < MT_PRODUCERS; i++)
+		CHECK_EQ(pthread_create(&th[i], NULL,
+		                        i < MT_THREADS ? mt_thread
+		                                       : mt_loop_thread,
+		                        (void *)(intptr_t)i), 0);
+	CHECK_EQ(xtc_loop_run(l), XTC_OK);
+	for (int i = 0; i < MT_PRODUCERS; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < MT_IDS; i++) {
+		acc += atomic_load(&mt->accepted[i]);
+		if (atomic_load(&mt->seen[i]) !=
+		    atomic_load(&mt->accepted[i])) {
+			CHECK_EQ(atomic_load(&mt->seen[i]),
+			         atomic_load(&mt->accepted[i]));
+			break;
+		}
+	}
+	CHECK_EQ(acc, MT_IDS);
+	CHECK_EQ(atomic_load(&mt->n_completed), atomic_load(&mt->n_accepted));
+	CHECK_EQ(atomic_load(&mt->dup), 0);
+	CHECK_EQ(atomic_load(&mt->outcome_bad), 0);
+	CHECK_EQ(atomic_load(&mt->aborted_uncancelled), 0);
+	CHECK_EQ(xtc_batch_get_stats(mt->g, &st), XTC_OK);
+	CHECK_EQ(st.accepted, (uint64_t)MT_IDS);
+	CHECK_EQ(st.completed, (uint64_t)MT_IDS);
+	CHECK(st.aborted > 0 && st.completed_ok > 0);
+	CHECK_EQ(st.driver_alive, 0);
+	fprintf(stderr, "  mt: %d hand-ins, %llu aborted, %ld AGAIN retries\n",
+	        MT_IDS, (unsigned long long)st.aborted,
+	        atomic_load(&mt->n_again));
+	CHECK_EQ(xtc_batch_destroy(mt->g), XTC_OK);
+	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+	free(mt);
+}
+
+/* Edges: bad input, pool full -> AGAIN, a hand-in finding the group full
+ * waits in submission order, owner cancel of a handle still in the ring,
+ * closed refuses before issuing a handle, cancel after completion. */
+static uint64_t mte_handles[80];
+static int mte_order[80], mte_n, mte_outcome[80];
+
+static void mte_complete(uint64_t h, void *request, int outcome, void *user)
+{
+	int i = (int)(uintptr_t)request;
+
+	(void)user;
+	CHECK_EQ(h, mte_handles[i]);
+	mte_outcome[i] = outcome;
+	mte_order[mte_n++] = i;
+}
+
+static int done_step(const xtc_batch_item_t *it, xtc_batch_result_t *res,
+                     size_t n, void *user)
+{
+	(void)it;
+	(void)user;
+	for (size_t i = 0; i < n; i++)
+		res[i].state = XTC_BATCH_DONE;
+	return XTC_OK;
+}
+
+static void test_mt_edges(void)
+{
+	xtc_batch_opts_t o = mkopts(2, 1, 4, done_step, mte_complete, NULL);
+	xtc_loop_t *l = new_loop();
+	xtc_batch_t *g;
+	uint64_t h = 7;
+	long np;
+	int n = 0;
+
+	CHECK_EQ(xtc_batch_submit_mt(NULL, NULL, 1, &h), XTC_E_INVAL);
+	CHECK_EQ(h, 0);
+	CHECK_EQ(xtc_batch_cancel_mt(NULL, 1), XTC_E_INVAL);
+	CHECK_EQ(xtc_batch_resume_mt(NULL, 1), XTC_E_INVAL);
+	CHECK_EQ(xtc_batch_mt_capacity(NULL), XTC_E_INVAL);
+	CHECK_EQ(xtc_batch_create(l, &o, &g), XTC_OK);
+	CHECK_EQ(xtc_batch_submit_mt(g, NULL, 1, NULL), XTC_E_INVAL);
+	CHECK_EQ(xtc_batch_submit_mt(g, NULL, 5, &h), XTC_E_RANGE);
+	CHECK_EQ(xtc_batch_cancel_mt(g, 0), XTC_E_INVAL);
+	np = xtc_batch_mt_capacity(g);
+	CHECK_EQ(np, 64);
+	memset(mte_handles, 0, sizeof mte_handles);
+	mte_n = 0;
+	/* before the loop runs: the pool fills, the next one is refused */
+	for (n = 0; n < 80; n++) {
+		int rc = xtc_batch_submit_mt(g, (void *)(uintptr_t)n, 1,
+		                             &mte_handles[n]);
+		if (rc != XTC_OK) {
+			CHECK_EQ(rc, XTC_E_AGAIN);
+			CHECK_EQ(mte_handles[n], 0);
+			break;
+		}
+		CHECK(mte_handles[n] & XTC_BATCH_MT_HANDLE);
+		CHECK(n == 0 || mte_handles[n] != mte_handles[n - 1]);
+	}
+	CHECK_EQ(n, np);
+	/* owner cancel of a handle still in the ring, mt cancel twice, a
+	 * resume of a non-blocked member: no effect */
+	CHECK_EQ(xtc_batch_cancel(g, mte_handles[5]), XTC_OK);
+	CHECK_EQ(xtc_batch_cancel_mt(g, mte_handles[9]), XTC_OK);
+	CHECK_EQ(xtc_batch_cancel_mt(g, mte_handles[9]), XTC_OK);
+	CHECK_EQ(xtc_batch_resume_mt(g, mte_handles[10]), XTC_OK);
+	CHECK_EQ(xtc_batch_close(g, XTC_BATCH_DRAIN), XTC_OK);
+	/* closed: refused before a handle is issued */
+	CHECK_EQ(xtc_batch_submit_mt(g, NULL, 1, &h), XTC_E_AGAIN);
+	CHECK_EQ(h, 0);
+	CHECK_EQ(xtc_loop_run(l), XTC_OK);
+	CHECK_EQ(mte_n, n);
+	/* DRAIN ran all of them, in submission order (capacity 2 < 64) */
+	{
+		int last = -1; /* cancels complete early, the rest in order */
+		for (int i = 0; i < mte_n; i++) {
+			if (mte_order[i] == 5 || mte_order[i] == 9)
+				continue;
+			CHECK(mte_order[i] > last);
+			last = mte_order[i];
+		}
+	}
+	for (int i = 0; i < n; i++)
+		CHECK_EQ(mte_outcome[i],
+		         i == 5 || i == 9 ? XTC_E_ABORTED : XTC_OK);
+	/* after the end: a cancel has nothing left to cancel */
+	CHECK_EQ(xtc_batch_cancel_mt(g, mte_handles[1]), XTC_E_AGAIN);
+	CHECK_EQ(xtc_batch_cancel(g, mte_handles[1]), XTC_E_NOTFOUND);
+	CHECK_EQ(xtc_batch_destroy(g), XTC_OK);
+	CHECK_EQ(xtc_batch_submit_mt(g, NULL, 1, &h), XTC_E_INVAL);
+	CHECK_EQ(xtc_batch_cancel_mt(g, mte_handles[1]), XTC_E_INVAL);
+	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+}
+
 int main(void)
 {
 	RUN(test_snippet);
@@ -1427,6 +1707,8 @@ int main(void)
 	RUN(test_errors_outcomes);
 	RUN(test_policy_counts);
 	RUN(test_kill_in_callback);
+	RUN(test_mt_edges);
+	RUN(test_mt_stress);
 	RUN(test_model_native);
 	RUN(test_exactly_once_native);
 	if (xtc_sim_supported()) {

@@ -140,6 +140,36 @@ XTC_API int xtc_batch_destroy(xtc_batch_t *group);
 XTC_API int xtc_batch_get_stats(const xtc_batch_t *group,
                                 xtc_batch_stats_t *out);
 
+/* ---- cross-thread admission (any loop or plain OS thread) -------------
+ *
+ * Hand-ins go through a bounded ring and a record pool allocated by
+ * xtc_batch_create (xtc_batch_mt_capacity records) and are drained by the
+ * driver at each iteration boundary; they never touch the group's slots and
+ * never block. Handles they issue have bit 63 set (XTC_BATCH_MT_HANDLE). */
+#define XTC_BATCH_MT_HANDLE ((uint64_t)1 << 63)
+
+/* Hand request in from any thread. XTC_OK: *out_handle is set and complete
+ * runs exactly once for it (a hand-in that finds the group full waits for a
+ * slot in submission order; close(DRAIN) still runs it, close(CANCEL)
+ * aborts it). XTC_E_AGAIN: the group is closed, the driver ended, or the
+ * ring or record pool is full (nothing was issued; the caller keeps the
+ * request). XTC_E_RANGE: charge > resource_capacity. XTC_E_INVAL: bad group
+ * or out_handle NULL. XTC_E_DEADLK is never returned (callbacks may call
+ * it; the record is drained at the next boundary). */
+XTC_API int xtc_batch_submit_mt(xtc_batch_t *group, void *request,
+                                uint64_t charge, uint64_t *out_handle);
+/* Ask for handle's cancellation from any thread; applied at the next
+ * boundary as xtc_batch_cancel, silently discarded when the handle has
+ * completed or was never issued. XTC_OK, XTC_E_INVAL (bad group, handle 0),
+ * XTC_E_AGAIN (ring full, or the driver ended: nothing left to cancel). */
+XTC_API int xtc_batch_cancel_mt(xtc_batch_t *group, uint64_t handle);
+/* xtc_batch_resume from any thread, at the next boundary; codes as
+ * xtc_batch_cancel_mt. */
+XTC_API int xtc_batch_resume_mt(xtc_batch_t *group, uint64_t handle);
+/* Records of the hand-in pool (hand-ins accepted and not yet completed),
+ * or a negative XTC_E_INVAL. */
+XTC_API long xtc_batch_mt_capacity(const xtc_batch_t *group);
+
 #ifdef __cplusplus
 }
 #endif
