@@ -85,8 +85,14 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <fcntl.h>
+
 #include "xtc.h"
 #include "xtc_batch.h"
+#include "xtc_blocking.h"
+#include "xtc_exec.h"
+#include "xtc_future.h"
+#include "xtc_sim.h"
 #include "loop_int.h"
 #include "sched_int.h"
 
@@ -143,6 +149,7 @@ typedef struct slot {
 	uint8_t state;      /* S_* */
 	uint8_t cancel;     /* cancel requested, applied at the next boundary */
 	uint32_t rec;       /* its hand-in record, or NIL */
+	uint8_t hinted;     /* cancel_hint called for the op in flight */
 } slot_t;
 
 /* Counters read by xtc_batch_get_stats from any thread; written only by
@@ -175,6 +182,10 @@ struct xtc_batch {
 	size_t capacity, max_active;
 	uint64_t resource_capacity;
 	xtc_batch_step_fn step;
+	xtc_batch_submit_fn a_submit;  /* async groups: step is NULL */
+	xtc_batch_collect_fn a_collect;
+	xtc_batch_cancel_hint_fn a_hint;
+	int64_t exec_timeout;
 	xtc_batch_complete_fn complete;
 	void *user;
 
@@ -784,6 +795,266 @@ static size_t iterate(xtc_batch_t *g)
 	return n;
 }
 
+/* ---- async offload ------------------------------------------------------ */
+
+/* Shared by the driver and the continuation of one FUTURE/BLOCKING op: the
+ * op may outlive the wait (timeout, abort), so it owns its state; the last
+ * of the two references frees it. */
+typedef struct optok {
+	_Atomic int refs;
+	_Atomic int done;
+	int status;
+	xtc_batch_t *g;
+	int (*fn)(void *);
+	void *arg;
+} optok_t;
+
+static void tok_unref(optok_t *t)
+{
+	if (atomic_fetch_sub(&t->refs, 1) == 1)
+		xtc_free(t);
+}
+
+static void tok_finish(optok_t *t, int status)
+{
+	xtc_batch_t *g = t->g;
+
+	t->status = status;
+	atomic_store_explicit(&t->done, 1, memory_order_release);
+	/* the header is never freed (shells): a late wake is harmless */
+	wake_driver_mt(g);
+	tok_unref(t);
+}
+
+static intptr_t tok_future_cb(intptr_t value, int status, void *user)
+{
+	tok_finish(user, status);
+	return value;
+}
+
+static int tok_blocking_cb(void *arg)
+{
+	optok_t *t = arg;
+	int r = t->fn(t->arg);
+
+	tok_finish(t, r > 0 ? 0 : r);
+	return 0;
+}
+
+/* cancel_hint for every in-flight member whose cancel arrived. */
+static void hint_cancels(xtc_batch_t *g, size_t n)
+{
+	for (size_t k = 0; k < n; k++) {
+		slot_t *s = &g->slots[g->vslot[k]];
+		if (s->cancel && !s->hinted) {
+			s->hinted = 1;
+			if (g->a_hint != NULL) {
+				g->in_cb = 1;
+				g->a_hint(s->handle, s->request, g->user);
+				g->in_cb = 0;
+			}
+		}
+	}
+}
+
+/* Await the op without stalling the loop: the driver parks (on the fence
+ * fd for FENCE) and is woken by the op, a cancel, a close or a kill. */
+static int exec_wait(xtc_batch_t *g, const xtc_batch_exec_t *ex,
+                     optok_t *tok, size_t n)
+{
+	xtc_task_t *t = xtc__task_current();
+	int64_t deadline = 0;
+	int fence = ex->kind == XTC_BATCH_EXEC_FENCE;
+	int timed = g->exec_timeout > 0 && ex->kind != XTC_BATCH_EXEC_BLOCKING;
+
+	if (timed)
+		deadline = xtc_clock_mono() + g->exec_timeout;
+	for (;;) {
+		int64_t left = -1;
+		uint32_t rev = 0;
+		int rc, one;
+
+		drain(g);
+		hint_cancels(g, n);
+		if (g->closed == XTC_BATCH_CANCEL ||
+		    atomic_load_explicit(&t->kill_pending,
+		                         memory_order_relaxed))
+			return XTC_E_ABORTED;
+		if (!fence && atomic_load_explicit(&tok->done,
+		                                   memory_order_acquire))
+			return tok->status;
+		if (timed) {
+			left = deadline - xtc_clock_mono();
+			if (left <= 0)
+				return XTC_E_AGAIN; /* timed out */
+		}
+		atomic_store(&g->parked, 1);
+		if (mq_ready(&g->inq) ||
+		    (!fence && atomic_load(&tok->done))) {
+			one = 1;
+			if (atomic_compare_exchange_strong(&g->parked, &one, 0))
+				continue;
+		}
+		rc = xtc__park_ex(left, fence ? ex->fd : -1,
+		                  fence ? XTC_IO_READABLE : 0, &rev,
+		                  XTC__PARK_NOKILL);
+		one = 1;
+		(void)atomic_compare_exchange_strong(&g->parked, &one, 0);
+		if (fence) {
+			if (rc == XTC_OK && (rev & XTC_IO_READABLE))
+				return XTC_OK;
+			if (rc != XTC_OK && rc != XTC_E_AGAIN)
+				return rc; /* the fd could not be awaited */
+		}
+	}
+}
+
+/* Check *ex and start awaiting it: XTC_OK (tok set for FUTURE/BLOCKING)
+ * or the code every member completes with. */
+static int exec_start(xtc_batch_t *g, xtc_batch_exec_t *ex, optok_t **tokp)
+{
+	optok_t *tok;
+	xtc_future_t *mapped = NULL;
+	int rc;
+
+	*tokp = NULL;
+	switch (ex->kind) {
+	case XTC_BATCH_EXEC_SYNC:
+		return XTC_OK;
+	case XTC_BATCH_EXEC_FENCE:
+		if (xtc_sim_active())
+			return XTC_E_NOSYS; /* no fd readiness under the sim */
+		if (ex->fd < 0 || fcntl(ex->fd, F_GETFD) < 0)
+			return XTC_E_INVAL;
+		return XTC_OK;
+	case XTC_BATCH_EXEC_FUTURE:
+		if (ex->future == NULL)
+			return XTC_E_INVAL;
+		break;
+	case XTC_BATCH_EXEC_BLOCKING:
+		if (ex->fn == NULL)
+			return XTC_E_INVAL;
+		break;
+	default:
+		return XTC_E_INVAL;
+	}
+	tok = xtc_calloc(1, sizeof *tok);
+	if (tok == NULL) {
+		if (ex->kind == XTC_BATCH_EXEC_FUTURE)
+			xtc_future_drop(ex->future);
+		return XTC_E_NOMEM;
+	}
+	atomic_store(&tok->refs, 2);
+	tok->g = g;
+	tok->fn = ex->fn;
+	tok->arg = ex->arg;
+	if (ex->kind == XTC_BATCH_EXEC_FUTURE) {
+		rc = xtc_future_map(ex->future, tok_future_cb, tok, &mapped);
+		if (rc != XTC_OK) {
+			xtc_future_drop(ex->future);
+			xtc_free(tok);
+			return rc;
+		}
+		xtc_future_drop(mapped);
+	} else {
+		rc = xtc_blocking_submit(tok_blocking_cb, tok);
+		if (rc != XTC_OK) {
+			xtc_free(tok);
+			return rc; /* no pool thread */
+		}
+	}
+	*tokp = tok;
+	return XTC_OK;
+}
+
+/* The async iteration: submit, await, collect (or end every member
+ * terminal). Returns the vector size. */
+static size_t iterate_async(xtc_batch_t *g)
+{
+	xtc_batch_exec_t ex;
+	optok_t *tok = NULL;
+	size_t n = 0;
+	int rc, status = XTC_OK;
+
+	for (size_t i = 0; i < g->n_act; i++) {
+		uint32_t si = g->act[i];
+		slot_t *s = &g->slots[si];
+		if (s->state != S_READY)
+			continue;
+		g->items[n].handle = s->handle;
+		g->items[n].request = s->request;
+		g->items[n].charge = s->charge;
+		g->items[n].rounds = s->rounds;
+		g->results[n].state = XTC_BATCH_CONTINUE;
+		g->results[n].error = 0;
+		g->vslot[n] = si;
+		s->hinted = 0;
+		n++;
+	}
+	if (n == 0)
+		return 0;
+	memset(&ex, 0, sizeof ex);
+	ex.fd = -1;
+	g->in_cb = 1;
+	rc = g->a_submit(g->items, n, &ex, g->user);
+	g->in_cb = 0;
+	ctr_add(&g->iterations, 1);
+	ctr_add(&g->member_rounds, n);
+	if (rc > 0)
+		rc = XTC_E_INTERNAL;
+	if (rc == XTC_OK)
+		rc = exec_start(g, &ex, &tok);
+	else if (ex.kind == XTC_BATCH_EXEC_FUTURE && ex.future != NULL)
+		xtc_future_drop(ex.future); /* a failed submit's future */
+	if (rc == XTC_OK && ex.kind != XTC_BATCH_EXEC_SYNC) {
+		status = exec_wait(g, &ex, tok, n);
+		if (tok != NULL)
+			tok_unref(tok);
+		if (status > 0)
+			status = XTC_OK;
+	}
+	if (rc == XTC_OK && status >= 0) {
+		g->in_cb = 1;
+		rc = g->a_collect(g->items, g->results, n, status, g->user);
+		g->in_cb = 0;
+		if (rc > 0)
+			rc = XTC_E_INTERNAL;
+	} else if (rc == XTC_OK) {
+		rc = status; /* timeout, abort, failed op: terminal */
+	}
+	for (size_t k = 0; k < n; k++) {
+		slot_t *s = &g->slots[g->vslot[k]];
+		const xtc_batch_result_t *r = &g->results[k];
+		s->rounds++;
+		if (rc != XTC_OK) {
+			finish(g, s, rc);
+			continue;
+		}
+		if (s->cancel) { /* consumed at the completion boundary */
+			finish(g, s, XTC_E_ABORTED);
+			continue;
+		}
+		switch (r->state) {
+		case XTC_BATCH_CONTINUE:
+			break;
+		case XTC_BATCH_DONE:
+			finish(g, s, XTC_OK);
+			break;
+		case XTC_BATCH_BLOCKED:
+			s->state = S_BLOCKED;
+			break;
+		case XTC_BATCH_ERROR:
+			finish(g, s, r->error < 0 ? r->error : XTC_E_INTERNAL);
+			break;
+		default:
+			finish(g, s, XTC_E_INVAL);
+			break;
+		}
+	}
+	compact(g);
+	return n;
+}
+
 static int any_ready(const xtc_batch_t *g)
 {
 	for (size_t i = 0; i < g->n_act; i++)
@@ -817,7 +1088,10 @@ static void drive(void *arg)
 		}
 		boundary(g);
 		if (any_ready(g)) {
-			iterate(g);
+			if (g->step != NULL)
+				iterate(g);
+			else
+				(void)iterate_async(g);
 			(void)xtc__fiber_yield_ex(XTC__PARK_NOKILL);
 			continue;
 		}
@@ -864,7 +1138,7 @@ static int opts_check(const xtc_batch_opts_t *o)
 	for (size_t i = sizeof *o; i < o->size; i++)
 		if (((const unsigned char *)o)[i] != 0)
 			return XTC_E_VERSION;
-	if (o->flags != 0 || o->step == NULL || o->complete == NULL)
+	if (o->flags != 0 || o->complete == NULL)
 		return XTC_E_INVAL;
 	if (o->capacity == 0 || o->max_active == 0 ||
 	    o->resource_capacity == 0)
@@ -876,8 +1150,44 @@ static int opts_check(const xtc_batch_opts_t *o)
 	return XTC_OK;
 }
 
+static int create_common(xtc_loop_t *loop, const xtc_batch_opts_t *opts,
+                         const xtc_batch_async_opts_t *ao, xtc_batch_t **out);
+
 int xtc_batch_create(xtc_loop_t *loop, const xtc_batch_opts_t *opts,
                      xtc_batch_t **out)
+{
+	if (out != NULL)
+		*out = NULL;
+	if (opts != NULL && opts->step == NULL)
+		return XTC_E_INVAL;
+	return create_common(loop, opts, NULL, out);
+}
+
+#define AOPTS_V1_SIZE (offsetof(xtc_batch_async_opts_t, exec_timeout_ns) + \
+                       sizeof(int64_t))
+
+int xtc_batch_create_async(xtc_loop_t *loop, const xtc_batch_opts_t *opts,
+                           const xtc_batch_async_opts_t *ao,
+                           xtc_batch_t **out)
+{
+	if (out != NULL)
+		*out = NULL;
+	if (ao == NULL || opts == NULL)
+		return XTC_E_INVAL;
+	if (ao->version < 1 || ao->version > XTC_BATCH_ASYNC_VERSION ||
+	    ao->size < AOPTS_V1_SIZE)
+		return XTC_E_VERSION;
+	for (size_t i = sizeof *ao; i < ao->size; i++)
+		if (((const unsigned char *)ao)[i] != 0)
+			return XTC_E_VERSION;
+	if (ao->flags != 0 || ao->submit == NULL || ao->collect == NULL ||
+	    ao->exec_timeout_ns < 0 || opts->step != NULL)
+		return XTC_E_INVAL;
+	return create_common(loop, opts, ao, out);
+}
+
+static int create_common(xtc_loop_t *loop, const xtc_batch_opts_t *opts,
+                         const xtc_batch_async_opts_t *ao, xtc_batch_t **out)
 {
 	xtc_proc_opts_t po;
 	xtc_batch_t *g;
@@ -947,6 +1257,12 @@ int xtc_batch_create(xtc_loop_t *loop, const xtc_batch_opts_t *opts,
 	g->max_active = na;
 	g->resource_capacity = opts->resource_capacity;
 	g->step = opts->step;
+	if (ao != NULL) {
+		g->a_submit = ao->submit;
+		g->a_collect = ao->collect;
+		g->a_hint = ao->cancel_hint;
+		g->exec_timeout = ao->exec_timeout_ns;
+	}
 	g->complete = opts->complete;
 	g->user = opts->user;
 	g->lane = xtc__class_index(opts->sched_class);
@@ -1294,6 +1610,126 @@ long xtc_batch_mt_capacity(const xtc_batch_t *cg)
 	return (long)g->n_recs;
 }
 
+/* ---- placement ------------------------------------------------------------ */
+
+int xtc_batch_loop_for_device(struct xtc_exec *exec, int numa_node,
+                              xtc_loop_t **out)
+{
+	xtc_loop_t *l;
+
+	if (out != NULL)
+		*out = NULL;
+	if (exec == NULL || out == NULL)
+		return XTC_E_INVAL;
+	if (numa_node < -1)
+		return XTC_E_RANGE;
+	/* no carrier has recorded a node before the executor ran (the only
+	 * time a group can be created): loop 0 */
+	l = xtc_exec_loop(exec, 0);
+	if (l == NULL)
+		return XTC_E_INVAL;
+	*out = l;
+	return XTC_OK;
+}
+
+#define ROUTER_LIVE 0x524f5554u /* "ROUT" */
+
+/* Router headers are never freed (kept as shells, like group headers), so
+ * a route after destroy reads a DEAD magic, not freed memory. */
+struct xtc_batch_router {
+	_Atomic uint32_t magic;
+	xtc_batch_router_t *shell_next;
+	size_t n;
+	xtc_batch_t **groups;
+};
+
+static xtc_batch_router_t *router_shells;
+
+int xtc_batch_router_create(xtc_batch_t *const *groups, size_t n,
+                            xtc_batch_router_t **out)
+{
+	xtc_batch_router_t *r;
+
+	if (out != NULL)
+		*out = NULL;
+	if (groups == NULL || out == NULL || n == 0)
+		return XTC_E_INVAL;
+	if (n > XTC_BATCH_ROUTER_MAX)
+		return XTC_E_RANGE;
+	for (size_t i = 0; i < n; i++)
+		if (!group_live(groups[i]))
+			return XTC_E_INVAL;
+	pthread_mutex_lock(&shells_mu);
+	r = router_shells;
+	if (r != NULL)
+		router_shells = r->shell_next;
+	pthread_mutex_unlock(&shells_mu);
+	if (r == NULL && (r = xtc_calloc(1, sizeof *r)) == NULL)
+		return XTC_E_NOMEM;
+	r->groups = xtc_calloc(n, sizeof *r->groups);
+	if (r->groups == NULL) {
+		pthread_mutex_lock(&shells_mu);
+		r->shell_next = router_shells;
+		router_shells = r;
+		pthread_mutex_unlock(&shells_mu);
+		return XTC_E_NOMEM;
+	}
+	memcpy(r->groups, groups, n * sizeof *groups);
+	r->n = n;
+	atomic_store_explicit(&r->magic, ROUTER_LIVE, memory_order_release);
+	*out = r;
+	return XTC_OK;
+}
+
+/* Lamping and Veach's jump consistent hash: bucket in [0, n). */
+static size_t jump_hash(uint64_t key, size_t n)
+{
+	int64_t b = -1, j = 0;
+
+	while (j < (int64_t)n) {
+		b = j;
+		key = key * 2862933555777941757ull + 1;
+		j = (int64_t)((double)(b + 1) *
+		              ((double)(1ll << 31) /
+		               (double)((key >> 33) + 1)));
+	}
+	return (size_t)b;
+}
+
+int xtc_batch_router_route(const xtc_batch_router_t *cr, uint64_t key,
+                           xtc_batch_t **out)
+{
+	xtc_batch_router_t *r = (xtc_batch_router_t *)cr;
+
+	if (out != NULL)
+		*out = NULL;
+	if (r == NULL || out == NULL ||
+	    atomic_load_explicit(&r->magic, memory_order_acquire) !=
+	            ROUTER_LIVE)
+		return XTC_E_INVAL;
+	*out = r->groups[jump_hash(key, r->n)];
+	return XTC_OK;
+}
+
+int xtc_batch_router_destroy(xtc_batch_router_t *r)
+{
+	uint32_t want = ROUTER_LIVE;
+
+	if (r == NULL ||
+	    !atomic_compare_exchange_strong(&r->magic, &want, GROUP_DEAD))
+		return XTC_E_INVAL;
+	/* route is read-only and may race destroy only as a usage error;
+	 * the array goes, the header stays a shell */
+	xtc_free(r->groups);
+	r->groups = NULL;
+	r->n = 0;
+	pthread_mutex_lock(&shells_mu);
+	r->shell_next = router_shells;
+	router_shells = r;
+	pthread_mutex_unlock(&shells_mu);
+	return XTC_OK;
+}
+
 #else /* !XTC_SCHED_POLICY: the interface exists, the feature does not */
 
 int xtc_batch_create(xtc_loop_t *loop, const xtc_batch_opts_t *opts,
@@ -1351,6 +1787,18 @@ int xtc_batch_get_stats(const xtc_batch_t *g, xtc_batch_stats_t *out)
 	return XTC_E_NOSYS;
 }
 
+int xtc_batch_create_async(xtc_loop_t *loop, const xtc_batch_opts_t *opts,
+                           const xtc_batch_async_opts_t *ao,
+                           xtc_batch_t **out)
+{
+	(void)loop;
+	(void)opts;
+	(void)ao;
+	if (out != NULL)
+		*out = NULL;
+	return XTC_E_NOSYS;
+}
+
 int xtc_batch_submit_mt(xtc_batch_t *g, void *request, uint64_t charge,
                         uint64_t *out_handle)
 {
@@ -1379,6 +1827,43 @@ int xtc_batch_resume_mt(xtc_batch_t *g, uint64_t handle)
 long xtc_batch_mt_capacity(const xtc_batch_t *g)
 {
 	(void)g;
+	return XTC_E_NOSYS;
+}
+
+
+int xtc_batch_loop_for_device(struct xtc_exec *exec, int numa_node,
+                              xtc_loop_t **out)
+{
+	(void)exec;
+	(void)numa_node;
+	if (out != NULL)
+		*out = NULL;
+	return XTC_E_NOSYS;
+}
+
+int xtc_batch_router_create(xtc_batch_t *const *groups, size_t n,
+                            xtc_batch_router_t **out)
+{
+	(void)groups;
+	(void)n;
+	if (out != NULL)
+		*out = NULL;
+	return XTC_E_NOSYS;
+}
+
+int xtc_batch_router_route(const xtc_batch_router_t *r, uint64_t key,
+                           xtc_batch_t **out)
+{
+	(void)r;
+	(void)key;
+	if (out != NULL)
+		*out = NULL;
+	return XTC_E_NOSYS;
+}
+
+int xtc_batch_router_destroy(xtc_batch_router_t *r)
+{
+	(void)r;
 	return XTC_E_NOSYS;
 }
 

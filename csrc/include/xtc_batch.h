@@ -166,9 +166,103 @@ XTC_API int xtc_batch_cancel_mt(xtc_batch_t *group, uint64_t handle);
 /* xtc_batch_resume from any thread, at the next boundary; codes as
  * xtc_batch_cancel_mt. */
 XTC_API int xtc_batch_resume_mt(xtc_batch_t *group, uint64_t handle);
+/* ---- async offload ----------------------------------------------------
+ *
+ * xtc_batch_create_async replaces step with submit/collect: submit launches
+ * one device operation over the ready vector and describes how to await it
+ * in *exec; the driver awaits it without stalling the loop (it parks), then
+ * collect decides each member's result at the next boundary. */
+typedef struct xtc_future xtc_future_t; /* xtc_future.h */
+
+enum {
+	XTC_BATCH_EXEC_SYNC = 0,     /* submit did the work; status 0 */
+	XTC_BATCH_EXEC_FUTURE = 1,   /* await future (consumed); its status */
+	XTC_BATCH_EXEC_BLOCKING = 2, /* run fn(arg) on the blocking pool; its
+	                              * return value is the status */
+	XTC_BATCH_EXEC_FENCE = 3     /* await fd readable (native only); 0 */
+};
+
+/* Filled by submit; zeroed (SYNC) before the call. */
+typedef struct xtc_batch_exec {
+	int kind;                /* XTC_BATCH_EXEC_* */
+	int fd;                  /* FENCE: stays open until collect returns */
+	xtc_future_t *future;    /* FUTURE: consumed by the engine */
+	int (*fn)(void *arg);    /* BLOCKING */
+	void *arg;
+} xtc_batch_exec_t;
+
+/* Launch one operation over items[0..count); XTC_OK with *exec filled, or
+ * a negative code (every member completes with it, nothing is awaited). */
+typedef int (*xtc_batch_submit_fn)(const xtc_batch_item_t *items,
+                                   size_t count, xtc_batch_exec_t *exec,
+                                   void *user);
+/* After the operation completed with status >= 0: one result per member,
+ * as step writes them. Not called after a timeout (XTC_E_AGAIN), an abort
+ * (close(CANCEL), driver kill: XTC_E_ABORTED) or a negative status: the
+ * members then complete with that code and are never resubmitted. */
+typedef int (*xtc_batch_collect_fn)(const xtc_batch_item_t *items,
+                                    xtc_batch_result_t *results, size_t count,
+                                    int status, void *user);
+/* A member of the operation in flight was cancelled (once per member, on
+ * the driver, while the op runs); it still completes XTC_E_ABORTED at the
+ * completion boundary. Optional. */
+typedef void (*xtc_batch_cancel_hint_fn)(uint64_t handle, void *request,
+                                         void *user);
+
+#define XTC_BATCH_ASYNC_VERSION 1
+
+typedef struct xtc_batch_async_opts {
+	size_t   size;           /* sizeof(xtc_batch_async_opts_t) */
+	uint32_t version;        /* XTC_BATCH_ASYNC_VERSION */
+	uint32_t flags;          /* reserved, 0 */
+	xtc_batch_submit_fn  submit;   /* required */
+	xtc_batch_collect_fn collect;  /* required */
+	xtc_batch_cancel_hint_fn cancel_hint; /* optional */
+	int64_t  exec_timeout_ns; /* FENCE/FUTURE wait bound; 0: none; < 0 INVAL */
+} xtc_batch_async_opts_t;
+
+/* As xtc_batch_create with opts->step NULL (else XTC_E_INVAL) and the
+ * submit/collect pair of aopts. */
+XTC_API int xtc_batch_create_async(xtc_loop_t *loop,
+                                   const xtc_batch_opts_t *opts,
+                                   const xtc_batch_async_opts_t *aopts,
+                                   xtc_batch_t **out);
+
 /* Records of the hand-in pool (hand-ins accepted and not yet completed),
  * or a negative XTC_E_INVAL. */
 XTC_API long xtc_batch_mt_capacity(const xtc_batch_t *group);
+
+/* ---- placement ----------------------------------------------------------
+ *
+ * Advisory glue, not a scheduler: nothing migrates a live group. */
+struct xtc_exec;
+
+/* The loop of exec whose carrier runs on NUMA node numa_node (-1: unknown)
+ * into *out. Carriers record their node only when they start, and a group
+ * can only be created before that, so this returns loop 0 today (also on
+ * single-node machines and for an unknown node). XTC_E_INVAL: NULL exec or
+ * out; XTC_E_RANGE: numa_node < -1. */
+XTC_API int xtc_batch_loop_for_device(struct xtc_exec *exec, int numa_node,
+                                      xtc_loop_t **out);
+
+typedef struct xtc_batch_router xtc_batch_router_t; /* opaque */
+
+#define XTC_BATCH_ROUTER_MAX 65536 /* groups per router */
+
+/* One logical model over n caller-created groups (the array is copied; the
+ * groups stay the caller's and must outlive the router). XTC_E_INVAL: NULL
+ * groups/out, n == 0, a NULL or destroyed group; XTC_E_RANGE: n above
+ * XTC_BATCH_ROUTER_MAX; XTC_E_NOMEM. */
+XTC_API int xtc_batch_router_create(xtc_batch_t *const *groups, size_t n,
+                                    xtc_batch_router_t **out);
+/* The group for key: stable (the same key, the same group, for the
+ * router's life), spread evenly, and moving only about 1/(n+1) of the
+ * keys when a router is rebuilt with one more group (jump consistent
+ * hash). Any thread. XTC_E_INVAL: NULL out, a NULL or destroyed router. */
+XTC_API int xtc_batch_router_route(const xtc_batch_router_t *router,
+                                   uint64_t key, xtc_batch_t **out);
+/* Free the router (not the groups). XTC_E_INVAL: NULL or destroyed. */
+XTC_API int xtc_batch_router_destroy(xtc_batch_router_t *router);
 
 #ifdef __cplusplus
 }
