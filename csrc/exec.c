@@ -95,13 +95,7 @@
 #define STEAL_POLL_NS 1000000   /* idle re-steal interval (1 ms) */
 #define STEAL_POLL_MAX_SHIFT 5  /* backoff cap: 32 ms */
 
-#if defined(__x86_64__) || defined(__i386__)
-#define cpu_relax() __builtin_ia32_pause()
-#elif defined(__aarch64__)
-#define cpu_relax() __asm__ __volatile__("yield" ::: "memory")
-#else
-#define cpu_relax() ((void)0)
-#endif
+#define cpu_relax() XTC__CPU_RELAX() /* base_int.h */
 
 /* One submission ring slot (bounded MPSC, per-slot sequence numbers). */
 typedef struct sub_slot {

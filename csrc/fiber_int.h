@@ -65,7 +65,7 @@
 #define XTC__CORO_UCONTEXT 1
 #endif
 
-#define XTC__TLS_IE __attribute__((tls_model("initial-exec")))
+#include "base_int.h" /* XTC__TLS_IE */
 
 #define XTC__STACK_MIN       (16u * 1024u)
 #define XTC__STACK_DEFAULT   (64u * 1024u)
@@ -124,6 +124,8 @@ struct xtc__fiber {
 	size_t asan_size;
 	void *tsan_fiber;
 };
+/* The switch assembly stores and loads the stack pointer at offset 0. */
+_Static_assert(offsetof(struct xtc__fiber, sp) == 0, "sp MUST stay first");
 
 /* Per-thread setup: root fiber, sigaltstack for the overflow handler (kept
  * if the thread already has one, e.g. a Go-created M), process-wide SIGSEGV

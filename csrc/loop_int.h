@@ -51,14 +51,7 @@
 #include "xtc.h"
 #include "fiber_int.h"
 
-#define XTC__TLS __attribute__((tls_model("initial-exec")))
-#if defined(__x86_64__) || defined(__i386__)
-#define XTC__CPU_RELAX() __builtin_ia32_pause()
-#elif defined(__aarch64__)
-#define XTC__CPU_RELAX() __asm__ __volatile__("yield")
-#else
-#define XTC__CPU_RELAX() ((void)0)
-#endif
+#define XTC__TLS XTC__TLS_IE /* base_int.h, through fiber_int.h */
 #define XTC__LIKELY(x)   __builtin_expect(!!(x), 1)
 #define XTC__UNLIKELY(x) __builtin_expect(!!(x), 0)
 
@@ -245,6 +238,8 @@ struct xtc_task {
 	void (*detach)(void *arg);
 	void *detach_arg;
 };
+/* Queues and the inbox cast a post node back to its task. */
+_Static_assert(offsetof(struct xtc_task, node) == 0, "node MUST stay first");
 
 /* Waiter detach hook. A fiber that parks on an object another thread or
  * loop completes (a future, a blocking pool job, a launch child) registers

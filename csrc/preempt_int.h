@@ -43,7 +43,7 @@
 #include "xtc_preempt.h"
 #include "fiber_int.h"
 
-#define XTC__PTLS __attribute__((tls_model("initial-exec")))
+#define XTC__PTLS XTC__TLS_IE /* base_int.h, through fiber_int.h */
 
 /* Max carriers watched by the monitor at once. */
 #define XTC__PREEMPT_MAX_SLOTS 256

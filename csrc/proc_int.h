@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "xtc_proc.h"
+#include "base_int.h"
 #include "loop_int.h"
 
 /* ---- spinlock -----------------------------------------------------------
@@ -45,11 +46,7 @@ typedef struct { atomic_uint v; } xtc__spin_t;
 
 static inline void xtc__cpu_relax(void)
 {
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield" ::: "memory");
-#endif
+	XTC__CPU_RELAX(); /* base_int.h */
 }
 
 static inline void xtc__spin_lock(xtc__spin_t *l)
