@@ -88,13 +88,33 @@ static int xtc_go_batch_submit(xtc_batch_t *g, uintptr_t key,
 {
 	return xtc_batch_submit(g, (void *)key, charge, out);
 }
+
+static int xtc_go_batch_submit_mt(xtc_batch_t *g, uintptr_t key,
+                                  uint64_t charge, uint64_t *out)
+{
+	return xtc_batch_submit_mt(g, (void *)key, charge, out);
+}
+
+static int xtc_go_batch_driver_alive(xtc_batch_t *g, unsigned *closed)
+{
+	xtc_batch_stats_t st;
+
+	if (xtc_batch_get_stats(g, &st) != 0)
+		return 0;
+	*closed = st.closed;
+	return (int)st.driver_alive;
+}
 */
 import "C"
 
 import (
+	"context"
 	"errors"
+	"runtime"
 	"runtime/cgo"
+	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -123,6 +143,135 @@ type Batch struct {
 
 	completePanics atomic.Uint64
 	destroyed      atomic.Bool
+
+	// cross-thread hand-ins (SubmitMT, Do): any goroutine
+	mtReqs sync.Map // key (mtKeyBit set) -> *mtEntry
+	mtKey  atomic.Uintptr
+}
+
+// Keys of hand-ins have this bit; owner-side keys count up from 1.
+const mtKeyBit = uintptr(1) << (unsafe.Sizeof(uintptr(0))*8 - 2)
+
+type mtEntry struct {
+	req  any
+	done chan mtResult // Do only (buffered 1); nil: Complete gets it
+}
+
+type mtResult struct {
+	req any
+	err error
+}
+
+func (b *Batch) reqOf(key uintptr) any {
+	if key&mtKeyBit != 0 {
+		if e, ok := b.mtReqs.Load(key); ok {
+			return e.(*mtEntry).req
+		}
+		return nil
+	}
+	return b.reqs[key]
+}
+
+// SubmitMT hands request in from any goroutine (xtc_batch_submit_mt),
+// without a trip to the loop's thread: lock-free, never blocking. nil
+// means Complete runs exactly once for the handle (a hand-in that finds
+// the group full waits for a slot in submission order). ErrAgain when the
+// group is closed or its hand-in pool or ring is full (the request is not
+// kept); ErrRange for a charge above the resource capacity. Not after
+// Destroy.
+func (b *Batch) SubmitMT(request any, charge uint64) (uint64, error) {
+	return b.submitMT(&mtEntry{req: request}, charge)
+}
+
+func (b *Batch) submitMT(e *mtEntry, charge uint64) (uint64, error) {
+	const op = "xtc_batch_submit_mt"
+	if b == nil || b.destroyed.Load() {
+		return 0, &Error{Op: op, Code: ErrInval}
+	}
+	key := mtKeyBit | b.mtKey.Add(1)
+	b.mtReqs.Store(key, e) // before the call: complete may run at once
+	var h C.uint64_t
+	rc := C.xtc_go_batch_submit_mt(b.c, C.uintptr_t(key), C.uint64_t(charge), &h)
+	if rc != 0 {
+		b.mtReqs.Delete(key)
+		return 0, mkerr(op, int(rc))
+	}
+	return uint64(h), nil
+}
+
+// CancelMT asks for handle's cancellation from any goroutine
+// (xtc_batch_cancel_mt): applied at the next boundary, discarded when the
+// handle has completed. ErrAgain when the ring is full or the driver has
+// ended.
+func (b *Batch) CancelMT(handle uint64) error {
+	const op = "xtc_batch_cancel_mt"
+	if b == nil || b.destroyed.Load() {
+		return &Error{Op: op, Code: ErrInval}
+	}
+	return mkerr(op, int(C.xtc_batch_cancel_mt(b.c, C.uint64_t(handle))))
+}
+
+// ResumeMT is Resume from any goroutine (xtc_batch_resume_mt), applied at
+// the next boundary; codes as CancelMT.
+func (b *Batch) ResumeMT(handle uint64) error {
+	const op = "xtc_batch_resume_mt"
+	if b == nil || b.destroyed.Load() {
+		return &Error{Op: op, Code: ErrInval}
+	}
+	return mkerr(op, int(C.xtc_batch_resume_mt(b.c, C.uint64_t(handle))))
+}
+
+// Do runs request through the group (charge 1) and returns it once it
+// completed (Step sees it as BatchItem.Request and may change what it
+// points to), with nil, or with the member's error. Any number of
+// goroutines may call it at once; the completion is handed to the waiting
+// goroutine through a channel from the loop's thread, so no OS thread is
+// held per waiter. Do completions do not go to Complete.
+//
+// When ctx is done first, Do issues exactly one CancelMT and returns
+// ctx.Err() once the cancel took effect; if the request finished first it
+// returns the result and nil (exactly one of the two). While the hand-in
+// pool is full Do retries until ctx is done; a closed group returns an
+// error matching ErrAgain.
+func (b *Batch) Do(ctx context.Context, request any) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	e := &mtEntry{req: request, done: make(chan mtResult, 1)}
+	var h uint64
+	for {
+		var err error
+		h, err = b.submitMT(e, 1)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrAgain) || b.closedOrEnded() {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Microsecond):
+		}
+	}
+	stop := context.AfterFunc(ctx, func() {
+		// one cancel; ErrAgain only while the ring is full
+		for errors.Is(b.CancelMT(h), ErrAgain) && !b.closedOrEnded() {
+			runtime.Gosched()
+		}
+	})
+	r := <-e.done
+	stop()
+	if r.err != nil && errors.Is(r.err, ErrAborted) && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return r.req, r.err
+}
+
+func (b *Batch) closedOrEnded() bool {
+	var closed C.unsigned
+	alive := C.xtc_go_batch_driver_alive(b.c, &closed)
+	return alive == 0 || closed != 0
 }
 
 // BatchCreate creates a group on loop (xtc_batch_create). Setup-only: after
@@ -308,7 +457,7 @@ func (b *Batch) runStep(items []C.xtc_batch_item_t, res []C.xtc_batch_result_t) 
 	for i := range items {
 		its[i] = BatchItem{
 			Handle:  uint64(items[i].handle),
-			Request: b.reqs[uintptr(items[i].request)],
+			Request: b.reqOf(uintptr(items[i].request)),
 			Charge:  uint64(items[i].charge),
 			Rounds:  uint64(items[i].rounds),
 		}
@@ -350,8 +499,17 @@ func (b *Batch) runStep(items []C.xtc_batch_item_t, res []C.xtc_batch_result_t) 
 
 // runComplete is the body of xtcGoBatchComplete (loop thread).
 func (b *Batch) runComplete(handle uint64, key uintptr, outcome int) {
-	req := b.reqs[key]
-	delete(b.reqs, key)
+	var req any
+	var done chan mtResult
+	if key&mtKeyBit != 0 {
+		if v, ok := b.mtReqs.LoadAndDelete(key); ok {
+			e := v.(*mtEntry)
+			req, done = e.req, e.done
+		}
+	} else {
+		req = b.reqs[key]
+		delete(b.reqs, key)
+	}
 	var err error
 	if e, ok := b.errs[handle]; ok {
 		delete(b.errs, handle)
@@ -361,6 +519,10 @@ func (b *Batch) runComplete(handle uint64, key uintptr, outcome int) {
 	}
 	if err == nil && outcome != 0 {
 		err = &Error{Op: "xtc_batch", Code: Errno(outcome)}
+	}
+	if done != nil {
+		done <- mtResult{req: req, err: err} // buffered: never blocks
+		return
 	}
 	defer func() {
 		if recover() != nil {

@@ -3,10 +3,12 @@
 package xtc
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -355,4 +357,128 @@ func BenchmarkBatchGoStep(b *testing.B) {
 			require.NoError(b, g.Destroy())
 		})
 	}
+}
+
+// 1000 goroutines call Do at once, a third with a ctx cancelled at a
+// random moment (before the call, while waiting, racing DONE), plus
+// SubmitMT/CancelMT producers: each Do returns exactly one of its result
+// or ctx.Err(), Complete runs once per SubmitMT handle, the counters add
+// up.
+func TestBatchDoAndSubmitMT(t *testing.T) {
+	l, err := LoopInit()
+	require.NoError(t, err)
+	defer l.Fini()
+
+	type rq struct{ id, length, rounds int }
+	var mu sync.Mutex
+	mtDone := map[uint64]int{}
+	b, err := BatchCreate(l, &BatchOpts{
+		Capacity: 64, MaxActive: 16, ResourceCapacity: 16,
+		Step: func(items []BatchItem, res []BatchResult) error {
+			for i, it := range items {
+				r := it.Request.(*rq)
+				r.rounds++
+				if r.rounds >= r.length {
+					res[i].State = BatchDone
+				}
+			}
+			return nil
+		},
+		Complete: func(h uint64, req any, outcome error) {
+			mu.Lock()
+			mtDone[h]++
+			mu.Unlock()
+			if req.(*rq).id >= 0 {
+				t.Errorf("a Do request reached Complete")
+			}
+		},
+	})
+	require.NoError(t, err)
+	runErr := make(chan error, 1)
+	go func() { runErr <- l.Run() }()
+
+	const doers, producers, per = 1000, 4, 200
+	var wg sync.WaitGroup
+	var ok, cancelled atomic.Int64
+	for g := 0; g < doers; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewSource(int64(g)))
+			r := &rq{id: g, length: 1 + rng.Intn(8)}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			switch rng.Intn(3) {
+			case 0:
+				if rng.Intn(10) == 0 {
+					cancel() // before the call
+				} else {
+					time.AfterFunc(time.Duration(rng.Intn(300))*time.Microsecond, cancel)
+				}
+			}
+			res, err := b.Do(ctx, r)
+			switch {
+			case err == nil:
+				assert.Same(t, r, res)
+				assert.GreaterOrEqual(t, r.rounds, r.length)
+				ok.Add(1)
+			case errors.Is(err, context.Canceled):
+				assert.Nil(t, res)
+				assert.Error(t, ctx.Err())
+				cancelled.Add(1)
+			default:
+				t.Errorf("Do: %v", err)
+			}
+		}(g)
+	}
+	var handles sync.Map
+	for p := 0; p < producers; p++ {
+		wg.Add(1)
+		go func(p int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewSource(int64(1000 + p)))
+			for i := 0; i < per; i++ {
+				r := &rq{id: -1, length: 1 + rng.Intn(4)}
+				h, err := b.SubmitMT(r, 1)
+				for errors.Is(err, ErrAgain) {
+					time.Sleep(20 * time.Microsecond)
+					h, err = b.SubmitMT(r, 1)
+				}
+				require.NoError(t, err)
+				handles.Store(h, true)
+				if rng.Intn(3) == 0 {
+					_ = b.CancelMT(h) // maybe twice, maybe after DONE
+					if rng.Intn(2) == 0 {
+						_ = b.CancelMT(h)
+					}
+				}
+			}
+		}(p)
+	}
+	wg.Wait()
+	require.NoError(t, b.Close(BatchDrain))
+	require.NoError(t, <-runErr)
+
+	assert.Equal(t, int64(doers), ok.Load()+cancelled.Load())
+	n := 0
+	handles.Range(func(k, _ any) bool {
+		n++
+		mu.Lock()
+		assert.Equal(t, 1, mtDone[k.(uint64)], "handle %x", k)
+		mu.Unlock()
+		return true
+	})
+	assert.Equal(t, producers*per, n)
+	assert.Len(t, mtDone, producers*per)
+	st, err := b.Stats()
+	require.NoError(t, err)
+	assert.Equal(t, st.Accepted, st.Completed)
+	t.Logf("Do: %d ok, %d cancelled; %d SubmitMT", ok.Load(), cancelled.Load(), n)
+	_, err = b.SubmitMT(&rq{}, 1)
+	assert.ErrorIs(t, err, ErrAgain) // closed
+	require.NoError(t, b.Destroy())
+	_, err = b.SubmitMT(&rq{}, 1)
+	assert.ErrorIs(t, err, ErrInval)
+	assert.ErrorIs(t, b.CancelMT(1), ErrInval)
+	assert.ErrorIs(t, b.ResumeMT(1), ErrInval)
 }
