@@ -91,6 +91,14 @@ static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
 static xtc__stack_t *pool;
 static size_t pool_n, pool_cap, pool_max = XTC__STACK_POOL_MAX;
 
+/* Caller holds pool_mu. pool_n is written only under the mutex but read
+ * without it (an empty-pool fast path in xtc__stack_alloc), so its stores
+ * are atomic. */
+static void pool_count_set(size_t n)
+{
+	__atomic_store_n(&pool_n, n, __ATOMIC_RELAXED);
+}
+
 /* Caller holds pool_mu. 1 if kept. */
 static int pool_put_locked(const xtc__stack_t *st)
 {
@@ -104,7 +112,8 @@ static int pool_put_locked(const xtc__stack_t *st)
 		pool = np;
 		pool_cap = nc;
 	}
-	pool[pool_n++] = *st;
+	pool[pool_n] = *st;
+	pool_count_set(pool_n + 1);
 	return 1;
 }
 
@@ -224,14 +233,16 @@ static int pool_take(size_t want, struct stack_cache *c, xtc__stack_t *out)
 		if (pool[i].map_len != want)
 			continue;
 		xtc__stack_t st = pool[i];
-		pool[i] = pool[--pool_n];
+		pool_count_set(pool_n - 1);
+		pool[i] = pool[pool_n];
 		if (!got) {
 			*out = st;
 			got = 1;
 		} else if (c != NULL && c->n < XTC__STACK_CACHE_MAX) {
 			c->s[c->n++] = st;
 		} else {
-			pool[pool_n++] = st; /* put back */
+			pool[pool_n] = st; /* put back */
+			pool_count_set(pool_n + 1);
 			break;
 		}
 		if (got && (c == NULL || --extra == 0))
@@ -350,7 +361,8 @@ size_t xtc_stack_pool_trim(void)
 	xtc__stack_t *v = pool;
 	size_t n = pool_n;
 	pool = NULL;
-	pool_n = pool_cap = 0;
+	pool_count_set(0);
+	pool_cap = 0;
 	pool_max = XTC__STACK_POOL_MAX;
 	pthread_mutex_unlock(&pool_mu);
 	for (size_t i = 0; i < n; i++)
