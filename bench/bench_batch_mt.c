@@ -11,6 +11,9 @@
  *                      figure is the sustained accept rate of the whole
  *                      pipe (hand-in, drain, admission, step, complete,
  *                      record recycled)
+ *   batch_mt_call_ns   one submit_mt call with no consumer running (65536
+ *                      hand-ins into a group whose loop has not started,
+ *                      one thread): the producer-side cost alone
  *   batch_mt_idle_p50 / _p99   submit_mt -> the member's first step, ns,
  *                      one hand-in at a time into an idle group (the
  *                      driver is parked: includes the cross-thread wake)
@@ -227,6 +230,30 @@ static void latency(long total, double *p50, double *p99)
 	free(lat);
 }
 
+static double call_ns(void)
+{
+	xtc_batch_opts_t o = mkopts(65536, 4096, done_step, count_complete);
+	xtc_loop_t *l;
+	uint64_t h;
+	double t0, t1;
+	long n = 0;
+
+	if (xtc_loop_init(&l) != XTC_OK || xtc_batch_create(l, &o, &rg) !=
+	                                            XTC_OK)
+		die("call setup");
+	atomic_store(&completed, 0);
+	t0 = now_ns();
+	while (xtc_batch_submit_mt(rg, NULL, 1, &h) == XTC_OK)
+		n++;
+	t1 = now_ns();
+	if (n != xtc_batch_mt_capacity(rg) ||
+	    xtc_batch_close(rg, XTC_BATCH_DRAIN) != XTC_OK ||
+	    xtc_loop_run(l) != XTC_OK || atomic_load(&completed) != n ||
+	    xtc_batch_destroy(rg) != XTC_OK || xtc_loop_fini(l) != XTC_OK)
+		die("call teardown");
+	return (t1 - t0) / (double)n;
+}
+
 static void spread(const char *name, double *v, int n)
 {
 	double lo = v[0], hi = v[0];
@@ -245,7 +272,7 @@ int main(void)
 	int quick = getenv("XTC_BENCH_QUICK") != NULL;
 	long total = quick ? 400000 : 4000000, nl = quick ? 2000 : 10000;
 	static const int tc[3] = {1, 4, 8};
-	double r[3][REPS], p50[REPS], p99[REPS];
+	double r[3][REPS], p50[REPS], p99[REPS], cn[REPS];
 	double loadavg[3] = {0};
 
 	if (getloadavg(loadavg, 3) > 0)
@@ -258,15 +285,18 @@ int main(void)
 			r[t][k] = rate(tc[t], total);
 		}
 		latency(nl, &p50[k], &p99[k]);
+		cn[k] = call_ns();
 	}
 	spread("batch_mt_rate_1", r[0], REPS);
 	spread("batch_mt_rate_4", r[1], REPS);
 	spread("batch_mt_rate_8", r[2], REPS);
+	spread("batch_mt_call_ns", cn, REPS);
 	spread("batch_mt_idle_p50", p50, REPS);
 	spread("batch_mt_idle_p99", p99, REPS);
 	printf("batch_mt_rate_1 %.2f M/s\n", bench_median(r[0], REPS));
 	printf("batch_mt_rate_4 %.2f M/s\n", bench_median(r[1], REPS));
 	printf("batch_mt_rate_8 %.2f M/s\n", bench_median(r[2], REPS));
+	printf("batch_mt_call_ns %.1f ns\n", bench_median(cn, REPS));
 	printf("batch_mt_idle_p50 %.0f ns\n", bench_median(p50, REPS));
 	printf("batch_mt_idle_p99 %.0f ns\n", bench_median(p99, REPS));
 	return 0;

@@ -1720,6 +1720,8 @@ struct as {
 	int kind, status, submits, collects, bad, end;
 	int64_t delay;               /* op duration */
 	xtc_promise_t *prom;         /* FUTURE op in flight (completer) */
+	xtc_promise_t *pq[256];      /* ops submitted, not yet picked up */
+	int pq_n;
 	int fence_fd;
 	int nf;                      /* fences made (closed at the end) */
 	int ffd[256];
@@ -1765,8 +1767,11 @@ static int as_submit(const xtc_batch_item_t *it, size_t n,
 	ex->kind = as.kind;
 	switch (as.kind) {
 	case XTC_BATCH_EXEC_FUTURE:
-		if (xtc_future_new_pair(&as.prom, &f) != XTC_OK)
+		if (as.pq_n == 256 ||
+		    xtc_future_new_pair(&as.pq[as.pq_n], &f) != XTC_OK)
 			return XTC_E_NOMEM;
+		/* queued: an op may start while an abandoned one still runs */
+		as.prom = as.pq[as.pq_n++];
 		ex->future = f;
 		break;
 	case XTC_BATCH_EXEC_BLOCKING:
@@ -1835,9 +1840,12 @@ static void as_completer(void *arg)
 
 	(void)arg;
 	for (;;) {
-		if (as.prom != NULL) {
-			xtc_promise_t *p = as.prom;
-			as.prom = NULL; /* the next op may start while we sleep */
+		if (as.pq_n > 0) {
+			xtc_promise_t *p = as.pq[0];
+			memmove(&as.pq[0], &as.pq[1],
+			        (size_t)--as.pq_n * sizeof as.pq[0]);
+			if (as.pq_n == 0)
+				as.prom = NULL;
 			if (as.delay > 0)
 				xtc_proc_sleep(as.delay);
 			CHECK_EQ(xtc_promise_set(p, 0, as.status), XTC_OK);
@@ -2269,6 +2277,52 @@ static void test_placement_router(void)
 	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
 }
 
+
+/* a kill of the driver ends a FENCE wait (never signalled) at once */
+static void fence_killer(void *arg)
+{
+	xtc_batch_stats_t st;
+
+	(void)arg;
+	do {
+		xtc_proc_sleep(200 * US);
+		CHECK_EQ(xtc_batch_get_stats(as.g, &st), XTC_OK);
+	} while (st.iterations == 0);
+	CHECK_EQ(xtc_exit_pid(st.driver, 9), XTC_OK);
+}
+
+static void test_async_kill_fence(void)
+{
+	xtc_batch_opts_t o = mkopts(8, 4, 4, NULL, as_complete, NULL);
+	xtc_batch_async_opts_t a = mkaopts(0);
+	xtc_loop_t *l = new_loop();
+	xtc_batch_stats_t st;
+
+	memset(&as, 0, sizeof as);
+	as.kind = XTC_BATCH_EXEC_FENCE;
+	as.delay = -1; /* never signalled */
+	as.fence_fd = -1;
+	for (int i = 0; i < 4; i++)
+		as.r[i].length = 1;
+	CHECK_EQ(xtc_batch_create_async(l, &o, &a, &as.g), XTC_OK);
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ(xtc_batch_submit(as.g, &as.r[i], 1, &as.r[i].handle),
+		         XTC_OK);
+	CHECK_EQ(xtc_proc_spawn(l, fence_killer, NULL, NULL, NULL), XTC_OK);
+	CHECK_EQ(xtc_loop_run(l), XTC_OK);
+	for (int i = 0; i < 4; i++) {
+		CHECK_EQ(as.r[i].completions, 1);
+		CHECK_EQ(as.r[i].outcome, XTC_E_ABORTED);
+	}
+	CHECK_EQ(as.collects, 0);
+	CHECK_EQ(xtc_batch_get_stats(as.g, &st), XTC_OK);
+	CHECK_EQ(st.driver_alive, 0);
+	CHECK_EQ(xtc_batch_destroy(as.g), XTC_OK);
+	for (int i = 0; i < as.nf; i++)
+		close(as.ffd[i]);
+	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+}
+
 int main(void)
 {
 	RUN(test_snippet);
@@ -2286,6 +2340,7 @@ int main(void)
 	RUN(test_async_kinds);
 	RUN(test_async_inflight_cancel);
 	RUN(test_placement_router);
+	RUN(test_async_kill_fence);
 	RUN(test_model_native);
 	RUN(test_exactly_once_native);
 	if (xtc_sim_supported()) {
