@@ -186,11 +186,17 @@ func TestServiceSharesAndLatency(t *testing.T) {
 		len(lat), lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1], errs)
 	assert.Less(t, errs, len(lat)) // most requests met their 100 ms deadline
 
-	// the watchdog saw the batch kernels in flight, by name
-	r := s.lastStall.Load()
-	require.NotNil(t, r, "no stall report")
-	assert.Equal(t, "crunch", r.Name)
-	assert.False(t, r.Pid.IsNone())
+	// a stall report, when there is one, names the batch kernel. With the
+	// carrier-owned slice timers every run is cut at the 200 us slice, so
+	// on a quiet machine no run reaches the 20 ms budget and none comes;
+	// the in-flight report itself is tested in the xtc package
+	// (TestCallbackPanicEachKind, the stall tests).
+	if r := s.lastStall.Load(); r != nil {
+		assert.Equal(t, "crunch", r.Name)
+		assert.False(t, r.Pid.IsNone())
+	} else {
+		t.Logf("no run exceeded the stall budget (preemption cut every run)")
+	}
 }
 
 // The executor shuts down like net/http: afterwards calls are refused.
