@@ -370,6 +370,7 @@ struct mig {
 };
 
 static struct mig migs[2 * NMIG];
+static atomic_int mig_seen_move;
 
 static void spin_us(int us)
 {
@@ -385,7 +386,12 @@ static void mig_proc(void *a)
 	pthread_t me = pthread_self();
 
 	m->start_loop = id;
-	for (int i = 0; i < MIG_YIELDS; i++) {
+	if (id != 0)
+		atomic_store(&mig_seen_move, 1);
+	/* run at least MIG_YIELDS rounds, and on until the idle loop has taken
+	 * some work (its carrier may start late on a busy machine), bounded */
+	for (int i = 0; i < MIG_YIELDS ||
+	     (!atomic_load(&mig_seen_move) && i < 200 * MIG_YIELDS); i++) {
 		/* between two yields we must stay on one carrier thread */
 		spin_us(5);
 		if (!pthread_equal(me, pthread_self()) || xtc_exec_loop_id() != id)
@@ -393,6 +399,7 @@ static void mig_proc(void *a)
 		xtc_yield();
 		if (xtc_exec_loop_id() != id) {
 			atomic_fetch_add(&m->moves, 1);
+			atomic_store(&mig_seen_move, 1);
 			if (m->pinned)
 				atomic_fetch_add(&m->bad, 1);
 			id = xtc_exec_loop_id();
@@ -409,6 +416,7 @@ static void test_pinned_and_migratable(void)
 	int moves = 0;
 
 	memset(migs, 0, sizeof(migs));
+	atomic_store(&mig_seen_move, 0);
 	CHECK_EQ(xtc_exec_init(&e, 2), XTC_OK);
 	memset(&o, 0, sizeof(o));
 	/* everything starts on loop 0; loop 1 has nothing of its own */
