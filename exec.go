@@ -60,7 +60,7 @@ static int xtc_go_submit(xtc_exec_t *e, int idx, uintptr_t h, int64_t wait)
 
 static int xtc_go_loop_is_exec(xtc_loop_t *loop)
 {
-	return loop != NULL && loop->exec != NULL;
+	return loop != NULL && xtc__loop_exec(loop) != NULL;
 }
 
 // A run on a C-created thread that rings an eventfd when it returns, so Go

@@ -128,7 +128,7 @@ int xtc__class_check(xtc_loop_t *loop, xtc_exec_class_t cls)
 
 int xtc__class_enqueue(xtc_loop_t *loop, xtc_task_t *t)
 {
-	xtc__classes_t *cs = loop->classes;
+	xtc__classes_t *cs = loop->up.classes;
 	struct xtc_run_class *c = t->sched_class;
 	uint64_t m;
 
@@ -149,7 +149,7 @@ int xtc__class_enqueue(xtc_loop_t *loop, xtc_task_t *t)
 
 int xtc__class_choose(xtc_loop_t *loop, int default_ready)
 {
-	xtc__classes_t *cs = loop->classes;
+	xtc__classes_t *cs = loop->up.classes;
 	int best = -1;
 	uint64_t bv, m;
 
@@ -174,7 +174,7 @@ int xtc__class_choose(xtc_loop_t *loop, int default_ready)
 
 xtc_task_t *xtc__class_take(xtc_loop_t *loop, int lane)
 {
-	xtc__classes_t *cs = loop->classes;
+	xtc__classes_t *cs = loop->up.classes;
 	struct xtc_run_class *c;
 	xtc_task_t *t;
 
@@ -205,7 +205,7 @@ xtc_task_t *xtc__class_pick(xtc_loop_t *loop, int default_ready)
 
 uint32_t xtc__class_ready_mask(const xtc_loop_t *loop)
 {
-	const xtc__classes_t *cs = loop->classes;
+	const xtc__classes_t *cs = loop->up.classes;
 	uint32_t m = 0;
 
 	if (cs == NULL)
@@ -219,7 +219,7 @@ uint32_t xtc__class_ready_mask(const xtc_loop_t *loop)
 int xtc__class_lane_info(const xtc_loop_t *loop, int lane, int *shares,
                          uint64_t *runs)
 {
-	const xtc__classes_t *cs = loop->classes;
+	const xtc__classes_t *cs = loop->up.classes;
 
 	if (lane < 0) {
 		*shares = XTC_DEFAULT_CLASS_SHARES;
@@ -235,7 +235,7 @@ int xtc__class_lane_info(const xtc_loop_t *loop, int lane, int *shares,
 
 int xtc__class_count(const xtc_loop_t *loop)
 {
-	const xtc__classes_t *cs = loop->classes;
+	const xtc__classes_t *cs = loop->up.classes;
 	return cs != NULL ? cs->n : 0;
 }
 
@@ -265,7 +265,7 @@ static uint64_t charge_of(int64_t ran_ns, uint64_t *ewma)
 
 void xtc__class_charge(xtc_loop_t *loop, xtc_task_t *t, int64_t ran_ns)
 {
-	xtc__classes_t *cs = loop->classes;
+	xtc__classes_t *cs = loop->up.classes;
 	struct xtc_run_class *c;
 	uint64_t cost;
 
@@ -288,13 +288,13 @@ void xtc__class_charge(xtc_loop_t *loop, xtc_task_t *t, int64_t ran_ns)
 
 int64_t xtc__class_queued(const xtc_loop_t *loop)
 {
-	const xtc__classes_t *cs = loop->classes;
+	const xtc__classes_t *cs = loop->up.classes;
 	return cs ? cs->queued : 0;
 }
 
 uint64_t xtc__class_hash(const xtc_loop_t *loop, uint64_t h)
 {
-	const xtc__classes_t *cs = loop->classes;
+	const xtc__classes_t *cs = loop->up.classes;
 
 	if (cs == NULL)
 		return h;
@@ -308,7 +308,7 @@ uint64_t xtc__class_hash(const xtc_loop_t *loop, uint64_t h)
 
 void xtc__class_loop_fini(xtc_loop_t *loop)
 {
-	xtc__classes_t *cs = loop->classes;
+	xtc__classes_t *cs = loop->up.classes;
 
 	if (cs == NULL)
 		return;
@@ -317,7 +317,7 @@ void xtc__class_loop_fini(xtc_loop_t *loop)
 		free(cs->v[i]);
 	}
 	free(cs);
-	loop->classes = NULL;
+	loop->up.classes = NULL;
 }
 
 static int64_t min_latency(const xtc__classes_t *cs)
@@ -352,12 +352,12 @@ int xtc_exec_class_create(xtc_loop_t *loop, int shares, int64_t latency_ns,
 		return XTC_E_INVAL;
 	if (atomic_load(&loop->owner) != 0 && !xtc__loop_on_owner_thread(loop))
 		return XTC_E_INVAL; /* setup-time or owner-thread only */
-	cs = loop->classes;
+	cs = loop->up.classes;
 	if (cs == NULL) {
 		cs = calloc(1, sizeof(*cs));
 		if (cs == NULL)
 			return XTC_E_NOMEM;
-		loop->classes = cs;
+		loop->up.classes = cs;
 	}
 	if (cs->n >= XTC_LOOP_MAX_CLASSES)
 		return XTC_E_AGAIN;

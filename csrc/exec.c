@@ -151,7 +151,7 @@ static int exec_ok(const xtc_exec_t *e)
 
 static xtc__carrier_t *carrier_of(const xtc_loop_t *l)
 {
-	return l->exec != NULL ? (xtc__carrier_t *)l->exec_data : NULL;
+	return l->up.exec != NULL ? l->up.carrier : NULL;
 }
 
 /* ------------------------------------------------------------------ */
@@ -533,7 +533,7 @@ static void migrate_in(xtc_loop_t *l, xtc__post_t *p)
 	l->live_tasks++;
 	if (c != NULL)
 		atomic_store(&c->steal_inflight, 0);
-	atomic_fetch_add_explicit(&l->steals, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&l->up.steals, 1, memory_order_relaxed);
 	xtc__loop_make_ready(l, t);
 }
 
@@ -996,8 +996,8 @@ int xtc_exec_init(xtc_exec_t **out, int n_loops)
 		rc = xtc_loop_init(&c->loop);
 		if (rc != XTC_OK)
 			break;
-		c->loop->exec = e;
-		c->loop->exec_data = c;
+		c->loop->up.exec = e;
+		c->loop->up.carrier = c;
 		c->loop->index = i;
 		e->n = i + 1;
 		xtc__sched_exec_register(c->loop,
@@ -1111,7 +1111,7 @@ int xtc_exec_loop_stats(xtc_exec_t *e, int idx, xtc_loop_stats_t *out)
 		return XTC_E_INVAL;
 	l = e->c[idx].loop;
 	out->tasks_run = __atomic_load_n(&l->runs, __ATOMIC_RELAXED);
-	out->steals = atomic_load_explicit(&l->steals, memory_order_relaxed);
+	out->steals = atomic_load_explicit(&l->up.steals, memory_order_relaxed);
 	out->demotions = __atomic_load_n(&l->demotions, __ATOMIC_RELAXED);
 	out->aged = __atomic_load_n(&l->low_aged, __ATOMIC_RELAXED);
 	return XTC_OK;
@@ -1120,7 +1120,7 @@ int xtc_exec_loop_stats(xtc_exec_t *e, int idx, xtc_loop_stats_t *out)
 int xtc_exec_loop_id(void)
 {
 	xtc_loop_t *l = xtc__loop_current();
-	return l != NULL && l->exec != NULL ? l->index : -1;
+	return l != NULL && l->up.exec != NULL ? l->index : -1;
 }
 
 int xtc_shard_id(void)
@@ -1128,7 +1128,7 @@ int xtc_shard_id(void)
 	xtc_loop_t *l = xtc__loop_current();
 	if (l == NULL)
 		return -1;
-	return l->exec != NULL ? l->index : 0;
+	return l->up.exec != NULL ? l->index : 0;
 }
 
 int xtc_shard_count(void)
@@ -1136,7 +1136,7 @@ int xtc_shard_count(void)
 	xtc_loop_t *l = xtc__loop_current();
 	if (l == NULL)
 		return 0;
-	return l->exec != NULL ? ((xtc_exec_t *)l->exec)->n : 1;
+	return l->up.exec != NULL ? l->up.exec->n : 1;
 }
 
 static int pick_loop(xtc_exec_t *e)
@@ -1461,7 +1461,7 @@ uint64_t xtc__exec_hash(xtc_exec_t *e)
 	for (int i = 0; i < e->n; i++) {
 		xtc_loop_t *l = e->c[i].loop;
 		h = xtc__hash_u64(h, l->runs);
-		h = xtc__hash_u64(h, atomic_load(&l->steals));
+		h = xtc__hash_u64(h, atomic_load(&l->up.steals));
 		h = xtc__hash_u64(h, (uint64_t)l->live_tasks);
 		h = xtc__hash_u64(h, (uint64_t)l->pending_timers);
 		h = xtc__hash_u64(h, (uint64_t)xtc__deque_size(&e->c[i].dq));

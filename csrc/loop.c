@@ -1436,7 +1436,7 @@ static xtc_loop_t *shell_get(void)
 	pthread_mutex_lock(&shells_mu);
 	loop = shells;
 	if (loop != NULL)
-		shells = loop->exec_data;
+		shells = loop->shell_next;
 	pthread_mutex_unlock(&shells_mu);
 	if (loop == NULL)
 		loop = aligned_alloc(64, (sizeof(*loop) + 63) & ~(size_t)63);
@@ -1446,7 +1446,7 @@ static xtc_loop_t *shell_get(void)
 static void shell_put(xtc_loop_t *loop)
 {
 	pthread_mutex_lock(&shells_mu);
-	loop->exec_data = shells;
+	loop->shell_next = shells;
 	shells = loop;
 	pthread_mutex_unlock(&shells_mu);
 }
@@ -1541,7 +1541,7 @@ int xtc_loop_run(xtc_loop_t *loop)
 	int rc;
 
 	/* An executor's loop runs on its carrier (xtc_exec_run). */
-	if (loop_live(loop) && loop->exec != NULL)
+	if (loop_live(loop) && loop->up.exec != NULL)
 		return XTC_E_INVAL;
 	rc = xtc__loop_enter(loop);
 	if (rc != 0)
@@ -1688,7 +1688,7 @@ static int loop_fini(xtc_loop_t *loop);
 
 int xtc_loop_fini(xtc_loop_t *loop)
 {
-	if (loop_live(loop) && loop->exec != NULL)
+	if (loop_live(loop) && loop->up.exec != NULL)
 		return XTC_E_INVAL;
 	return loop_fini(loop);
 }
@@ -1729,8 +1729,7 @@ static int loop_fini(xtc_loop_t *loop)
 	xtc__tls_task = saved_task;
 	memset(&loop->hooks, 0, sizeof(loop->hooks));
 	loop->feat = 0;
-	loop->procs = loop->exec = loop->classes = loop->stall = NULL;
-	loop->sched = NULL;
+	memset(&loop->up, 0, sizeof(loop->up));
 	atomic_store(&loop->owner, 0);
 	shell_put(loop);
 	return 0;

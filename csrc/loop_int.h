@@ -624,17 +624,26 @@ struct xtc_loop {
 	int64_t lat_budget;
 	_Atomic uint64_t yield_due;
 
-	/* hooks for the executor, classes, stall, preemption, sim */
+	/* the pick: written by sched.c only (the executor, classes, lane
+	 * policies and batch groups register with it) */
 	xtc__loop_hooks_t hooks;
-	void *exec;                    /* owning executor, NULL standalone */
-	void *exec_data;
-	void *classes;                 /* class state (class.c) */
-	void *stall;                   /* stall watchdog state (stall.c) */
-	struct xtc__sched *sched;      /* lane policy / batch counts (sched.c) */
-	_Atomic uint64_t steals;
 
-	/* proc layer */
-	void *procs;                   /* owned by proc.c; freed in xtc__proc_loop_fini */
+	/* shell list link while finalised (loop.c shell_get/shell_put) */
+	xtc_loop_t *shell_next;
+
+	/* State the layers above the loop own. Each pointer is typed to its
+	 * layer's own incomplete struct and is allocated, read and freed by
+	 * that layer alone; the loop only clears the group when it is
+	 * finalised, and never looks inside. */
+	struct {
+		struct xtc_exec *exec;        /* owning executor, NULL standalone (exec.c) */
+		struct xtc__carrier *carrier; /* the carrier running this loop (exec.c) */
+		_Atomic uint64_t steals;      /* tasks stolen into this loop (exec.c) */
+		struct xtc__classes *classes; /* class state (class.c) */
+		struct xtc__stall *stall;     /* stall watchdog state (stall.c) */
+		struct xtc__sched *sched;     /* lane policy / batch counts (sched.c) */
+		struct xtc__ptab *procs;      /* proc table (proc.c, freed in xtc__proc_loop_fini) */
+	} up;
 };
 
 static inline int xtc__loop_admit(xtc_loop_t *loop)
@@ -670,7 +679,15 @@ void xtc__loop_ring(xtc_loop_t *loop, int how);
  * here), which then lets that run be preempted at its slice end. */
 void xtc__exec_ring_run(xtc_loop_t *loop);
 
-/* xtc_loop_fini refuses a loop with loop->exec set (XTC_E_INVAL), and so
+/* The executor that owns loop, NULL for a standalone loop: the accessor
+ * for code outside the executor (the Go preambles among it), which must
+ * not reach into loop->up. */
+static inline struct xtc_exec *xtc__loop_exec(const xtc_loop_t *loop)
+{
+	return loop->up.exec;
+}
+
+/* xtc_loop_fini refuses a loop with loop->up.exec set (XTC_E_INVAL), and so
  * does xtc_loop_run; the executor finalises its loops with this. */
 int xtc__loop_fini_owned(xtc_loop_t *loop);
 

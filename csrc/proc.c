@@ -124,7 +124,7 @@ static void relv_free(xtc__relv_t *rv)
 
 static xtc__ptab_t *tab_of(xtc_loop_t *loop)
 {
-	return __atomic_load_n((xtc__ptab_t **)&loop->procs, __ATOMIC_ACQUIRE);
+	return __atomic_load_n(&loop->up.procs, __ATOMIC_ACQUIRE);
 }
 
 static xtc__ptab_t *tab_get(xtc_loop_t *loop)
@@ -152,7 +152,7 @@ static xtc__ptab_t *tab_get(xtc_loop_t *loop)
 			t->local_head = 0;
 			t->local_n = 0;
 			atomic_store(&t->live, 1);
-			__atomic_store_n((xtc__ptab_t **)&loop->procs, t,
+			__atomic_store_n(&loop->up.procs, t,
 			                 __ATOMIC_RELEASE);
 		}
 	}
@@ -1191,7 +1191,7 @@ void xtc__proc_loop_fini(xtc_loop_t *loop)
 	t->free_head = 0;
 	t->local_head = 0;
 	t->local_n = 0;
-	loop->procs = NULL;
+	loop->up.procs = NULL;
 	pthread_mutex_unlock(&g_tab_mu);
 }
 

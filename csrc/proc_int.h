@@ -217,7 +217,7 @@ static inline xtc__proc_t *xtc__proc_ref(xtc_pid_t pid, xtc__ptab_t **ref)
 	 * be finalised under us, no users reference, a few loads */
 	if (XTC__LIKELY(cur != NULL && cur->id == loop_id &&
 	                pid.gen != 0 && local_id != 0)) {
-		xtc__ptab_t *t = __atomic_load_n((xtc__ptab_t **)&cur->procs,
+		xtc__ptab_t *t = __atomic_load_n(&cur->up.procs,
 		                                 __ATOMIC_ACQUIRE);
 		xtc__proc_t *c;
 

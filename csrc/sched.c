@@ -40,7 +40,7 @@
  * XTC__DEMOTE_AGE_NS it is served first, never twice in a row.
  *
  * Invariants: hooks are written only here; policy state exists only when a
- * policy was installed or a batch group registered (loop->sched), and the
+ * policy was installed or a batch group registered (loop->up.sched), and the
  * pick reads it only while classes exist (with the default lane alone there
  * is nothing to choose), so a loop without classes pays nothing, and one
  * with classes but no policy pays one pointer test per pick.
@@ -220,7 +220,7 @@ static xtc_task_t *hook_pick(xtc_loop_t *l)
 		int def = def_ready(l, ex) || l->low_head != NULL;
 		xtc_task_t *t;
 #ifdef XTC_SCHED_POLICY
-		struct xtc__sched *s = l->sched;
+		struct xtc__sched *s = l->up.sched;
 		if (XTC__UNLIKELY(s != NULL && s->on))
 			t = policy_pick(l, s, def);
 		else
@@ -375,8 +375,8 @@ void xtc__sched_loop_fini(xtc_loop_t *l)
 {
 	xtc__class_loop_fini(l);
 	xtc__stall_loop_fini(l);
-	free(l->sched);
-	l->sched = NULL;
+	free(l->up.sched);
+	l->up.sched = NULL;
 }
 
 /* ------------------------------------------------------------------ */
@@ -397,14 +397,14 @@ static int owner_ok(const xtc_loop_t *l)
 
 static struct xtc__sched *sched_state(xtc_loop_t *l)
 {
-	if (l->sched == NULL)
-		l->sched = calloc(1, sizeof(*l->sched));
-	return l->sched;
+	if (l->up.sched == NULL)
+		l->up.sched = calloc(1, sizeof(*l->up.sched));
+	return l->up.sched;
 }
 
 uint64_t xtc__sched_hash(const xtc_loop_t *l, uint64_t h)
 {
-	const struct xtc__sched *s = l->sched;
+	const struct xtc__sched *s = l->up.sched;
 
 	if (s == NULL || !s->on)
 		return h;
@@ -431,7 +431,7 @@ void xtc__sched_batch_unregister(xtc_loop_t *l, int lane)
 	struct xtc__sched *s;
 
 	if (l == NULL || lane < -1 || lane >= XTC_LOOP_MAX_CLASSES ||
-	    (s = l->sched) == NULL || s->batch[lane + 1].groups <= 0)
+	    (s = l->up.sched) == NULL || s->batch[lane + 1].groups <= 0)
 		return;
 	s->batch[lane + 1].groups--;
 }
@@ -448,7 +448,7 @@ void xtc__sched_batch_adjust(xtc_loop_t *l, int lane, int32_t d_active,
 	struct xtc__sched *s;
 
 	if (l == NULL || lane < -1 || lane >= XTC_LOOP_MAX_CLASSES ||
-	    (s = l->sched) == NULL)
+	    (s = l->up.sched) == NULL)
 		return;
 	adj(&s->batch[lane + 1].active, d_active);
 	adj(&s->batch[lane + 1].ready, d_ready);
@@ -555,7 +555,7 @@ int xtc_sched_get_stats(xtc_loop_t *loop, xtc_sched_stats_t *out)
 		return XTC_E_INVAL;
 	memset((char *)out + 2 * sizeof(uint32_t), 0,
 	    sizeof(*out) - 2 * sizeof(uint32_t));
-	s = loop->sched;
+	s = loop->up.sched;
 	if (s == NULL)
 		return XTC_OK;
 	out->opportunities = ld(&s->opportunities);

@@ -91,12 +91,12 @@ static int loop_ok(const xtc_loop_t *loop)
  * the loop runs), so the run-end hook never races its allocation. */
 static xtc__stall_t *stall_of(xtc_loop_t *loop)
 {
-	xtc__stall_t *s = loop->stall;
+	xtc__stall_t *s = loop->up.stall;
 
 	if (s == NULL) {
 		s = calloc(1, sizeof(*s));
 		/* published for the any-thread count getter */
-		__atomic_store_n(&loop->stall, s, __ATOMIC_RELEASE);
+		__atomic_store_n(&loop->up.stall, s, __ATOMIC_RELEASE);
 	}
 	return s;
 }
@@ -158,14 +158,14 @@ uint64_t xtc_loop_stall_count(const xtc_loop_t *loop)
 	const xtc__stall_t *s;
 
 	if (!loop_ok(loop) ||
-	    (s = __atomic_load_n(&loop->stall, __ATOMIC_ACQUIRE)) == NULL)
+	    (s = __atomic_load_n(&loop->up.stall, __ATOMIC_ACQUIRE)) == NULL)
 		return 0;
 	return atomic_load_explicit(&s->count, memory_order_relaxed);
 }
 
 void xtc__stall_begin(xtc_loop_t *loop, xtc_task_t *t, int64_t now)
 {
-	xtc__stall_t *s = loop->stall;
+	xtc__stall_t *s = loop->up.stall;
 	xtc__proc_t *p = t->proc;
 
 	if (s == NULL)
@@ -192,7 +192,7 @@ int xtc_loop_stall_inflight(const xtc_loop_t *loop, xtc_stall_info_t *out)
 	if (!loop_ok(loop) || out == NULL)
 		return XTC_E_INVAL;
 	memset(out, 0, sizeof(*out));
-	s = __atomic_load_n(&loop->stall, __ATOMIC_ACQUIRE);
+	s = __atomic_load_n(&loop->up.stall, __ATOMIC_ACQUIRE);
 	if (s == NULL)
 		return XTC_E_NOTFOUND;
 	w = (xtc__stall_t *)s; /* atomics only: C11 loads take non-const */
@@ -262,7 +262,7 @@ static void default_report(xtc_loop_t *loop, const xtc__stall_t *s,
 
 void xtc__stall_check(xtc_loop_t *loop, xtc_task_t *t, int64_t ran_ns)
 {
-	xtc__stall_t *s = loop->stall;
+	xtc__stall_t *s = loop->up.stall;
 	int64_t budget;
 	xtc_stall_cb cb;
 
@@ -287,8 +287,8 @@ void xtc__stall_check(xtc_loop_t *loop, xtc_task_t *t, int64_t ran_ns)
 
 void xtc__stall_loop_fini(xtc_loop_t *loop)
 {
-	free(loop->stall);
-	loop->stall = NULL;
+	free(loop->up.stall);
+	loop->up.stall = NULL;
 }
 
 void xtc_exec_set_stall_budget(xtc_exec_t *exec, int64_t budget_ns)

@@ -221,7 +221,7 @@ static void sc_spawn_send(void)
 
 	rc = xtc_loop_run(l);
 	EXPECT(rc);
-	if (l->procs != NULL)
+	if (l->up.procs != NULL)
 		atomic_fetch_add(&ptab_headers, 1);
 	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
 }

@@ -93,11 +93,11 @@ static void test_validation(void)
 		CHECK(xtc_loop_fini(l) == 0);
 		CHECK(xtc__loop_by_id(id) == NULL);
 	}
-	/* An executor's loop is refused by fini and run (loop->exec set). */
+	/* An executor's loop is refused by fini and run (loop->up.exec set). */
 	{
 		xtc_loop_t *x;
 		REQUIRE(xtc_loop_init(&x) == 0);
-		x->exec = (void *)&x; /* stands for an owning executor */
+		x->up.exec = (struct xtc_exec *)(void *)&x; /* stands for an owning executor */
 		CHECK(xtc_loop_fini(x) == XTC_E_INVAL);
 		CHECK(xtc_loop_run(x) == XTC_E_INVAL);
 		CHECK(xtc__loop_fini_owned(x) == 0);

@@ -70,7 +70,7 @@ static void test_nosys(void)
 	CHECK_EQ(xtc_sched_get_stats(l, &st), XTC_E_NOSYS);
 	CHECK_EQ(xtc_sched_lane_of(NULL, &lane), XTC_E_NOSYS);
 	CHECK_EQ(lane, 7);
-	CHECK(l->sched == NULL);
+	CHECK(l->up.sched == NULL);
 	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
 }
 #else
