@@ -162,12 +162,12 @@ static xtc__carrier_t *carrier_of(const xtc_loop_t *l)
 /* Ready tasks carry their enqueue sequence so the owner can serve its
  * private FIFO and its deque in one global FIFO order: a pinned task that
  * yields forever cannot starve the migratable ones, nor the reverse. The
- * sequence of a private task sits in t->exec_data; that of a deque slot in
+ * sequence of a private task sits in t->xq.seq; that of a deque slot in
  * dq_seq, which only the owner touches (a deque task may be stolen at any
  * moment, so the owner must not read the task itself). */
 static inline uint64_t seq_of(const xtc_task_t *t)
 {
-	return (uint64_t)(uintptr_t)t->exec_data;
+	return t->xq.seq;
 }
 
 static xtc_task_t *deque_oldest(xtc__carrier_t *c)
@@ -237,7 +237,7 @@ static int exec_enqueue(xtc_loop_t *l, xtc_task_t *t)
 			goto pushed;
 	}
 	/* private FIFO (also when the deque is full: memory stays bounded) */
-	t->exec_data = (void *)(uintptr_t)seq;
+	t->xq.seq = seq;
 	return 0;
 pushed:
 	if (atomic_load_explicit(&c->exec->eager, memory_order_relaxed)) {
@@ -540,7 +540,7 @@ static void migrate_in(xtc_loop_t *l, xtc__post_t *p)
 static void migrate_out(xtc_loop_t *l, xtc__post_t *p)
 {
 	xtc_task_t *t = (xtc_task_t *)p;
-	xtc_loop_t *to = (xtc_loop_t *)t->exec_data;
+	xtc_loop_t *to = t->xq.to;
 
 	if (l->magic != XTC__LOOP_LIVE)
 		return; /* still on our task list: fini releases it */
@@ -602,7 +602,7 @@ static int try_steal(xtc__carrier_t *c)
 		if (t == NULL)
 			continue;
 		atomic_store(&c->steal_inflight, 1);
-		t->exec_data = c->loop;
+		t->xq.to = c->loop;
 		t->node.fn = migrate_out;
 		if (xtc__loop_post(v->loop, &t->node) != XTC_OK)
 			atomic_store(&c->steal_inflight, 0); /* victim finalised */

@@ -364,7 +364,6 @@ static void task_reset(xtc_task_t *t)
 	atomic_store_explicit(&t->kill_pending, 0, memory_order_relaxed);
 	t->park_why = 0;
 	t->park_armed = 0;
-	t->exec_flags = 0;
 	atomic_store_explicit(&t->wlock, 0, memory_order_relaxed);
 	t->stack_lazy = 0;
 	t->admitted = 0;
@@ -391,7 +390,7 @@ static void task_reset(xtc_task_t *t)
 	t->runs = 0;
 	t->demoted = 0;
 	t->svc_ns = 0;
-	t->exec_data = NULL;
+	t->xq.seq = 0;
 	t->detach = NULL;
 	t->detach_arg = NULL;
 }

@@ -188,12 +188,13 @@ struct xtc_task {
 	_Atomic uint32_t state;  /* XTC__T_* */
 	_Atomic uint32_t wake_pending;
 	uint8_t is_fiber;
-	uint8_t pinned;          /* never stolen (executor) */
+	uint8_t pinned;          /* spawn option: never stolen (executor) */
 	uint8_t retain;          /* handle given out: not recycled until fini */
-	_Atomic uint8_t kill_pending; /* set by the proc layer: see xtc__proc_resumed */
+	/* set by the proc layer, read by the loop on every resume (so it
+	 * stays on the first line): see xtc__proc_resumed */
+	_Atomic uint8_t kill_pending;
 	uint8_t park_why;        /* XTC__PW_* */
 	uint8_t park_armed;      /* an fd or timer registration is outstanding */
-	uint8_t exec_flags;      /* free for the executor */
 	_Atomic uint8_t wlock;   /* guards waiters (tiny spinlock) */
 	uint8_t stack_lazy;      /* fiber whose stack is mapped at first run */
 	uint8_t demoted;         /* READY at the demoted level (loop.c) */
@@ -218,9 +219,25 @@ struct xtc_task {
 	struct xtc_timer park_timer;
 	xtc__io_req_t *park_io;
 
-	/* identity and hooks */
-	void *proc;              /* proc layer back-pointer (xtc_self) */
-	void *sched_class;       /* opaque class (xtc_exec_class_t), NULL = default lane */
+	/* Owned by the layers above the loop, typed to their own structs.
+	 * The loop resets the group at spawn (task_reset), stores proc and
+	 * sched_class from the spawn options, and only ever tests
+	 * sched_class against NULL (default lane or not); what they point to
+	 * is the owners' alone. An anonymous member, so the owners (and the
+	 * tests) keep their field names. */
+	struct {
+		struct xtc__proc *proc;  /* proc layer back-pointer (xtc_self) */
+		struct xtc_run_class *sched_class; /* class, NULL = default lane */
+		/* executor: the enqueue sequence while READY on the carrier's
+		 * private FIFO; the thief's loop while a steal moves it (the
+		 * two never overlap: a task in flight is on no FIFO) */
+		union {
+			uint64_t seq;
+			xtc_loop_t *to;
+		} xq;
+	};
+
+	/* hooks */
 	xtc__task_cleanup_fn cleanup; /* loop thread, at reap or fini */
 	_Atomic(xtc__await_node_t *) waiters; /* under wlock; XTC__AWAIT_CLOSED once DONE */
 	/* hooked xtc_await waiters holding the struct (+ XTC__WREF_ORPHAN) */
@@ -232,7 +249,6 @@ struct xtc_task {
 	int64_t low_since;       /* when it was demoted (aging) */
 	int64_t svc_ns;          /* run time since it last parked (adaptive q) */
 	uint64_t runs;
-	void *exec_data;         /* free for the executor / classes */
 
 	/* waiter detach hook (xtc__task_set_detach), set by the task itself */
 	void (*detach)(void *arg);

@@ -258,7 +258,7 @@ static inline xtc_pid_t xtc__proc_pid(const xtc__proc_t *p)
 static inline xtc__proc_t *xtc__proc_current(void)
 {
 	xtc_task_t *t = xtc__tls_task;
-	return t ? (xtc__proc_t *)t->proc : NULL;
+	return t ? t->proc : NULL;
 }
 
 /* Under p->lock (slot ALIVE): wake p's task. On the task's own loop
