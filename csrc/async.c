@@ -49,9 +49,6 @@
 
 #include "loop_int.h"
 
-int xtc__task_spawn_coro(xtc_loop_t *loop, xtc_coro_fn fn, void *arg,
-                         const xtc__spawn_opts_t *opts, xtc_task_t **out);
-int xtc__fiber_yield(void);
 
 int xtc_async(xtc_loop_t *loop, xtc_coro_fn fn, void *arg,
               xtc_task_t **out_task)

@@ -1103,6 +1103,16 @@ xtc_loop_t *xtc_exec_loop(xtc_exec_t *e, int idx)
 	return e->c[idx].loop;
 }
 
+/* The watchdog is per loop (stall.c); the executor applies one budget to
+ * each of its loops, so stall.c needs no way back to the executor. */
+void xtc_exec_set_stall_budget(xtc_exec_t *exec, int64_t budget_ns)
+{
+	int n = xtc_exec_n_loops(exec);
+
+	for (int i = 0; i < n; i++)
+		xtc_loop_set_stall_budget(xtc_exec_loop(exec, i), budget_ns);
+}
+
 int xtc_exec_loop_stats(xtc_exec_t *e, int idx, xtc_loop_stats_t *out)
 {
 	xtc_loop_t *l;
@@ -1186,10 +1196,6 @@ int xtc_exec_spawn_on(xtc_exec_t *e, int loop_idx, xtc_task_fn fn,
 		return XTC_E_INVAL;
 	return spawn_task(e, loop_idx, 1, fn, user, out_task);
 }
-
-/* loop.c: a fiber task whose body is a coroutine (result kept). */
-int xtc__task_spawn_coro(xtc_loop_t *loop, xtc_coro_fn fn, void *arg,
-                         const xtc__spawn_opts_t *opts, xtc_task_t **out);
 
 static int spawn_coro(xtc_exec_t *e, int idx, int pinned, xtc_coro_fn fn,
                       void *arg, xtc_task_t **out)

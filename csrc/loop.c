@@ -759,8 +759,6 @@ int xtc__task_spawn_fiber(xtc_loop_t *loop, xtc__fiber_entry body, void *arg,
 
 /* Used by async.c: a coroutine is a fiber task whose result is kept. */
 int xtc__task_spawn_coro(xtc_loop_t *loop, xtc_coro_fn fn, void *arg,
-                         const xtc__spawn_opts_t *opts, xtc_task_t **out);
-int xtc__task_spawn_coro(xtc_loop_t *loop, xtc_coro_fn fn, void *arg,
                          const xtc__spawn_opts_t *opts, xtc_task_t **out)
 {
 	struct spawn_body proto = { .is_fiber = 1, .coro = fn, .arg = arg };
@@ -1297,7 +1295,6 @@ int xtc__park_published(void)
 }
 
 /* The caller is a fiber task: queue it at the back and give up the CPU. */
-int xtc__fiber_yield(void);
 int xtc__fiber_yield(void)
 {
 	return xtc__fiber_yield_ex(0);

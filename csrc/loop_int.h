@@ -803,6 +803,14 @@ xtc_task_t *xtc__rq_pop(xtc_loop_t *loop);
  * preempts (XTC__LF_PREEMPT) and the task is in the default lane, a plain
  * yield otherwise. Same results as xtc__fiber_yield. */
 int xtc__fiber_yield_slice(void);
+/* The current fiber task goes to the back of its queue and gives up the
+ * CPU (xtc_yield, xtc_yield_ex and proc sleeps of 0 are this). 0, or
+ * XTC_E_INVAL off a fiber task, XTC_E_DEADLK inside a Go callback. */
+int xtc__fiber_yield(void);
+/* A fiber task whose body is a coroutine: its result is kept for
+ * xtc_await (async.c, exec.c). */
+int xtc__task_spawn_coro(xtc_loop_t *loop, xtc_coro_fn fn, void *arg,
+                         const xtc__spawn_opts_t *opts, xtc_task_t **out);
 /* Pop the demoted level (NULL: empty). */
 xtc_task_t *xtc__loop_low_pop(xtc_loop_t *loop);
 /* The executor may take a preempted migratable task instead (an idle peer

@@ -789,7 +789,7 @@ int xtc_proc_sleep(int64_t ns)
 	if (!p || ns < 0)
 		return XTC_E_INVAL;
 	if (ns == 0) {
-		rc = xtc_yield_ex();
+		rc = xtc__fiber_yield(); /* the loop's yield: xtc_yield_ex */
 		return rc == XTC_E_DEADLK ? rc : XTC_OK;
 	}
 	deadline = xtc__now() + ns;

@@ -290,11 +290,3 @@ void xtc__stall_loop_fini(xtc_loop_t *loop)
 	free(loop->up.stall);
 	loop->up.stall = NULL;
 }
-
-void xtc_exec_set_stall_budget(xtc_exec_t *exec, int64_t budget_ns)
-{
-	int n = xtc_exec_n_loops(exec);
-
-	for (int i = 0; i < n; i++)
-		xtc_loop_set_stall_budget(xtc_exec_loop(exec, i), budget_ns);
-}
