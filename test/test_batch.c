@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include "xtc.h"
 #include "xtc_batch.h"
@@ -1421,19 +1422,28 @@ static void test_owner_only(void)
 
 /* ---- cross-thread admission --------------------------------------------- */
 
-#ifndef MT_PER_PRODUCER
-#define MT_PER_PRODUCER 20000
+/* 8 OS threads + 2 foreign loops share MT_TOTAL hand-ins (issue 11: 10^6;
+ * XTC_BATCH_MT_TOTAL overrides, e.g. 1000000 for the full run). The default
+ * keeps `make test` fast, and smaller under the sanitizers. */
+#ifndef MT_TOTAL
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define MT_TOTAL 30000
+#else
+#define MT_TOTAL 100000
 #endif
-#define MT_THREADS 4
+#endif
+#define MT_THREADS 8
 #define MT_LOOPS 2
 #define MT_PRODUCERS (MT_THREADS + MT_LOOPS)
-#define MT_IDS (MT_PRODUCERS * MT_PER_PRODUCER)
 
 struct mt {
 	xtc_batch_t *g;
-	atomic_uchar seen[MT_IDS];     /* completions per id */
-	atomic_uchar accepted[MT_IDS];
-	atomic_uchar cancelled[MT_IDS];
+	long per, ids;                 /* hand-ins per producer, in all */
+	atomic_uchar *seen;            /* completions per id */
+	atomic_uchar *accepted;
+	atomic_uchar *cancelled;       /* a cancel was (about to be) issued */
+	_Atomic uint64_t *handle;      /* the handle submit_mt gave the id */
+	_Atomic uint64_t *done_h;      /* the handle complete saw for it */
 	atomic_int outcome_bad, dup, aborted_uncancelled;
 	atomic_long n_accepted, n_completed, n_again;
 	atomic_int producers_done;
@@ -1460,12 +1470,13 @@ static void mt_complete(uint64_t h, void *request, int outcome, void *user)
 
 	(void)user;
 	CHECK(h & XTC_BATCH_MT_HANDLE);
-	if (id >= MT_IDS) {
+	if (id >= (uintptr_t)mt->ids) {
 		atomic_fetch_add(&mt->outcome_bad, 1);
 		return;
 	}
 	if (atomic_fetch_add(&mt->seen[id], 1) != 0)
 		atomic_fetch_add(&mt->dup, 1);
+	atomic_store(&mt->done_h[id], h);
 	if (outcome == XTC_E_ABORTED && !atomic_load(&mt->cancelled[id]))
 		atomic_fetch_add(&mt->aborted_uncancelled, 1);
 	if (outcome != XTC_OK && outcome != XTC_E_ABORTED)
@@ -1473,7 +1484,7 @@ static void mt_complete(uint64_t h, void *request, int outcome, void *user)
 	atomic_fetch_add(&mt->n_completed, 1);
 }
 
-/* One producer: MT_PER_PRODUCER hand-ins, ~30% cancelled at a random
+/* One producer: mt->per hand-ins, ~30% cancelled at a random
  * moment (at once, a little later, twice, long after completion). */
 static void mt_produce(int p, int on_loop)
 {
@@ -1481,8 +1492,8 @@ static void mt_produce(int p, int on_loop)
 	uint64_t later[16];
 	int nl = 0;
 
-	for (int i = 0; i < MT_PER_PRODUCER; i++) {
-		uintptr_t id = (uintptr_t)p * MT_PER_PRODUCER + (uintptr_t)i;
+	for (long i = 0; i < mt->per; i++) {
+		uintptr_t id = (uintptr_t)p * (uintptr_t)mt->per + (uintptr_t)i;
 		int rc;
 		for (;;) {
 			rc = xtc_batch_submit_mt(mt->g, (void *)(id + 1), 1, &h);
@@ -1497,6 +1508,7 @@ static void mt_produce(int p, int on_loop)
 		CHECK_EQ(rc, XTC_OK);
 		if (rc != XTC_OK)
 			continue;
+		atomic_store(&mt->handle[id], h);
 		atomic_store(&mt->accepted[id], 1);
 		atomic_fetch_add(&mt->n_accepted, 1);
 		st ^= st << 13;
@@ -1555,17 +1567,48 @@ static void mt_closer(void *arg)
 	CHECK_EQ(xtc_batch_close(mt->g, XTC_BATCH_DRAIN), XTC_OK);
 }
 
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+
+	return a < b ? -1 : a > b;
+}
+
 static void test_mt_stress(void)
 {
 	xtc_batch_opts_t o = mkopts(256, 32, 32, mt_step, mt_complete, NULL);
 	xtc_loop_t *l = new_loop();
 	pthread_t th[MT_PRODUCERS];
 	xtc_batch_stats_t st;
-	long acc = 0;
+	const char *env = getenv("XTC_BATCH_MT_TOTAL");
+	long total = env != NULL ? atol(env) : MT_TOTAL, acc = 0;
+	uint64_t *hs;
+	double t0;
 
+	if (total < MT_PRODUCERS)
+		total = MT_PRODUCERS;
 	mt = calloc(1, sizeof *mt);
+	mt->per = total / MT_PRODUCERS;
+	mt->ids = mt->per * MT_PRODUCERS;
+	mt->seen = calloc((size_t)mt->ids, sizeof *mt->seen);
+	mt->accepted = calloc((size_t)mt->ids, sizeof *mt->accepted);
+	mt->cancelled = calloc((size_t)mt->ids, sizeof *mt->cancelled);
+	mt->handle = calloc((size_t)mt->ids, sizeof *mt->handle);
+	mt->done_h = calloc((size_t)mt->ids, sizeof *mt->done_h);
+	hs = calloc((size_t)mt->ids, sizeof *hs);
+	CHECK(mt->seen && mt->accepted && mt->cancelled && mt->handle &&
+	      mt->done_h && hs);
 	CHECK_EQ(xtc_batch_create(l, &o, &mt->g), XTC_OK);
 	CHECK_EQ(xtc_proc_spawn(l, mt_closer, NULL, NULL, NULL), XTC_OK);
+	t0 = mono_s();
 	for (int i = 0; i < MT_PRODUCERS; i++)
 		CHECK_EQ(pthread_create(&th[i], NULL,
 		                        i < MT_THREADS ? mt_thread
@@ -1574,7 +1617,7 @@ static void test_mt_stress(void)
 	CHECK_EQ(xtc_loop_run(l), XTC_OK);
 	for (int i = 0; i < MT_PRODUCERS; i++)
 		pthread_join(th[i], NULL);
-	for (int i = 0; i < MT_IDS; i++) {
+	for (long i = 0; i < mt->ids; i++) {
 		acc += atomic_load(&mt->accepted[i]);
 		if (atomic_load(&mt->seen[i]) !=
 		    atomic_load(&mt->accepted[i])) {
@@ -1582,22 +1625,43 @@ static void test_mt_stress(void)
 			         atomic_load(&mt->accepted[i]));
 			break;
 		}
+		/* the completion is the one of the handle the call returned */
+		if (atomic_load(&mt->done_h[i]) != atomic_load(&mt->handle[i])) {
+			CHECK_EQ(atomic_load(&mt->done_h[i]),
+			         atomic_load(&mt->handle[i]));
+			break;
+		}
+		hs[i] = atomic_load(&mt->handle[i]);
 	}
-	CHECK_EQ(acc, MT_IDS);
+	/* handles are unique (the bitmap above is per request) */
+	qsort(hs, (size_t)mt->ids, sizeof *hs, cmp_u64);
+	for (long i = 1; i < mt->ids; i++)
+		if (hs[i] == hs[i - 1]) {
+			CHECK(hs[i] != hs[i - 1]);
+			break;
+		}
+	CHECK_EQ(acc, mt->ids);
 	CHECK_EQ(atomic_load(&mt->n_completed), atomic_load(&mt->n_accepted));
 	CHECK_EQ(atomic_load(&mt->dup), 0);
 	CHECK_EQ(atomic_load(&mt->outcome_bad), 0);
 	CHECK_EQ(atomic_load(&mt->aborted_uncancelled), 0);
 	CHECK_EQ(xtc_batch_get_stats(mt->g, &st), XTC_OK);
-	CHECK_EQ(st.accepted, (uint64_t)MT_IDS);
-	CHECK_EQ(st.completed, (uint64_t)MT_IDS);
+	CHECK_EQ(st.accepted, (uint64_t)mt->ids);
+	CHECK_EQ(st.completed, (uint64_t)mt->ids);
 	CHECK(st.aborted > 0 && st.completed_ok > 0);
 	CHECK_EQ(st.driver_alive, 0);
-	fprintf(stderr, "  mt: %d hand-ins, %llu aborted, %ld AGAIN retries\n",
-	        MT_IDS, (unsigned long long)st.aborted,
-	        atomic_load(&mt->n_again));
+	fprintf(stderr, "  mt: %d threads + %d loops, %ld hand-ins in %.2f s, "
+	        "%llu aborted, %ld AGAIN retries\n", MT_THREADS, MT_LOOPS,
+	        mt->ids, mono_s() - t0,
+	        (unsigned long long)st.aborted, atomic_load(&mt->n_again));
 	CHECK_EQ(xtc_batch_destroy(mt->g), XTC_OK);
 	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+	free(mt->seen);
+	free(mt->accepted);
+	free(mt->cancelled);
+	free(mt->handle);
+	free(mt->done_h);
+	free(hs);
 	free(mt);
 }
 
@@ -2278,7 +2342,9 @@ static void test_placement_router(void)
 }
 
 
-/* a kill of the driver ends a FENCE wait (never signalled) at once */
+/* a kill of the driver ends a FENCE wait (never signalled) or a FUTURE
+ * wait (promise never set) at once: every member completes ABORTED
+ * exactly once, collect never runs, the driver is gone */
 static void fence_killer(void *arg)
 {
 	xtc_batch_stats_t st;
@@ -2291,7 +2357,7 @@ static void fence_killer(void *arg)
 	CHECK_EQ(xtc_exit_pid(st.driver, 9), XTC_OK);
 }
 
-static void test_async_kill_fence(void)
+static void kill_during_wait(int kind)
 {
 	xtc_batch_opts_t o = mkopts(8, 4, 4, NULL, as_complete, NULL);
 	xtc_batch_async_opts_t a = mkaopts(0);
@@ -2299,7 +2365,7 @@ static void test_async_kill_fence(void)
 	xtc_batch_stats_t st;
 
 	memset(&as, 0, sizeof as);
-	as.kind = XTC_BATCH_EXEC_FENCE;
+	as.kind = kind;
 	as.delay = -1; /* never signalled */
 	as.fence_fd = -1;
 	for (int i = 0; i < 4; i++)
@@ -2314,13 +2380,28 @@ static void test_async_kill_fence(void)
 		CHECK_EQ(as.r[i].completions, 1);
 		CHECK_EQ(as.r[i].outcome, XTC_E_ABORTED);
 	}
+	CHECK_EQ(as.submits, 1);
 	CHECK_EQ(as.collects, 0);
 	CHECK_EQ(xtc_batch_get_stats(as.g, &st), XTC_OK);
 	CHECK_EQ(st.driver_alive, 0);
+	CHECK_EQ(st.completed, 4);
+	CHECK_EQ(st.aborted, 4);
 	CHECK_EQ(xtc_batch_destroy(as.g), XTC_OK);
 	for (int i = 0; i < as.nf; i++)
 		close(as.ffd[i]);
+	for (int i = 0; i < as.pq_n; i++) /* the op the engine gave up on */
+		xtc_promise_drop(as.pq[i]);
 	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+}
+
+static void test_async_kill_fence(void)
+{
+	kill_during_wait(XTC_BATCH_EXEC_FENCE);
+}
+
+static void test_async_kill_future(void)
+{
+	kill_during_wait(XTC_BATCH_EXEC_FUTURE);
 }
 
 int main(void)
@@ -2341,6 +2422,7 @@ int main(void)
 	RUN(test_async_inflight_cancel);
 	RUN(test_placement_router);
 	RUN(test_async_kill_fence);
+	RUN(test_async_kill_future);
 	RUN(test_model_native);
 	RUN(test_exactly_once_native);
 	if (xtc_sim_supported()) {
