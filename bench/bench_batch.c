@@ -33,43 +33,15 @@
 #include "xtc_batch.h"
 
 #include "bench_util.h"
+#define BATCH_FIXTURE_COUNT_ALLOCS /* the whole (static) program */
+#include "../test/batch_fixture.h"
 
 #define REPS 5
 
-/* ---- allocation counter (the bench is linked statically: these wrap the
- * C library's allocator for the whole program) ---------------------------- */
-
-extern void *__libc_malloc(size_t);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-static atomic_long n_allocs;
-
-void *malloc(size_t n)
-{
-	atomic_fetch_add_explicit(&n_allocs, 1, memory_order_relaxed);
-	return __libc_malloc(n);
-}
-void *calloc(size_t a, size_t b)
-{
-	atomic_fetch_add_explicit(&n_allocs, 1, memory_order_relaxed);
-	return __libc_calloc(a, b);
-}
-void *realloc(void *p, size_t n)
-{
-	atomic_fetch_add_explicit(&n_allocs, 1, memory_order_relaxed);
-	return __libc_realloc(p, n);
-}
-
-/* Everything runs on one thread and is timed in its CPU time: the
- * step cost is CPU the step burns, and time the machine gave to other
+/* Everything runs on one thread and is timed in its CPU time (bf_cpu_ns):
+ * the step cost is CPU the step burns, and time the machine gave to other
  * processes (others compile here) counts for neither variant. */
-static double cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
+#define cpu_ns bf_cpu_ns
 
 static void spin_ns(double ns)
 {
@@ -77,24 +49,6 @@ static void spin_ns(double ns)
 
 	while (cpu_ns() < end)
 		;
-}
-
-static xtc_batch_opts_t mkopts(size_t cap, size_t act, uint64_t res,
-                               xtc_batch_step_fn st, xtc_batch_complete_fn co,
-                               void *user)
-{
-	xtc_batch_opts_t o;
-
-	memset(&o, 0, sizeof o);
-	o.size = sizeof o;
-	o.version = XTC_BATCH_VERSION;
-	o.capacity = cap;
-	o.max_active = act;
-	o.resource_capacity = res;
-	o.step = st;
-	o.complete = co;
-	o.user = user;
-	return o;
 }
 
 static void die(const char *what)
@@ -118,18 +72,10 @@ static int empty_step(const xtc_batch_item_t *it, xtc_batch_result_t *res,
 	return XTC_OK;
 }
 
-static void empty_complete(uint64_t h, void *r, int outcome, void *user)
-{
-	(void)h;
-	(void)r;
-	(void)outcome;
-	(void)user;
-}
-
 static double iter_ns(size_t members, long iters)
 {
-	xtc_batch_opts_t o = mkopts(members, members, members, empty_step,
-	                            empty_complete, NULL);
+	xtc_batch_opts_t o = bf_opts(members, members, members, empty_step,
+	                            bf_nop_complete, NULL);
 	xtc_batch_t *g;
 	xtc_loop_t *l;
 	uint64_t h;
@@ -160,16 +106,6 @@ struct feed {
 	long done;
 };
 
-static int done_step(const xtc_batch_item_t *it, xtc_batch_result_t *res,
-                     size_t n, void *user)
-{
-	(void)it;
-	(void)user;
-	for (size_t k = 0; k < n; k++)
-		res[k].state = XTC_BATCH_DONE;
-	return XTC_OK;
-}
-
 static void count_complete(uint64_t h, void *r, int outcome, void *user)
 {
 	struct feed *f = user;
@@ -179,7 +115,7 @@ static void count_complete(uint64_t h, void *r, int outcome, void *user)
 	(void)outcome;
 	if (++f->done == f->total) {
 		f->t1 = cpu_ns();
-		f->allocs1 = atomic_load(&n_allocs);
+		f->allocs1 = atomic_load(&bf_allocs);
 	}
 }
 
@@ -188,7 +124,7 @@ static void feeder(void *arg)
 	struct feed *f = arg;
 	uint64_t h;
 
-	f->allocs0 = atomic_load(&n_allocs);
+	f->allocs0 = atomic_load(&bf_allocs);
 	f->t0 = cpu_ns();
 	for (long i = 0; i < f->total;) {
 		if (xtc_batch_submit(f->g, NULL, 1, &h) == XTC_OK)
@@ -202,7 +138,7 @@ static void feeder(void *arg)
 static void admit_ns(long total, double *ns, double *allocs)
 {
 	struct feed f;
-	xtc_batch_opts_t o = mkopts(256, 64, 64, done_step, count_complete, &f);
+	xtc_batch_opts_t o = bf_opts(256, 64, 64, bf_done_step, count_complete, &f);
 	xtc_loop_t *l;
 
 	memset(&f, 0, sizeof f);
@@ -285,7 +221,7 @@ static void mix_complete(uint64_t h, void *r, int outcome, void *user)
 
 static double mix_continuous(void)
 {
-	xtc_batch_opts_t o = mkopts((size_t)mix.n, MAXACT, MAXACT, mix_step,
+	xtc_batch_opts_t o = bf_opts((size_t)mix.n, MAXACT, MAXACT, mix_step,
 	                            mix_complete, NULL);
 	xtc_batch_t *g;
 	xtc_loop_t *l;
@@ -351,19 +287,6 @@ static double short_p99(void)
 	return p;
 }
 
-static void spread(const char *name, double *v, int n)
-{
-	double lo = v[0], hi = v[0];
-
-	for (int i = 1; i < n; i++) {
-		if (v[i] < lo)
-			lo = v[i];
-		if (v[i] > hi)
-			hi = v[i];
-	}
-	fprintf(stderr, "  %-22s min %.4g max %.4g (n=%d)\n", name, lo, hi, n);
-}
-
 int main(void)
 {
 	int quick = getenv("XTC_BENCH_QUICK") != NULL;
@@ -419,12 +342,12 @@ int main(void)
 		er[r] = ts / tc;
 		mix_free();
 	}
-	spread("batch_iter_1", i1, REPS);
-	spread("batch_iter_256", i256, REPS);
-	spread("batch_admit_complete", adm, REPS);
-	spread("skew_ratio", ratio, REPS);
-	spread("skew_p99_ratio", pr, REPS);
-	spread("equal_ratio", er, REPS);
+	bf_spread("batch_iter_1", i1, REPS);
+	bf_spread("batch_iter_256", i256, REPS);
+	bf_spread("batch_admit_complete", adm, REPS);
+	bf_spread("skew_ratio", ratio, REPS);
+	bf_spread("skew_p99_ratio", pr, REPS);
+	bf_spread("equal_ratio", er, REPS);
 	printf("batch_iter_1 %.1f ns\n", bench_median(i1, REPS));
 	printf("batch_iter_256 %.1f ns\n", bench_median(i256, REPS));
 	printf("batch_per_member %.2f ns\n", bench_median(pm, REPS));

@@ -33,37 +33,16 @@
 #include "xtc_batch.h"
 
 #include "bench_util.h"
+#include "../test/batch_fixture.h"
 
 #define REPS 3
 
-static double now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
+#define now_ns bf_mono_ns
 
 static void die(const char *what)
 {
 	fprintf(stderr, "bench_batch_mt: %s\n", what);
 	exit(1);
-}
-
-static xtc_batch_opts_t mkopts(size_t cap, size_t act,
-                               xtc_batch_step_fn st, xtc_batch_complete_fn co)
-{
-	xtc_batch_opts_t o;
-
-	memset(&o, 0, sizeof o);
-	o.size = sizeof o;
-	o.version = XTC_BATCH_VERSION;
-	o.capacity = cap;
-	o.max_active = act;
-	o.resource_capacity = act;
-	o.step = st;
-	o.complete = co;
-	return o;
 }
 
 /* ---- throughput ---------------------------------------------------------- */
@@ -72,16 +51,6 @@ static xtc_batch_t *rg;
 static long per_thread;
 static atomic_long completed, producers_left;
 static atomic_int go;
-
-static int done_step(const xtc_batch_item_t *it, xtc_batch_result_t *res,
-                     size_t n, void *user)
-{
-	(void)it;
-	(void)user;
-	for (size_t i = 0; i < n; i++)
-		res[i].state = XTC_BATCH_DONE;
-	return XTC_OK;
-}
 
 static void count_complete(uint64_t h, void *r, int outcome, void *user)
 {
@@ -122,7 +91,8 @@ static void closer(void *arg)
 
 static double rate(int threads, long total)
 {
-	xtc_batch_opts_t o = mkopts(4096, 4096, done_step, count_complete);
+	xtc_batch_opts_t o = bf_opts(4096, 4096, 4096, bf_done_step,
+	                             count_complete, NULL);
 	xtc_loop_t *l;
 	pthread_t th[8];
 	double t0, t1;
@@ -205,7 +175,7 @@ static void *lat_producer(void *arg)
 
 static void latency(long total, double *p50, double *p99)
 {
-	xtc_batch_opts_t o = mkopts(64, 64, lat_step, lat_complete);
+	xtc_batch_opts_t o = bf_opts(64, 64, 64, lat_step, lat_complete, NULL);
 	xtc_loop_t *l;
 	pthread_t th;
 
@@ -232,7 +202,8 @@ static void latency(long total, double *p50, double *p99)
 
 static double call_ns(void)
 {
-	xtc_batch_opts_t o = mkopts(65536, 4096, done_step, count_complete);
+	xtc_batch_opts_t o = bf_opts(65536, 4096, 4096, bf_done_step,
+	                             count_complete, NULL);
 	xtc_loop_t *l;
 	uint64_t h;
 	double t0, t1;
@@ -252,19 +223,6 @@ static double call_ns(void)
 	    xtc_batch_destroy(rg) != XTC_OK || xtc_loop_fini(l) != XTC_OK)
 		die("call teardown");
 	return (t1 - t0) / (double)n;
-}
-
-static void spread(const char *name, double *v, int n)
-{
-	double lo = v[0], hi = v[0];
-
-	for (int i = 1; i < n; i++) {
-		if (v[i] < lo)
-			lo = v[i];
-		if (v[i] > hi)
-			hi = v[i];
-	}
-	fprintf(stderr, "  %-22s min %.4g max %.4g (n=%d)\n", name, lo, hi, n);
 }
 
 int main(void)
@@ -287,12 +245,12 @@ int main(void)
 		latency(nl, &p50[k], &p99[k]);
 		cn[k] = call_ns();
 	}
-	spread("batch_mt_rate_1", r[0], REPS);
-	spread("batch_mt_rate_4", r[1], REPS);
-	spread("batch_mt_rate_8", r[2], REPS);
-	spread("batch_mt_call_ns", cn, REPS);
-	spread("batch_mt_idle_p50", p50, REPS);
-	spread("batch_mt_idle_p99", p99, REPS);
+	bf_spread("batch_mt_rate_1", r[0], REPS);
+	bf_spread("batch_mt_rate_4", r[1], REPS);
+	bf_spread("batch_mt_rate_8", r[2], REPS);
+	bf_spread("batch_mt_call_ns", cn, REPS);
+	bf_spread("batch_mt_idle_p50", p50, REPS);
+	bf_spread("batch_mt_idle_p99", p99, REPS);
 	printf("batch_mt_rate_1 %.2f M/s\n", bench_median(r[0], REPS));
 	printf("batch_mt_rate_4 %.2f M/s\n", bench_median(r[1], REPS));
 	printf("batch_mt_rate_8 %.2f M/s\n", bench_median(r[2], REPS));

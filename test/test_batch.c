@@ -32,6 +32,7 @@
 #include "xtc_sim.h"
 #include "loop_int.h"
 #include "test_util.h"
+#include "batch_fixture.h"
 
 #ifndef EO_SEEDS_SIM
 #define EO_SEEDS_SIM 500
@@ -44,24 +45,6 @@
 #endif
 
 #ifdef XTC_SCHED_POLICY
-
-static xtc_batch_opts_t mkopts(size_t cap, size_t act, uint64_t res,
-                               xtc_batch_step_fn st, xtc_batch_complete_fn co,
-                               void *user)
-{
-	xtc_batch_opts_t o;
-
-	memset(&o, 0, sizeof o);
-	o.size = sizeof o;
-	o.version = XTC_BATCH_VERSION;
-	o.capacity = cap;
-	o.max_active = act;
-	o.resource_capacity = res;
-	o.step = st;
-	o.complete = co;
-	o.user = user;
-	return o;
-}
 
 /* ---- random source: the simulator's APP stream, or a seeded xorshift ---- */
 
@@ -132,7 +115,7 @@ static void test_snippet(void)
 
 	memset(&d, 0, sizeof d);
 	CHECK_EQ(xtc_exec_class_create(l, 100, 0, &cls), XTC_OK);
-	o = mkopts(4, 2, 2, snip_step, snip_complete, &d);
+	o = bf_opts(4, 2, 2, snip_step, snip_complete, &d);
 	o.sched_class = cls;
 	CHECK_EQ(xtc_batch_create(l, &o, &d.group), XTC_OK);
 	for (int i = 0; i < 4; i++) {
@@ -263,7 +246,7 @@ static void model_engine(const struct mvec *v, xtc_loop_t *l, struct mctx *c)
 
 	memset(c, 0, sizeof *c);
 	c->v = v;
-	o = mkopts((size_t)v->n, v->max_active < (size_t)v->n ? v->max_active
+	o = bf_opts((size_t)v->n, v->max_active < (size_t)v->n ? v->max_active
 	                                                      : (size_t)v->n,
 	           v->res, model_step, model_complete, c);
 	CHECK_EQ(xtc_batch_create(l, &o, &c->g), XTC_OK);
@@ -585,7 +568,7 @@ static void eo_setup(xtc_loop_t *l)
 		q->fail_at = rndn(20) == 0 ? 1 + (int)rndn(4) : -1;
 		q->charge = rndn((unsigned)eo.res + 1);
 	}
-	o = mkopts(eo.cap, eo.max_active, eo.res, eo_step, eo_complete, NULL);
+	o = bf_opts(eo.cap, eo.max_active, eo.res, eo_step, eo_complete, NULL);
 	CHECK_EQ(xtc_batch_create(l, &o, &eo.g), XTC_OK);
 	eo.workers_left = 2;
 	CHECK_EQ(xtc_proc_spawn(l, eo_worker, (void *)0, NULL, NULL), XTC_OK);
@@ -771,7 +754,7 @@ static void dl_peer(void *arg)
 
 static void test_deadlk_and_blocked(void)
 {
-	xtc_batch_opts_t o = mkopts(4, 4, 4, dl_step, dl_complete, NULL);
+	xtc_batch_opts_t o = bf_opts(4, 4, 4, dl_step, dl_complete, NULL);
 	xtc_batch_stats_t st;
 	xtc_loop_t *l = new_loop();
 
@@ -862,7 +845,7 @@ static void cc_proc(void *arg)
 
 static void test_cancel_cases(void)
 {
-	xtc_batch_opts_t o = mkopts(5, 3, 3, cc_step, cc_complete, NULL);
+	xtc_batch_opts_t o = bf_opts(5, 3, 3, cc_step, cc_complete, NULL);
 	xtc_batch_stats_t st;
 	xtc_loop_t *l = new_loop();
 
@@ -926,7 +909,7 @@ static void fail_complete(uint64_t h, void *request, int outcome, void *user)
 static void test_errors_outcomes(void)
 {
 	int calls = 0;
-	xtc_batch_opts_t o = mkopts(6, 1, 1, fail_step, fail_complete, &calls);
+	xtc_batch_opts_t o = bf_opts(6, 1, 1, fail_step, fail_complete, &calls);
 	xtc_batch_t *g;
 	uint64_t h;
 	xtc_loop_t *l = new_loop();
@@ -948,30 +931,12 @@ static void test_errors_outcomes(void)
 
 /* ---- bad input, setup-only, owner-only, lifecycle ------------------------ */
 
-static int nop_step(const xtc_batch_item_t *it, xtc_batch_result_t *res,
-                    size_t n, void *user)
-{
-	(void)it;
-	(void)user;
-	for (size_t k = 0; k < n; k++)
-		res[k].state = XTC_BATCH_DONE;
-	return XTC_OK;
-}
-
-static void nop_complete(uint64_t h, void *r, int outcome, void *user)
-{
-	(void)h;
-	(void)r;
-	(void)outcome;
-	(void)user;
-}
-
 static xtc_batch_t *big_groups[3];
 
 static void test_bad_input(void)
 {
 	xtc_loop_t *l = new_loop(), *l2 = new_loop();
-	xtc_batch_opts_t o = mkopts(4, 2, 2, nop_step, nop_complete, NULL), b;
+	xtc_batch_opts_t o = bf_opts(4, 2, 2, bf_done_step, bf_nop_complete, NULL), b;
 	xtc_batch_t *g = (xtc_batch_t *)&o;
 	xtc_exec_class_t other;
 	struct { xtc_batch_opts_t o; uint64_t extra; } big;
@@ -1128,7 +1093,7 @@ static void stopper(void *arg)
 
 static void test_lifecycle(void)
 {
-	xtc_batch_opts_t o = mkopts(2, 1, 1, nop_step, nop_complete, NULL);
+	xtc_batch_opts_t o = bf_opts(2, 1, 1, bf_done_step, bf_nop_complete, NULL);
 	xtc_batch_stats_t st;
 	xtc_batch_t *g;
 	uint64_t h;
@@ -1171,7 +1136,7 @@ static void test_lifecycle(void)
 
 	/* kill of the driver: accepted work still completes (ABORTED) */
 	l = new_loop();
-	o = mkopts(2, 1, 1, cont_step, count_complete, NULL);
+	o = bf_opts(2, 1, 1, cont_step, count_complete, NULL);
 	CHECK_EQ(xtc_batch_create(l, &o, &g), XTC_OK);
 	killed_group = g;
 	n_aborted = 0;
@@ -1265,7 +1230,7 @@ static void lp_resumer(void *arg)
 
 static void test_policy_counts(void)
 {
-	xtc_batch_opts_t o = mkopts(3, 2, 2, lp_step, nop_complete, NULL);
+	xtc_batch_opts_t o = bf_opts(3, 2, 2, lp_step, bf_nop_complete, NULL);
 	xtc_sched_policy_t pol;
 	xtc_proc_opts_t po;
 	xtc_exec_class_t cls;
@@ -1336,7 +1301,7 @@ static void ks_killer(void *arg)
 
 static void test_kill_in_callback(void)
 {
-	xtc_batch_opts_t o = mkopts(4, 2, 2, ks_step, count_complete, NULL);
+	xtc_batch_opts_t o = bf_opts(4, 2, 2, ks_step, count_complete, NULL);
 	xtc_batch_stats_t st;
 	uint64_t h;
 	xtc_loop_t *l = new_loop();
@@ -1389,7 +1354,7 @@ static void *own_runner(void *arg)
 
 static void test_owner_only(void)
 {
-	xtc_batch_opts_t o = mkopts(2, 1, 1, nop_step, nop_complete, NULL);
+	xtc_batch_opts_t o = bf_opts(2, 1, 1, bf_done_step, bf_nop_complete, NULL);
 	xtc_loop_t *l = new_loop(), *l2 = new_loop();
 	pthread_t th;
 	uint64_t h;
@@ -1584,7 +1549,7 @@ static int cmp_u64(const void *x, const void *y)
 
 static void test_mt_stress(void)
 {
-	xtc_batch_opts_t o = mkopts(256, 32, 32, mt_step, mt_complete, NULL);
+	xtc_batch_opts_t o = bf_opts(256, 32, 32, mt_step, mt_complete, NULL);
 	xtc_loop_t *l = new_loop();
 	pthread_t th[MT_PRODUCERS];
 	xtc_batch_stats_t st;
@@ -1681,19 +1646,9 @@ static void mte_complete(uint64_t h, void *request, int outcome, void *user)
 	mte_order[mte_n++] = i;
 }
 
-static int done_step(const xtc_batch_item_t *it, xtc_batch_result_t *res,
-                     size_t n, void *user)
-{
-	(void)it;
-	(void)user;
-	for (size_t i = 0; i < n; i++)
-		res[i].state = XTC_BATCH_DONE;
-	return XTC_OK;
-}
-
 static void test_mt_edges(void)
 {
-	xtc_batch_opts_t o = mkopts(2, 1, 4, done_step, mte_complete, NULL);
+	xtc_batch_opts_t o = bf_opts(2, 1, 4, bf_done_step, mte_complete, NULL);
 	xtc_loop_t *l = new_loop();
 	xtc_batch_t *g;
 	uint64_t h = 7;
@@ -1963,7 +1918,7 @@ static xtc_batch_async_opts_t mkaopts(int64_t timeout)
 static void as_setup(xtc_loop_t *l, int kind, int64_t delay, int64_t timeout,
                      int status, int close_cancel)
 {
-	xtc_batch_opts_t o = mkopts(8, 4, 4, NULL, as_complete, NULL);
+	xtc_batch_opts_t o = bf_opts(8, 4, 4, NULL, as_complete, NULL);
 	xtc_batch_async_opts_t a = mkaopts(timeout);
 
 	memset(&as, 0, sizeof as);
@@ -2097,7 +2052,7 @@ static double thread_cpu_ns(void)
  * a 10 ms FUTURE op with an in-flight cancel (checked). */
 static double probe_run(int with_op)
 {
-	xtc_batch_opts_t o = mkopts(8, 4, 4, NULL, as_complete, NULL);
+	xtc_batch_opts_t o = bf_opts(8, 4, 4, NULL, as_complete, NULL);
 	xtc_batch_async_opts_t a = mkaopts(0);
 	xtc_loop_t *l = new_loop();
 	int64_t span = 10 * MS;
@@ -2190,7 +2145,7 @@ static int bad_submit(const xtc_batch_item_t *it, size_t n,
 
 static void test_async_bad_input(void)
 {
-	xtc_batch_opts_t o = mkopts(4, 2, 2, NULL, as_complete, NULL);
+	xtc_batch_opts_t o = bf_opts(4, 2, 2, NULL, as_complete, NULL);
 	xtc_batch_async_opts_t a = mkaopts(0);
 	xtc_loop_t *l = new_loop();
 	xtc_batch_t *g = (xtc_batch_t *)1;
@@ -2212,7 +2167,7 @@ static void test_async_bad_input(void)
 	a.flags = 1;
 	CHECK_EQ(xtc_batch_create_async(l, &o, &a, &g), XTC_E_INVAL);
 	a = mkaopts(0);
-	o.step = nop_step; /* not both */
+	o.step = bf_done_step; /* not both */
 	CHECK_EQ(xtc_batch_create_async(l, &o, &a, &g), XTC_E_INVAL);
 	o.step = NULL;
 	CHECK_EQ(xtc_batch_create(l, &o, &g), XTC_E_INVAL); /* step needed */
@@ -2277,7 +2232,7 @@ static void test_async_sim(void)
 
 static void test_placement_router(void)
 {
-	xtc_batch_opts_t o = mkopts(2, 1, 1, nop_step, nop_complete, NULL);
+	xtc_batch_opts_t o = bf_opts(2, 1, 1, bf_done_step, bf_nop_complete, NULL);
 	xtc_exec_t *e;
 	xtc_loop_t *l = (xtc_loop_t *)1;
 	xtc_batch_t *g[4], *got = (xtc_batch_t *)1, *got2;
@@ -2359,7 +2314,7 @@ static void fence_killer(void *arg)
 
 static void kill_during_wait(int kind)
 {
-	xtc_batch_opts_t o = mkopts(8, 4, 4, NULL, as_complete, NULL);
+	xtc_batch_opts_t o = bf_opts(8, 4, 4, NULL, as_complete, NULL);
 	xtc_batch_async_opts_t a = mkaopts(0);
 	xtc_loop_t *l = new_loop();
 	xtc_batch_stats_t st;
