@@ -38,6 +38,7 @@ SETUP := tools/meson-setup.sh
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PKGS := meson ninja-build liburing-dev pkg-config mandoc gcc clang \
+	pocl-opencl-icd ocl-icd-opencl-dev opencl-headers \
 	qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross curl unzip git \
 	ca-certificates
 GO_VERSION ?= 1.26.8
