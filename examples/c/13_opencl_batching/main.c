@@ -24,9 +24,20 @@
  * iteration count against the plain C reference and prints the backend it
  * used; exit 0 when identical, 1 on a mismatch or failure, 77 when
  * --backend=opencl was asked for and no OpenCL platform exists. --bench
- * (G=16) interleaves REPS (5) runs of each, prints medians with spread, the
- * fence latency (OpenCL event -> eventfd -> driver resumed) p50/p99 and
- * the load average.
+ * (G=16) interleaves REPS (5) runs of each mode in ABBA order, at 16 and
+ * at 128 iterations per step unless --chunk is given, and prints medians
+ * with spread, the ratio of each back-to-back pair, process CPU time, the
+ * fence latency (device callback -> eventfd -> collect on the resumed
+ * driver) p50/p99 and the load average.
+ *
+ * Why the step size matters: a step costs a fixed launch (three enqueues,
+ * the runtime's thread hand-offs, the callback and the wake) plus the
+ * members' pixels. Static batching runs about four times as many steps
+ * with a quarter of the tiles each, so it loses where the fixed part
+ * weighs (small steps, like one decode step per token) or where the
+ * device has width left idle by one or two tiles (a GPU, an idle
+ * multi-core CPU); with large steps on a CPU device that is already
+ * oversubscribed, both modes do the same arithmetic on the same cores.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -37,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "xtc.h"
@@ -68,7 +80,19 @@ struct run {
 	size_t nlat, latcap;
 	size_t completed;
 	uint64_t launched;         /* member-steps actually launched */
+	double cpu_secs;           /* process CPU time of the last run */
 };
+
+/* User + system time of every thread of the process (the device's too). */
+static double
+cpu_now(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+	    (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
 
 static void
 drain_fence(int fd)
@@ -205,10 +229,12 @@ run_once(struct run *r, size_t max_active, double *secs,
 		rc = xtc_batch_submit(g, &r->tiles[i], 1, &h);
 	if (rc == XTC_OK)
 		rc = xtc_batch_close(g, XTC_BATCH_DRAIN);
+	r->cpu_secs = -cpu_now();
 	t0 = mb_now_ns();
 	if (rc == XTC_OK)
 		rc = xtc_loop_run(loop);
 	t1 = mb_now_ns();
+	r->cpu_secs += cpu_now();
 	if (rc == XTC_OK)
 		rc = xtc_batch_get_stats(g, st);
 	if (rc == XTC_OK)
@@ -315,11 +341,96 @@ warm_up(mb_backend_t *be, const struct tile *tiles, size_t n, int chunk)
 	return be->result(be, &rows, &sig);
 }
 
+/* Interleaved reps (ABBA order) of both modes at r->chunk: medians with
+ * spread, per-pair ratios, CPU time, fence latency. */
+static int
+bench(struct run *r, int32_t *const *ref, int reps, size_t max_active,
+    size_t *bad)
+{
+	double *t[2], *ratio, *cpu[2];
+	int rc = 0;
+	int64_t *lat[2];
+	size_t nlat[2] = { 0, 0 };
+	uint64_t steps[2] = { 0, 0 }, members[2] = { 0, 0 };
+
+	t[0] = calloc((size_t)reps, sizeof(double));
+	t[1] = calloc((size_t)reps, sizeof(double));
+	ratio = calloc((size_t)reps, sizeof(double));
+	cpu[0] = calloc((size_t)reps, sizeof(double));
+	cpu[1] = calloc((size_t)reps, sizeof(double));
+	lat[0] = malloc(r->latcap * sizeof(int64_t));
+	lat[1] = malloc(r->latcap * sizeof(int64_t));
+	if (t[0] == NULL || t[1] == NULL || ratio == NULL ||
+	    cpu[0] == NULL || cpu[1] == NULL ||
+	    lat[0] == NULL || lat[1] == NULL)
+		rc = XTC_E_NOMEM;
+	for (int k = 0; k < reps && rc == 0; k++) {
+		for (int j = 0; j < 2 && rc == 0; j++) {
+			int mode = (k & 1) ? 1 - j : j;
+			xtc_batch_stats_t st;
+
+			r->is_static = mode;
+			r->nlat = 0;
+			rc = run_once(r, max_active, &t[mode][k], &st);
+			if (rc != XTC_OK)
+				fprintf(stderr, "run failed: %s\n",
+				    xtc_strerror(rc));
+			*bad += rc == 0 ? mismatches(r, ref) : 0;
+			for (size_t i = 0; i < r->nlat &&
+			    nlat[mode] < r->latcap; i++)
+				lat[mode][nlat[mode]++] = r->lat[i];
+			cpu[mode][k] = r->cpu_secs;
+			steps[mode] += rc == 0 ? st.iterations : 0;
+			members[mode] += r->launched;
+		}
+		/* The pair ran back to back: its ratio sees about the
+		 * same machine load, unlike two medians. */
+		if (rc == 0)
+			ratio[k] = t[1][k] / t[0][k];
+	}
+	for (int mode = 0; mode < 2 && rc == 0; mode++) {
+		qsort(t[mode], (size_t)reps, sizeof(double), cmp_dbl);
+		qsort(cpu[mode], (size_t)reps, sizeof(double), cmp_dbl);
+		qsort(lat[mode], nlat[mode], sizeof(int64_t), cmp_i64);
+		printf("%-11s median %7.1f ms (min %.1f, max %.1f) over "
+		    "%d reps, CPU %.1f ms, %llu steps/run, %.1f tiles "
+		    "launched/step; fence latency p50 %.1f us, p99 %.1f us "
+		    "(n=%zu)\n", mode ? "static:" : "continuous:",
+		    t[mode][reps / 2] * 1e3, t[mode][0] * 1e3,
+		    t[mode][reps - 1] * 1e3, reps,
+		    cpu[mode][reps / 2] * 1e3,
+		    (unsigned long long)(steps[mode] / (uint64_t)reps),
+		    (double)members[mode] / (double)steps[mode],
+		    (double)lat[mode][nlat[mode] / 2] / 1e3,
+		    (double)lat[mode][nlat[mode] * 99 / 100] / 1e3,
+		    nlat[mode]);
+	}
+	if (rc == 0) {
+		qsort(ratio, (size_t)reps, sizeof(double), cmp_dbl);
+		printf("continuous/static throughput: %.2fx (ratio of "
+		    "medians); per back-to-back pair: median %.2fx "
+		    "(min %.2f, max %.2f)\n",
+		    t[1][reps / 2] / t[0][reps / 2], ratio[reps / 2],
+		    ratio[0], ratio[reps - 1]);
+		printf("continuous/static per CPU second: %.2fx "
+		    "(medians; process CPU time, device threads "
+		    "included)\n", cpu[1][reps / 2] / cpu[0][reps / 2]);
+	}
+	free(cpu[0]);
+	free(cpu[1]);
+	free(ratio);
+	free(t[0]);
+	free(t[1]);
+	free(lat[0]);
+	free(lat[1]);
+	return rc;
+}
+
 int
 main(int argc, char **argv)
 {
 	const char *want = getenv("XTC_EX13_BACKEND");
-	int grid = 0, chunk = 128, reps = 0, max_active = 8;
+	int grid = 0, chunk = 128, chunk_set = 0, reps = 0, max_active = 8;
 	char why[256] = "", la0[128], la1[128];
 	mb_backend_t *be = NULL;
 	struct tile *tiles;
@@ -334,8 +445,10 @@ main(int argc, char **argv)
 			want = argv[i] + 10;
 		else if (strncmp(argv[i], "--grid=", 7) == 0)
 			grid = atoi(argv[i] + 7);
-		else if (strncmp(argv[i], "--chunk=", 8) == 0)
+		else if (strncmp(argv[i], "--chunk=", 8) == 0) {
 			chunk = atoi(argv[i] + 8);
+			chunk_set = 1;
+		}
 		else if (strncmp(argv[i], "--max-active=", 13) == 0)
 			max_active = atoi(argv[i] + 13);
 		else if (strcmp(argv[i], "--bench") == 0)
@@ -406,8 +519,10 @@ main(int argc, char **argv)
 		ndeep += tiles[i].arg.maxit == DEEP_MAXIT;
 	}
 	printf("%zu tiles of %dx%d, %zu of depth %d, the rest 32..256; "
-	    "%d iterations per step, max_active %d\n", ntiles, MB_TILE_W,
-	    MB_TILE_W, ndeep, DEEP_MAXIT, chunk, max_active);
+	    "max_active %d\n", ntiles, MB_TILE_W, MB_TILE_W, ndeep,
+	    DEEP_MAXIT, max_active);
+	if (reps == 0)
+		printf("-- %d iterations per step\n", chunk);
 
 	r.be = be;
 	r.chunk = chunk;
@@ -450,72 +565,15 @@ main(int argc, char **argv)
 			    "MISMATCH");
 		}
 	} else {
-		/* Interleaved reps (ABBA order), medians with spread. */
-		double *t[2], *ratio;
-		int64_t *lat[2];
-		size_t nlat[2] = { 0, 0 };
-		uint64_t steps[2] = { 0, 0 }, members[2] = { 0, 0 };
+		/* --chunk given: that step size; else a launch-bound (16)
+		 * and a compute-bound (128) step. */
+		int chunks[2] = { chunk_set ? chunk : 16, 128 };
 
-		t[0] = calloc((size_t)reps, sizeof(double));
-		t[1] = calloc((size_t)reps, sizeof(double));
-		ratio = calloc((size_t)reps, sizeof(double));
-		lat[0] = malloc(r.latcap * sizeof(int64_t));
-		lat[1] = malloc(r.latcap * sizeof(int64_t));
-		if (t[0] == NULL || t[1] == NULL || ratio == NULL ||
-		    lat[0] == NULL || lat[1] == NULL)
-			return 1;
-		for (int k = 0; k < reps && rc == 0; k++) {
-			for (int j = 0; j < 2 && rc == 0; j++) {
-				int mode = (k & 1) ? 1 - j : j;
-				xtc_batch_stats_t st;
-
-				r.is_static = mode;
-				r.nlat = 0;
-				rc = run_once(&r, (size_t)max_active,
-				    &t[mode][k], &st);
-				if (rc != XTC_OK)
-					fprintf(stderr, "run failed: %s\n",
-					    xtc_strerror(rc));
-				bad += rc == 0 ? mismatches(&r, ref) : 0;
-				for (size_t i = 0; i < r.nlat &&
-				    nlat[mode] < r.latcap; i++)
-					lat[mode][nlat[mode]++] = r.lat[i];
-				steps[mode] += rc == 0 ? st.iterations : 0;
-				members[mode] += r.launched;
-			}
-			/* The pair ran back to back: its ratio sees about the
-			 * same machine load, unlike two medians. */
-			if (rc == 0)
-				ratio[k] = t[1][k] / t[0][k];
+		for (int c = 0; c < (chunk_set ? 1 : 2) && rc == 0; c++) {
+			r.chunk = chunks[c];
+			printf("-- %d iterations per step\n", r.chunk);
+			rc = bench(&r, ref, reps, (size_t)max_active, &bad);
 		}
-		for (int mode = 0; mode < 2 && rc == 0; mode++) {
-			qsort(t[mode], (size_t)reps, sizeof(double), cmp_dbl);
-			qsort(lat[mode], nlat[mode], sizeof(int64_t), cmp_i64);
-			printf("%-11s median %7.1f ms (min %.1f, max %.1f) over "
-			    "%d reps, %llu steps/run, %.1f tiles launched/step; "
-			    "fence latency p50 %.1f us, p99 %.1f us (n=%zu)\n",
-			    mode ? "static:" : "continuous:",
-			    t[mode][reps / 2] * 1e3, t[mode][0] * 1e3,
-			    t[mode][reps - 1] * 1e3, reps,
-			    (unsigned long long)(steps[mode] / (uint64_t)reps),
-			    (double)members[mode] / (double)steps[mode],
-			    (double)lat[mode][nlat[mode] / 2] / 1e3,
-			    (double)lat[mode][nlat[mode] * 99 / 100] / 1e3,
-			    nlat[mode]);
-		}
-		if (rc == 0) {
-			qsort(ratio, (size_t)reps, sizeof(double), cmp_dbl);
-			printf("continuous/static throughput: %.2fx (ratio of "
-			    "medians); per back-to-back pair: median %.2fx "
-			    "(min %.2f, max %.2f)\n",
-			    t[1][reps / 2] / t[0][reps / 2], ratio[reps / 2],
-			    ratio[0], ratio[reps - 1]);
-		}
-		free(ratio);
-		free(t[0]);
-		free(t[1]);
-		free(lat[0]);
-		free(lat[1]);
 	}
 	loadavg(la1, sizeof la1);
 	printf("loadavg before: %s, after: %s\n", la0, la1);
