@@ -48,8 +48,11 @@ struct mb_backend {
  * built with OpenCL, no platform, build failure). */
 int mb_opencl_open(size_t nslots, size_t max_n, mb_backend_t **out,
     char *why, size_t whylen);
-/* The FAKE device: a thread running mb_step_pixel. 0 or -errno. */
-int mb_fake_open(size_t nslots, size_t max_n, mb_backend_t **out);
+/* The FAKE device: a thread running mb_step_pixel. fail_step > 0: that
+ * step (1-based) reports a device failure instead of computing, as an
+ * OpenCL callback with a negative status would. 0 or -errno. */
+int mb_fake_open(size_t nslots, size_t max_n, long fail_step,
+    mb_backend_t **out);
 
 /* CLOCK_MONOTONIC in ns (both backends stamp signal_ns with it). */
 int64_t mb_now_ns(void);

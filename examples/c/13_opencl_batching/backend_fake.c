@@ -35,6 +35,8 @@ typedef struct fake {
 	int32_t *st;
 	int32_t *rows;       /* results handed back through result() */
 	size_t nslots;
+	long steps, fail_step;
+	_Atomic int status;
 	_Atomic int64_t signal_ns;
 } fake_t;
 
@@ -77,7 +79,12 @@ worker(void *arg)
 		if (f->quit)
 			break;
 		pthread_mutex_unlock(&f->mu);
-		run_step(f);
+		if (++f->steps == f->fail_step) {
+			atomic_store(&f->status, -EIO); /* injected fault */
+		} else {
+			run_step(f);
+			atomic_store(&f->status, 0);
+		}
 		atomic_store(&f->signal_ns, mb_now_ns());
 		pthread_mutex_lock(&f->mu);
 		f->have_job = 0;
@@ -120,7 +127,7 @@ fake_result(mb_backend_t *be, const int32_t **rows, int64_t *signal_ns)
 
 	*rows = f->rows;
 	*signal_ns = atomic_load(&f->signal_ns);
-	return 0;
+	return atomic_load(&f->status);
 }
 
 static long
@@ -152,7 +159,7 @@ fake_destroy(mb_backend_t *be)
 }
 
 int
-mb_fake_open(size_t nslots, size_t max_n, mb_backend_t **out)
+mb_fake_open(size_t nslots, size_t max_n, long fail_step, mb_backend_t **out)
 {
 	fake_t *f = calloc(1, sizeof *f);
 	size_t pix = nslots * MB_TILE_PIX;
@@ -180,6 +187,7 @@ mb_fake_open(size_t nslots, size_t max_n, mb_backend_t **out)
 		free(f);
 		return e;
 	}
+	f->fail_step = fail_step;
 	pthread_mutex_init(&f->mu, NULL);
 	pthread_cond_init(&f->cv, NULL);
 	snprintf(f->be.name, sizeof f->be.name,

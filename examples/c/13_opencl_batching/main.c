@@ -19,6 +19,7 @@
  *
  * Usage: example_13_opencl_batching [--backend=auto|opencl|fake]
  *          [--grid=G] [--chunk=N] [--max-active=N] [--bench[=REPS]]
+ *          [--fail-step=N]
  * XTC_EX13_BACKEND=fake selects the FAKE device too. Without --bench it
  * renders G*G tiles (G=8) continuous and static once, checks every pixel's
  * iteration count against the plain C reference and prints the backend it
@@ -65,6 +66,7 @@ struct tile {
 	int launched;              /* steps it took part in */
 	int finished;              /* every pixel finished */
 	int outcome;               /* complete's outcome (1: not yet) */
+	int completions;           /* complete calls (must end 1) */
 };
 
 struct run {
@@ -80,6 +82,7 @@ struct run {
 	size_t nlat, latcap;
 	size_t completed;
 	uint64_t launched;         /* member-steps actually launched */
+	size_t failed;             /* members of failed device steps */
 	double cpu_secs;           /* process CPU time of the last run */
 };
 
@@ -146,6 +149,10 @@ collect(const xtc_batch_item_t *items, xtc_batch_result_t *results,
 		now = mb_now_ns();
 		drain_fence(r->be->fence_fd);
 		if (r->be->result(r->be, &rows, &sig) != 0) {
+			/* The device failed the step: its members end ERROR
+			 * (never resubmitted over buffers it may have left
+			 * half written). */
+			r->failed += count;
 			for (size_t i = 0; i < count; i++) {
 				results[i].state = XTC_BATCH_ERROR;
 				results[i].error = XTC_E_IO;
@@ -184,6 +191,7 @@ complete(uint64_t handle, void *request, int outcome, void *user)
 
 	(void)handle;
 	t->outcome = outcome;
+	t->completions++;
 	r->completed++;
 }
 
@@ -204,9 +212,11 @@ run_once(struct run *r, size_t max_active, double *secs,
 		r->tiles[i].launched = 0;
 		r->tiles[i].finished = 0;
 		r->tiles[i].outcome = 1;
+		r->tiles[i].completions = 0;
 	}
 	r->completed = 0;
 	r->launched = 0;
+	r->failed = 0;
 	drain_fence(r->be->fence_fd);
 	o = (xtc_batch_opts_t){ .size = sizeof o,
 	    .version = XTC_BATCH_VERSION,
@@ -247,15 +257,25 @@ run_once(struct run *r, size_t max_active, double *secs,
 	return rc;
 }
 
-/* Pixels whose iteration count differs from the reference. */
+/* Pixels whose iteration count differs from the reference, plus a whole
+ * tile for one that did not complete exactly once, or failed other than
+ * by an injected device fault (those must number r->failed). */
 static size_t
 mismatches(const struct run *r, int32_t *const *ref)
 {
-	size_t bad = 0;
+	size_t bad = 0, failed = 0;
 
 	for (size_t i = 0; i < r->ntiles; i++) {
 		const struct tile *t = &r->tiles[i];
 
+		if (t->completions != 1) {
+			bad += MB_TILE_PIX;
+			continue;
+		}
+		if (t->outcome == XTC_E_IO && r->failed > 0) {
+			failed++;
+			continue;
+		}
 		if (t->outcome != XTC_OK) {
 			bad += MB_TILE_PIX;
 			continue;
@@ -263,6 +283,8 @@ mismatches(const struct run *r, int32_t *const *ref)
 		for (int p = 0; p < MB_TILE_PIX; p++)
 			bad += t->st[p] >= 0 || ~t->st[p] != ref[i][p];
 	}
+	if (failed != r->failed)
+		bad += MB_TILE_PIX;
 	return bad;
 }
 
@@ -431,6 +453,7 @@ main(int argc, char **argv)
 {
 	const char *want = getenv("XTC_EX13_BACKEND");
 	int grid = 0, chunk = 128, chunk_set = 0, reps = 0, max_active = 8;
+	long fail_step = 0;
 	char why[256] = "", la0[128], la1[128];
 	mb_backend_t *be = NULL;
 	struct tile *tiles;
@@ -451,6 +474,8 @@ main(int argc, char **argv)
 		}
 		else if (strncmp(argv[i], "--max-active=", 13) == 0)
 			max_active = atoi(argv[i] + 13);
+		else if (strncmp(argv[i], "--fail-step=", 12) == 0)
+			fail_step = atol(argv[i] + 12);
 		else if (strcmp(argv[i], "--bench") == 0)
 			reps = 5;
 		else if (strncmp(argv[i], "--bench=", 8) == 0)
@@ -458,7 +483,7 @@ main(int argc, char **argv)
 		else {
 			fprintf(stderr, "usage: %s [--backend=auto|opencl|fake]"
 			    " [--grid=G] [--chunk=N] [--max-active=N]"
-			    " [--bench[=REPS]]\n", argv[0]);
+			    " [--bench[=REPS]] [--fail-step=N]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -467,7 +492,9 @@ main(int argc, char **argv)
 	if (grid == 0)
 		grid = reps > 0 ? 16 : 8;
 	if (grid < 1 || grid > 64 || chunk < 1 || max_active < 1 ||
-	    max_active > 64 || reps < 0 || (strcmp(want, "auto") != 0 &&
+	    max_active > 64 || reps < 0 || fail_step < 0 ||
+	    (fail_step > 0 && (reps > 0 || strcmp(want, "fake") != 0)) ||
+	    (strcmp(want, "auto") != 0 &&
 	    strcmp(want, "opencl") != 0 && strcmp(want, "fake") != 0)) {
 		fprintf(stderr, "bad arguments\n");
 		return 2;
@@ -487,7 +514,7 @@ main(int argc, char **argv)
 		printf("no OpenCL device (%s): using the FAKE backend\n", why);
 	}
 	if (be == NULL && (rc = mb_fake_open(ntiles, (size_t)max_active,
-	    &be)) != 0) {
+	    fail_step > 0 ? fail_step + 1 : 0, &be)) != 0) { /* + warm-up */
 		fprintf(stderr, "fake backend: %s\n", strerror(-rc));
 		return 1;
 	}
@@ -532,7 +559,8 @@ main(int argc, char **argv)
 	loadavg(la0, sizeof la0);
 	if (reps == 0) {
 		/* The check: both modes, every pixel against the reference. */
-		for (int mode = 0; mode < 2 && rc == 0; mode++) {
+		for (int mode = 0; mode < (fail_step ? 1 : 2) && rc == 0;
+		    mode++) {
 			xtc_batch_stats_t st;
 			double secs;
 			size_t b;
@@ -563,6 +591,15 @@ main(int argc, char **argv)
 			    (double)r.lat[r.nlat * 99 / 100] / 1e3,
 			    b == 0 ? "bit-identical to the C reference" :
 			    "MISMATCH");
+			if (fail_step > 0) {
+				printf("device failure injected at step %ld: "
+				    "%zu tiles ended XTC_E_IO, each completed "
+				    "once; the other %zu %s\n", fail_step,
+				    r.failed, ntiles - r.failed, b == 0 ?
+				    "bit-identical" : "NOT as expected");
+				if (r.failed == 0)
+					bad++; /* the fault must have hit */
+			}
 		}
 	} else {
 		/* --chunk given: that step size; else a launch-bound (16)
@@ -580,8 +617,9 @@ main(int argc, char **argv)
 	printf("clFinish/clWaitForEvents calls: %ld\n",
 	    be->blocking_calls(be));
 	if (rc == 0 && bad == 0 && be->blocking_calls(be) == 0)
-		printf("result: all %zu tiles bit-identical to the C reference "
-		    "on %s\n", ntiles, be->name);
+		printf("result: all %zu tiles %s on %s\n", ntiles,
+		    fail_step ? "as expected (failed once, or bit-identical)" :
+		    "bit-identical to the C reference", be->name);
 	else
 		rc = 1;
 
