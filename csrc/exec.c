@@ -898,7 +898,8 @@ static void *carrier_main(void *arg)
 	}
 	kslice_init(c);
 	if (e->preempt_ns > 0 &&
-	    xtc__preempt_carrier_start(e->preempt_ns) == XTC_OK) {
+	    xtc__preempt_carrier_start(e->preempt_ns,
+	        strcmp(xtc_io_backend_name(), "uring") == 0) == XTC_OK) {
 		l->demote_ns = e->preempt_ns; /* plain yielders: loop_int.h */
 		xtc__loop_feat_set(l, XTC__LF_PREEMPT);
 		atomic_store(&c->pslot, xtc__preempt_slot());

@@ -86,6 +86,13 @@ static void gocb_nop(void)
 }
 
 xtc__gocb_hooks_t xtc__gocb_hooks = { gocb_nop, gocb_nop };
+
+static int no_slice_yield(void)
+{
+	return XTC_E_INVAL;
+}
+
+int (*xtc__fiber_slice_yield)(void) = no_slice_yield;
 static __thread struct fthread *tls_thr XTC__TLS_IE;
 
 static pthread_key_t thr_key;

@@ -114,6 +114,12 @@ xtc__loop_upcalls_t xtc__loop_up = {
 	.exec_offer = up_no_offer,
 };
 
+/* Preemption yields through the fiber layer (fiber_int.h), not by name. */
+__attribute__((constructor)) static void loop_slice_yield(void)
+{
+	xtc__fiber_slice_yield = xtc__fiber_yield_slice;
+}
+
 uintptr_t xtc__thread_token(void)
 {
 	return (uintptr_t)&tls_anchor;

@@ -260,7 +260,7 @@ static int load_code_map(vec_t *rt, int *n_files)
 	}
 	uintptr_t probes[] = { (uintptr_t)&xtc_preempt_arm,
 	                       (uintptr_t)&xtc__preempt_trampoline,
-	                       (uintptr_t)&xtc_yield,
+	                       (uintptr_t)&xtc__fiber_init,
 	                       (uintptr_t)&xtc__preempt_run_begin };
 	for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
 		int in = 0;
@@ -757,7 +757,7 @@ static void preempt_yield_now(void)
 	if (p->yield_hook)
 		p->yield_hook(p->yield_arg);
 	else
-		(void)xtc__fiber_yield_slice(); /* demoted: loop_int.h */
+		(void)xtc__fiber_slice_yield(); /* the loop's: fiber_int.h */
 }
 
 void xtc__preempt_trampoline_yield(void)
@@ -1400,13 +1400,13 @@ int xtc__preempt_exec_configure(struct xtc_exec *exec, int64_t interval_ns)
 	return XTC_OK;
 }
 
-int xtc__preempt_carrier_start(int64_t interval_ns)
+int xtc__preempt_carrier_start(int64_t interval_ns, int on_uring)
 {
 	if (interval_ns <= 0)
 		return XTC_OK;
 	/* Cooperative on io_uring: the tick ring, no signal. The involuntary
 	 * path needs the signal, so it uses the monitor. */
-	if (!xtc__preempt_involuntary_on() && xtc__tickring_usable() &&
+	if (!xtc__preempt_involuntary_on() && on_uring &&
 	    xtc_preempt_arm_ring(interval_ns) == XTC_OK)
 		return XTC_OK;
 	/* no periodic tick: the loop publishes a deadline per run */

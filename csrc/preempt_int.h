@@ -140,7 +140,6 @@ static inline int xtc__preempt_active(void)
 int  xtc__tickring_reap(void);
 void xtc__tickring_pause(void);   /* carrier idle: remove the timeout */
 void xtc__tickring_resume(void);  /* next run: submit it again */
-int  xtc__tickring_usable(void);  /* io_uring backend in use */
 void xtc__tickring_thread_exit(void);
 /* Thread teardown (disarm at exit) and stats registration. */
 void xtc__preempt_thread_register(void);
@@ -225,8 +224,9 @@ int xtc__preempt_check_due(struct xtc_loop *loop);
 struct xtc_exec;
 int xtc__preempt_exec_configure(struct xtc_exec *exec, int64_t interval_ns);
 /* Carrier start/stop for the executor: arm the monitor slot (involuntary or
- * no io_uring) or the tick ring (cooperative on io_uring). */
-int  xtc__preempt_carrier_start(int64_t interval_ns);
+ * no io_uring) or the tick ring (cooperative, when the caller says the
+ * loop's io backend is io_uring: preemption does not ask the io layer). */
+int  xtc__preempt_carrier_start(int64_t interval_ns, int on_uring);
 void xtc__preempt_carrier_stop(void);
 
 /* Adaptive quantum (fn.c): the slice every carrier gets when no explicit

@@ -25,7 +25,6 @@
 #endif
 #include <errno.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "preempt_int.h"
 
@@ -76,11 +75,6 @@ static int start_probe(struct xtc__tickring *tr)
 	}
 	tr->running = 1;
 	return XTC_OK;
-}
-
-int xtc__tickring_usable(void)
-{
-	return strcmp(xtc_io_backend_name(), "uring") == 0;
 }
 
 int xtc_preempt_arm_ring(int64_t interval_ns)
@@ -195,11 +189,6 @@ void xtc__tickring_resume(void)
 }
 
 #else /* !XTC_HAVE_URING */
-
-int xtc__tickring_usable(void)
-{
-	return 0;
-}
 
 int xtc_preempt_arm_ring(int64_t interval_ns)
 {

@@ -802,7 +802,7 @@ static intptr_t ring_peer(void *arg)
 
 static void test_tick_ring(void)
 {
-	if (!xtc__tickring_usable()) {
+	if (strcmp(xtc_io_backend_name(), "uring") != 0) {
 		fprintf(stderr, "test_preempt: not on io_uring, ring test skipped\n");
 		return;
 	}
