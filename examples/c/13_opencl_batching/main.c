@@ -29,7 +29,10 @@
  * at 128 iterations per step unless --chunk is given, and prints medians
  * with spread, the ratio of each back-to-back pair, process CPU time, the
  * fence latency (device callback -> eventfd -> collect on the resumed
- * driver) p50/p99 and the load average.
+ * driver) p50/p99 and the load average. --fail-step=N (FAKE only, no
+ * --bench) makes the device report a failure for step N of a continuous
+ * run: its members must end XTC_E_IO exactly once and every other tile
+ * stay exact.
  *
  * Why the step size matters: a step costs a fixed launch (three enqueues,
  * the runtime's thread hand-offs, the callback and the wake) plus the
