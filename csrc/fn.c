@@ -587,7 +587,7 @@ int xtc_exec_set_preempt_adaptive(struct xtc_exec *exec, xtc_fn_quantum_t *q)
 }
 
 /* exec.c: one whole service (a task's runs until it finished or parked). */
-void xtc__fn_quantum_service(int64_t svc_ns)
+static void xtc__fn_quantum_service(int64_t svc_ns)
 {
 	xtc_fn_quantum_t *q = exec_q_get();
 	if (q == NULL)
@@ -597,7 +597,7 @@ void xtc__fn_quantum_service(int64_t svc_ns)
 }
 
 /* preempt.c: a carrier was idle this long (it runs again now). */
-void xtc__fn_quantum_idle(int64_t idle_ns)
+static void xtc__fn_quantum_idle(int64_t idle_ns)
 {
 	xtc_fn_quantum_t *q = exec_q_get();
 	if (q == NULL)
@@ -611,7 +611,7 @@ void xtc__fn_quantum_idle(int64_t idle_ns)
 }
 
 /* monitor.c: when the attached controller wants its next update. */
-int64_t xtc__fn_quantum_next(void)
+static int64_t xtc__fn_quantum_next(void)
 {
 	xtc_fn_quantum_t *q = exec_q_get();
 	if (q == NULL)
@@ -622,7 +622,7 @@ int64_t xtc__fn_quantum_next(void)
 }
 
 /* monitor.c: run the controller when its period has come. */
-void xtc__fn_quantum_tick(int64_t now)
+static void xtc__fn_quantum_tick(int64_t now)
 {
 	xtc_fn_quantum_t *q = exec_q_get();
 	if (q == NULL)
@@ -630,4 +630,14 @@ void xtc__fn_quantum_tick(int64_t now)
 	if (now >= atomic_load(&q->next_update))
 		(void)xtc_fn_quantum_update(q);
 	exec_q_put();
+}
+
+/* Preemption and the scheduler reach the controller through these
+ * (preempt_int.h), not by name. */
+__attribute__((constructor)) static void fn_quantum_register(void)
+{
+	xtc__quantum.tick = xtc__fn_quantum_tick;
+	xtc__quantum.next = xtc__fn_quantum_next;
+	xtc__quantum.idle = xtc__fn_quantum_idle;
+	xtc__quantum.service = xtc__fn_quantum_service;
 }

@@ -300,7 +300,7 @@ static void *monitor_main(void *arg)
 		int64_t min_slice = INT64_MAX;
 		int any, sliced;
 		int64_t next = scan(now, &min_slice, &any, &sliced);
-		xtc__fn_quantum_tick(now);
+		xtc__quantum.tick(now);
 		empty_scans = any ? 0 : empty_scans + 1;
 		if (min_slice == INT64_MAX)
 			min_slice = 1000000;
@@ -327,7 +327,7 @@ static void *monitor_main(void *arg)
 		}
 		/* the adaptive controller's period (its update sorts the
 		 * window: it must not run on a carrier) */
-		int64_t qn = xtc__fn_quantum_next();
+		int64_t qn = xtc__quantum.next();
 		if (qn < target)
 			target = qn > now ? qn : now + XTC__PREEMPT_MIN_SLICE_NS;
 		atomic_store(&wake_at, target);

@@ -88,6 +88,20 @@ __thread xtc__ptls_t xtc__ptls XTC__PTLS;
 uint32_t xtc__xsave_size;
 uint32_t xtc__xsave_mode;
 _Atomic int64_t xtc__preempt_adaptive_slice;
+
+static void q_none(int64_t v)
+{
+	(void)v;
+}
+
+static int64_t q_never(void)
+{
+	return INT64_MAX;
+}
+
+xtc__quantum_ops_t xtc__quantum = {
+	.tick = q_none, .next = q_never, .idle = q_none, .service = q_none,
+};
 _Atomic int64_t xtc__preempt_alone_ns = XTC__PREEMPT_ALONE_NS;
 
 static _Atomic int involuntary_on;
@@ -1240,7 +1254,7 @@ static void run_begin(xtc__fiber_t *f, int64_t slice_ns, int exact,
 	if (p->pc_at != 0)
 		cost_close(p, now);
 	if (p->idle_at != 0) {
-		xtc__fn_quantum_idle(now - p->idle_at);
+		xtc__quantum.idle(now - p->idle_at);
 		p->idle_at = 0;
 	}
 	int64_t soft = now + slice_ns, hard = soft;

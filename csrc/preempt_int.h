@@ -232,10 +232,22 @@ void xtc__preempt_carrier_stop(void);
 /* Adaptive quantum (fn.c): the slice every carrier gets when no explicit
  * slice is passed to run_begin. 0 = use the carrier's armed slice. */
 extern _Atomic int64_t xtc__preempt_adaptive_slice;
-/* monitor.c calls it every wake: runs the controller when its period
- * came; _next says when that is (INT64_MAX: no controller attached). */
-void xtc__fn_quantum_tick(int64_t now);
-int64_t xtc__fn_quantum_next(void);
+/* The adaptive quantum controller (fn.c) as preemption and the scheduler
+ * reach it: fn.c registers its functions from a constructor, so neither
+ * names fn.c (tools/layers.txt). Without fn.c linked no controller can
+ * be attached (xtc_exec_set_preempt_adaptive is there), and the defaults
+ * do what fn.c's functions do with none attached. Written before main. */
+typedef struct xtc__quantum_ops {
+	/* monitor.c, every wake: run the controller when its period came */
+	void (*tick)(int64_t now);
+	/* monitor.c: when that is (INT64_MAX: no controller attached) */
+	int64_t (*next)(void);
+	/* preempt.c: idle wall time of a carrier (load = non-idle time) */
+	void (*idle)(int64_t idle_ns);
+	/* sched.c: one completed service (a task's runs since it parked) */
+	void (*service)(int64_t svc_ns);
+} xtc__quantum_ops_t;
+extern xtc__quantum_ops_t xtc__quantum;
 
 /* Carrier timers (monitor.c). create: 0, or a negative code (the carrier
  * then stays on the monitor, counted in timer_fallbacks). arm: absolute
@@ -256,10 +268,6 @@ extern _Atomic uint64_t xtc__ctimer_fallbacks;
  * lateness of the signal past the deadline plus handler, trampoline and
  * switch up to the next dispatch on that carrier. */
 extern _Atomic int64_t xtc__preempt_cost_ewma;
-/* fn.c: idle wall time of a carrier (load = non-idle wall time). */
-void xtc__fn_quantum_idle(int64_t idle_ns);
-/* fn.c: one completed service (a task's runs since it last parked). */
-void xtc__fn_quantum_service(int64_t svc_ns);
 
 /* Slot table (monitor.c). */
 xtc__pslot_t *xtc__monitor_slot_get(int tid, int64_t slice_ns);

@@ -281,7 +281,7 @@ static void hook_run_end(xtc_loop_t *l, xtc_task_t *t, int64_t ran_ns)
 		if (st == XTC__T_DONE || st == XTC__T_PARKED) {
 			if (atomic_load_explicit(&xtc__preempt_adaptive_slice,
 			    memory_order_relaxed) > 0)
-				xtc__fn_quantum_service(t->svc_ns);
+				xtc__quantum.service(t->svc_ns);
 			t->svc_ns = 0;
 		}
 	}
