@@ -263,9 +263,7 @@ static int await_thread(xtc_task_t *t, intptr_t *result)
 		rc = node_withdraw(t, &node, result, &withdrawn);
 	} else {
 		while ((s = node_state(&node)) == XTC__AW_PENDING)
-			syscall(SYS_futex, (uint32_t *)&node.done,
-			        FUTEX_WAIT_PRIVATE, XTC__AW_PENDING, NULL, NULL,
-			        0);
+			xtc__futex_wait(&node.done, XTC__AW_PENDING, NULL);
 		if (s == XTC__AW_FIRING)
 			node_settle(&node);
 		rc = node_outcome(&node, result);

@@ -9,13 +9,18 @@
  * made the bottom layer depend on the proc layer (tools/layers.txt).
  *
  * Primitives every layer uses, written once: the initial-exec TLS model
- * (the signal handler and the switch path read TLS; no lazy allocation)
- * and the spin-wait CPU hint.
+ * (the signal handler and the switch path read TLS; no lazy allocation),
+ * the spin-wait CPU hint, the raw monotonic clock and the futex calls.
  */
 #ifndef XTC_BASE_INT_H
 #define XTC_BASE_INT_H
 
+#include <linux/futex.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #define XTC__TLS_IE __attribute__((tls_model("initial-exec")))
 
@@ -26,6 +31,41 @@
 #else
 #define XTC__CPU_RELAX() ((void)0)
 #endif
+
+/* The raw monotonic clock in ns: the vDSO read, async-signal-safe and
+ * never the simulator's clock (xtc_clock_mono follows a hook; preemption,
+ * the monitor, deadlines of OS waits and cost figures must not). */
+static inline int64_t xtc__now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Process-private futex on a 32-bit word w (any 32-bit atomic: the
+ * callers' words are uint32_t or int). wait: sleep while *w == val, for
+ * at most rel (NULL: no bound); returns on a wake, a signal, a timeout or
+ * at once when *w != val, so callers re-check their word in a loop.
+ * wait_abs: the same up to the absolute CLOCK_MONOTONIC time abs_ns.
+ * wake: wake up to n waiters. */
+static inline void xtc__futex_wait(void *w, uint32_t val,
+                                   const struct timespec *rel)
+{
+	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT_PRIVATE, val, rel, NULL, 0);
+}
+
+static inline void xtc__futex_wait_abs(void *w, uint32_t val, int64_t abs_ns)
+{
+	struct timespec ts = { .tv_sec = abs_ns / 1000000000,
+	                       .tv_nsec = abs_ns % 1000000000 };
+	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT_BITSET_PRIVATE, val, &ts,
+	        NULL, FUTEX_BITSET_MATCH_ANY);
+}
+
+static inline void xtc__futex_wake(void *w, int n)
+{
+	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
 
 /* Once, before the first pointer of [lo, lo + len) exists; any thread. */
 void xtc__alloc_region_set(void *lo, size_t len, void (*free_fn)(void *),

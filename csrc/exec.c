@@ -756,8 +756,7 @@ static void carrier_park(xtc__carrier_t *c)
 				tp = &ts;
 			}
 			/* returns at once unless the word still says FUTEX */
-			syscall(SYS_futex, (int *)&l->sleeping,
-			    FUTEX_WAIT_PRIVATE, XTC__SLEEP_FUTEX, tp, NULL, 0);
+			xtc__futex_wait(&l->sleeping, XTC__SLEEP_FUTEX, tp);
 		}
 	}
 	atomic_store(&l->sleeping, 0);

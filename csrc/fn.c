@@ -80,9 +80,7 @@ static __thread fnctx_t *cur_ctx XTC__PTLS; /* function running on this thread *
 
 static int64_t now_ns(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	return xtc__now_ns(); /* base_int.h */
 }
 
 static void ctx_main(void *a)

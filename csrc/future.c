@@ -67,8 +67,7 @@
 
 static void futex_wake_all(_Atomic uint32_t *w)
 {
-	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE_PRIVATE, INT_MAX, NULL,
-	        NULL, 0);
+	xtc__futex_wake(w, INT_MAX);
 }
 
 /* Sleep while *w == val, at most until the absolute CLOCK_MONOTONIC
@@ -78,26 +77,20 @@ static void futex_wait_until(_Atomic uint32_t *w, uint32_t val, int64_t dl_ns)
 	struct timespec ts, *tsp = NULL;
 
 	if (dl_ns >= 0) {
-		struct timespec now;
-		int64_t left;
+		int64_t left = dl_ns - xtc__now_ns();
 
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		left = dl_ns - ((int64_t)now.tv_sec * 1000000000 + now.tv_nsec);
 		if (left <= 0)
 			return;
 		ts.tv_sec = left / 1000000000;
 		ts.tv_nsec = left % 1000000000;
 		tsp = &ts;
 	}
-	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT_PRIVATE, val, tsp, NULL, 0);
+	xtc__futex_wait(w, val, tsp);
 }
 
 static int64_t mono_ns(void)
 {
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+	return xtc__now_ns();
 }
 
 void xtc__wnode_init(xtc__wnode_t *w)

@@ -261,8 +261,7 @@ void xtc__loop_make_ready(xtc_loop_t *loop, xtc_task_t *t)
 void xtc__loop_ring(xtc_loop_t *loop, int how)
 {
 	if (how == XTC__SLEEP_FUTEX)
-		syscall(SYS_futex, (int *)&loop->sleeping, FUTEX_WAKE_PRIVATE, 1,
-		        NULL, NULL, 0);
+		xtc__futex_wake(&loop->sleeping, 1);
 	else if (how == XTC__SLEEP_RUN)
 		xtc__loop_up.exec_ring_run(loop);
 	else if (how != 0)
@@ -547,8 +546,7 @@ static void park_io_cb(void *arg, uint32_t revents)
 
 static void futex_wake(_Atomic uint32_t *w)
 {
-	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL,
-	        NULL, 0);
+	xtc__futex_wake(w, INT32_MAX);
 }
 
 /* Fire a taken await node (the handshake in loop_int.h): FIRING, wake,

@@ -101,26 +101,21 @@ static pthread_t monitor_thread;
 
 static int64_t mono_now(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	return xtc__now_ns();
 }
 
 /* Sleep while *w == val, until the absolute monotonic time t at most. */
 static void futex_wait_until(_Atomic uint32_t *w, uint32_t val, int64_t t)
 {
-	if (t == INT64_MAX) {
-		syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
-		return;
-	}
-	struct timespec ts = { .tv_sec = t / 1000000000, .tv_nsec = t % 1000000000 };
-	syscall(SYS_futex, w, FUTEX_WAIT_BITSET_PRIVATE, val, &ts, NULL,
-	        FUTEX_BITSET_MATCH_ANY);
+	if (t == INT64_MAX)
+		xtc__futex_wait(w, val, NULL);
+	else
+		xtc__futex_wait_abs(w, val, t);
 }
 
 static void futex_wake(_Atomic uint32_t *w)
 {
-	syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	xtc__futex_wake(w, 1);
 }
 
 void xtc__monitor_kick(int64_t deadline)

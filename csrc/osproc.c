@@ -72,9 +72,7 @@ struct xtc_osproc {
 
 static int64_t now_ns(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	return xtc__now_ns(); /* base_int.h */
 }
 
 static int64_t deadline_of(int64_t timeout_ns)

@@ -121,9 +121,7 @@ static int n_stat;
 
 static int64_t now_ns(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	return xtc__now_ns(); /* base_int.h */
 }
 
 /* ------------------------------------------------------------------ */
