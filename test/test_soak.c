@@ -15,7 +15,8 @@
  *  - stop/start cycles: the run is stopped from outside and restarted
  *    several times per epoch while all of the above is in flight.
  * Accounting is exact: every message sent is received once, every submit
- * runs once, every kill yields one DOWN. The resident set size is sampled
+ * runs once, every kill yields one DOWN (per epoch: the killer finishes
+ * all its victims before the epoch ends). Every wait is bounded. The resident set size is sampled
  * after each epoch: once warm (after the first epochs) it must stay flat.
  */
 #include <pthread.h>
@@ -47,7 +48,7 @@ struct msg {
 static xtc_pid_t rx_pid[NRX];
 static atomic_int rx_up, rx_done, bad;
 static atomic_long received, sent, submits_run, downs, kills;
-static atomic_int spin_stop, spin_gave_up;
+static atomic_int spin_stop, spin_gave_up, killer_done;
 
 static void receiver(void *a)
 {
@@ -163,6 +164,10 @@ static void killer(void *a)
 		}
 		xtc_free(m);
 	}
+	/* the epoch ends only after this: kills == downs also holds between
+	 * two iterations, and a killer stopped there by the executor's fini
+	 * would leave its next kill without a DOWN in the global counts */
+	atomic_store(&killer_done, 1);
 }
 
 /* Bursts of 5 ms without a yield point (only preemption interleaves the
@@ -223,6 +228,22 @@ static long rss_kb(void)
 
 static int preempt_on;
 
+/* Every wait of an epoch is bounded: a lost wake-up or message fails the
+ * soak with the name of what never finished instead of hanging it (the
+ * bound is far above any epoch's length on a loaded machine). */
+#define EPOCH_MAX_NS (120 * SEC)
+
+static int timed_out(int64_t t_end, const char *what)
+{
+	if (atomic_load(&bad) != 0)
+		return 1;
+	if (xtc_clock_mono() < t_end)
+		return 0;
+	fprintf(stderr, "soak: epoch timed out waiting for the %s\n", what);
+	atomic_fetch_add(&bad, 1);
+	return 1;
+}
+
 static void epoch(int k)
 {
 	xtc_exec_t *e;
@@ -230,8 +251,11 @@ static void epoch(int k)
 	pthread_t fs, sb, run;
 	long sent0 = atomic_load(&sent), recv0 = atomic_load(&received);
 	long sub0 = atomic_load(&submits_run);
+	long kills0 = atomic_load(&kills), downs0 = atomic_load(&downs);
+	int64_t t_end = xtc_clock_mono() + EPOCH_MAX_NS;
 	int restarts = 0;
 
+	atomic_store(&killer_done, 0);
 	atomic_store(&rx_up, 0);
 	atomic_store(&rx_done, 0);
 	atomic_store(&spin_stop, 0);
@@ -255,7 +279,7 @@ static void epoch(int k)
 	CHECK_EQ(pthread_create(&sb, NULL, submitter, e), 0);
 	CHECK_EQ(pthread_create(&run, NULL, runner, e), 0);
 	/* stop/start cycles while everything is in flight */
-	while (atomic_load(&rx_done) < NRX && atomic_load(&bad) == 0) {
+	while (atomic_load(&rx_done) < NRX && !timed_out(t_end, "receivers")) {
 		usleep(2000 + (unsigned)(rand() % 20000));
 		CHECK_EQ(xtc_exec_stop(e), XTC_OK);
 		pthread_join(run, NULL);
@@ -264,10 +288,10 @@ static void epoch(int k)
 	}
 	pthread_join(fs, NULL);
 	pthread_join(sb, NULL);
-	while (atomic_load(&submits_run) - sub0 < NSUB && atomic_load(&bad) == 0)
+	while (atomic_load(&submits_run) - sub0 < NSUB && !timed_out(t_end,
+	    "submits"))
 		usleep(1000);
-	while (atomic_load(&kills) != atomic_load(&downs) &&
-	       atomic_load(&bad) == 0)
+	while (!atomic_load(&killer_done) && !timed_out(t_end, "killer"))
 		usleep(1000);
 	atomic_store(&spin_stop, 1);
 	usleep(5000);
@@ -277,6 +301,8 @@ static void epoch(int k)
 	CHECK_EQ(atomic_load(&sent) - sent0, (long)NRX * (NSND + 1) * PER);
 	CHECK_EQ(atomic_load(&received) - recv0, atomic_load(&sent) - sent0);
 	CHECK_EQ(atomic_load(&submits_run) - sub0, NSUB);
+	CHECK_EQ(atomic_load(&kills) - kills0, NVICT);
+	CHECK_EQ(atomic_load(&downs) - downs0, NVICT);
 	(void)restarts;
 }
 
