@@ -24,8 +24,17 @@
  *
  * Table lifetime. Foreign threads increment tab->users before reading
  * tab->live; fini clears live and waits for users to drain, then frees the
- * chunks. The small table header itself stays in the global array for the
- * next loop that gets the same id; its gen_floor keeps old pids stale.
+ * chunks, clears the global entry and puts the table header (2 KiB) on a
+ * free list that the next loop to spawn a proc takes, whatever its id: the
+ * headers in existence are bounded by the loops alive at once, not by the
+ * loop ids ever used (ids go round all 65535 values). Headers are never
+ * returned to malloc: a foreign lookup may still hold a pointer it read
+ * before the entry was cleared, and type-stable memory keeps its
+ * users/live/loop_id check valid (a recycled header is live again only
+ * under another loop's id, or under the same id with a higher gen floor).
+ * What must outlive a loop is only its gen floor, one word per loop id
+ * (g_gen_floor): slots of the next loop with that id start above it, so
+ * old pids stay stale.
  *
  * Cross-thread wakes never run under a slot lock: each slot embeds a post
  * node queued on the task's loop after the lock is dropped (proc_post_fn).
@@ -55,6 +64,11 @@
 
 static pthread_mutex_t g_tab_mu = PTHREAD_MUTEX_INITIALIZER;
 static xtc__ptab_t *_Atomic g_tabs[65536];
+/* under g_tab_mu: the gen floor of each loop id, the recycled headers and
+ * how many headers exist (xtc__proc_tab_headers) */
+static uint32_t g_gen_floor[65536];
+static xtc__ptab_t *g_tab_free;
+static int g_tab_headers;
 static atomic_uint_fast64_t g_next_ref = 1;
 
 static uint64_t new_ref(void)
@@ -135,29 +149,43 @@ static xtc__ptab_t *tab_get(xtc_loop_t *loop)
 	pthread_mutex_lock(&g_tab_mu);
 	t = tab_of(loop);
 	if (!t) {
-		t = atomic_load_explicit(&g_tabs[loop->id], memory_order_acquire);
-		if (!t) {
-			t = calloc(1, sizeof *t);
-			if (t)
-				atomic_store_explicit(&g_tabs[loop->id], t,
-				                      memory_order_release);
+		t = g_tab_free;
+		if (t) {
+			g_tab_free = t->next_tab;
+		} else if ((t = calloc(1, sizeof *t)) != NULL) {
+			g_tab_headers++;
 		}
 		if (t) {
-			/* a fresh table, or the header a finalised loop with
-			 * the same id left behind (chunks already freed) */
+			/* a fresh header, or one a finalised loop left
+			 * (chunks freed, live 0); `users` is left alone: a
+			 * stale foreign lookup may still hold it */
+			t->next_tab = NULL;
 			t->loop = loop;
 			t->loop_id = loop->id;
 			t->hwm = 1;
 			t->free_head = 0;
 			t->local_head = 0;
 			t->local_n = 0;
+			t->gen_floor = g_gen_floor[loop->id];
 			atomic_store(&t->live, 1);
+			atomic_store_explicit(&g_tabs[loop->id], t,
+			                      memory_order_release);
 			__atomic_store_n(&loop->up.procs, t,
 			                 __ATOMIC_RELEASE);
 		}
 	}
 	pthread_mutex_unlock(&g_tab_mu);
 	return t;
+}
+
+int xtc__proc_tab_headers(void)
+{
+	int n;
+
+	pthread_mutex_lock(&g_tab_mu);
+	n = g_tab_headers;
+	pthread_mutex_unlock(&g_tab_mu);
+	return n;
 }
 
 /* The general lookup; proc_int.h inlines the owner-thread case. */
@@ -181,7 +209,10 @@ xtc__proc_t *xtc__proc_ref_slow(xtc_pid_t pid, xtc__ptab_t **ref)
 		if (!t)
 			return NULL;
 		atomic_fetch_add(&t->users, 1);
-		if (!atomic_load(&t->live)) {
+		/* a header read before its loop's fini cleared the entry may
+		 * have been recycled for another loop since: live and under
+		 * our loop id, or not ours (loop_id is stored before live) */
+		if (!atomic_load(&t->live) || t->loop_id != pid.loop_id) {
 			atomic_fetch_sub(&t->users, 1);
 			return NULL;
 		}
@@ -1185,13 +1216,18 @@ void xtc__proc_loop_fini(xtc_loop_t *loop)
 		free(c);
 	}
 	pthread_mutex_lock(&g_tab_mu);
+	g_gen_floor[t->loop_id] = maxgen + 1;
 	t->gen_floor = maxgen + 1;
 	t->loop = NULL;
 	t->hwm = 1;
 	t->free_head = 0;
 	t->local_head = 0;
 	t->local_n = 0;
+	if (atomic_load(&g_tabs[t->loop_id]) == t)
+		atomic_store(&g_tabs[t->loop_id], NULL);
 	loop->up.procs = NULL;
+	t->next_tab = g_tab_free;
+	g_tab_free = t;
 	pthread_mutex_unlock(&g_tab_mu);
 }
 

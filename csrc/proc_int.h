@@ -199,8 +199,13 @@ struct xtc__ptab {
 	 * skip the lock; bounded so foreign spawners still find slots */
 	uint32_t local_head, local_n;
 	uint32_t gen_floor;      /* slots of a reused loop id start above it */
+	xtc__ptab_t *next_tab;   /* free list of finalised headers (proc.c) */
 	xtc__proc_t *_Atomic chunks[XTC__PROC_NCHUNKS];
 };
+
+/* Table headers in existence (live or recycled): bounded by the loops with
+ * procs alive at once, not by the loop ids used (tests). */
+int xtc__proc_tab_headers(void);
 
 /* Lookup from any thread (no lock taken on the slot). On success returns
  * the slot and, when the lookup went through the global table (foreign

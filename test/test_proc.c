@@ -1057,8 +1057,53 @@ static void test_exit_hook(void)
 	    atomic_load(&hook_last) == XTC_E_ABORTED);
 }
 
+/* The proc table header of a loop is recycled when the loop is finalised:
+ * creating and destroying loops that used procs (each a new loop id, ids
+ * go round all 65535) leaves the header count at the number of loops alive
+ * at once. Old pids stay stale: a pid of a finalised loop never names the
+ * proc of a later loop that got the same header or the same id. */
+static void hdr_body(void *a)
+{
+	*(xtc_pid_t *)a = xtc_self();
+}
+
+static void test_tab_recycle(void)
+{
+	int base = -1;
+	xtc_pid_t old = XTC_PID_NONE, p;
+
+	for (int i = 0; i < 3000; i++) {
+		xtc_loop_t *l = new_loop(), *l2 = NULL;
+		xtc_pid_t got = XTC_PID_NONE;
+
+		CHECK(xtc_proc_spawn(l, hdr_body, &got, NULL, &p) == XTC_OK);
+		if (i % 100 == 0) {
+			/* a second loop alive at the same time */
+			l2 = new_loop();
+			CHECK(xtc_proc_spawn(l2, hdr_body, &got, NULL, NULL) ==
+			    XTC_OK);
+		}
+		if (!xtc_pid_is_none(old))
+			CHECK(xtc_exit_pid(old, 1) == XTC_E_INVAL);
+		CHECK(xtc_loop_run(l) == XTC_OK);
+		CHECK(xtc_pid_eq(got, p));
+		CHECK(xtc_loop_fini(l) == XTC_OK);
+		if (l2 != NULL) {
+			CHECK(xtc_loop_run(l2) == XTC_OK);
+			CHECK(xtc_loop_fini(l2) == XTC_OK);
+		}
+		old = p;
+		if (i == 0)
+			base = xtc__proc_tab_headers();
+	}
+	/* the first pass may create the second header; none after it */
+	CHECK(xtc__proc_tab_headers() <= base + 1);
+	CHECK(xtc_exit_pid(old, 1) == XTC_E_INVAL);
+}
+
 int main(void)
 {
+	test_tab_recycle();
 	test_exit_hook();
 	test_off_proc();
 	test_identity();
