@@ -77,6 +77,13 @@ struct fthread {
 };
 
 __thread xtc__fiber_t *xtc__fiber_cur XTC__TLS_IE;
+
+#if defined(__SANITIZE_THREAD__)
+__attribute__((noinline)) xtc__fiber_t *xtc__fiber_current_call(void)
+{
+	return xtc__fiber_cur;
+}
+#endif
 /* > 0 while a Go callback runs on this thread (fiber_int.h): here, below
  * the loop and preemption, which both read it. */
 __thread int xtc__gocb_depth XTC__TLS_IE;

@@ -164,6 +164,19 @@ static inline xtc__fiber_t *xtc__fiber_current(void)
 {
 	return xtc__fiber_cur;
 }
+/* The same from code that may resume on another thread between two reads
+ * in one function (a migratable proc looping around a park). The real
+ * %fs-relative load is always right, but under TSan GCC hoists the
+ * *address* it reports to __tsan_read out of the loop (the thread pointer
+ * is invariant within a function for the compiler), so a migrated fiber
+ * is reported reading the TLS of the carrier it left. Under TSan the read
+ * goes through a call (fiber.c), which recomputes it; elsewhere inline. */
+#if defined(__SANITIZE_THREAD__)
+xtc__fiber_t *xtc__fiber_current_call(void);
+#define XTC__FIBER_CUR_MIGRATABLE() xtc__fiber_current_call()
+#else
+#define XTC__FIBER_CUR_MIGRATABLE() xtc__fiber_cur
+#endif
 
 /* Prepare f to run entry(arg) on a fresh stack of stack_size bytes (0 =
  * the process default, see xtc_stack_size()). Clears every field of *f

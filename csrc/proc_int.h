@@ -51,7 +51,7 @@ static inline void xtc__cpu_relax(void)
 
 static inline void xtc__spin_lock(xtc__spin_t *l)
 {
-	xtc__fiber_t *f = xtc__fiber_cur;
+	xtc__fiber_t *f = XTC__FIBER_CUR_MIGRATABLE(); /* fiber_int.h */
 	unsigned n = 0;
 	if (f)
 		f->nopreempt++;
@@ -67,7 +67,7 @@ static inline void xtc__spin_lock(xtc__spin_t *l)
 
 static inline void xtc__spin_unlock(xtc__spin_t *l)
 {
-	xtc__fiber_t *f = xtc__fiber_cur;
+	xtc__fiber_t *f = XTC__FIBER_CUR_MIGRATABLE(); /* fiber_int.h */
 	atomic_store_explicit(&l->v, 0, memory_order_release);
 	if (f)
 		f->nopreempt--;
