@@ -29,7 +29,8 @@
  * the thread that woke it instead of queueing behind it (a goroutine's
  * spawn -> first run: 12 -> 4 us p50 here); it drops it when busy.
  *
- * Preemption: a run that starts with nothing else to run on its loop is
+ * Preemption: a run that starts with nothing else to run on its loop (no
+ * ready task, and nothing in its inbox or submission ring either) is
  * published "alone" (preempt_int.h): the monitor leaves it alone until
  * other work appears. The carrier announces it in loop->sleeping
  * (XTC__SLEEP_RUN), so the first producer after that makes the run
@@ -292,6 +293,20 @@ int xtc__exec_offer(xtc_loop_t *l, xtc_task_t *t)
 	return 0;
 }
 
+/* The slice a run on l gets: the adaptive one or the executor's, a
+ * latency class budget may only shorten it. */
+static int64_t run_slice(const xtc_loop_t *l, const xtc__carrier_t *c)
+{
+	int64_t q = atomic_load_explicit(&xtc__preempt_adaptive_slice,
+	    memory_order_relaxed);
+
+	if (q <= 0)
+		q = c->exec->preempt_ns;
+	if (l->lat_budget > 0 && l->lat_budget < q)
+		q = l->lat_budget;
+	return q;
+}
+
 /*
  * Publish the run's preemption deadline. A run with nothing to compete
  * with is published "alone" (preempt_int.h: only its hard deadline counts
@@ -307,8 +322,14 @@ static void preempt_begin(xtc_loop_t *l, xtc_task_t *t, int64_t now)
 	xtc__carrier_t *c = carrier_of(l);
 	xtc__pslot_t *s = xtc__preempt_slot();
 	int64_t until;
+	int lazy = 0;
 
-	if (c == NULL || s == NULL || others_ready(l))
+	/* arrivals not admitted yet compete too: published contended at
+	 * once, not alone and then contended by the re-check below (two
+	 * timer syscalls per run of a drained backlog) */
+	if (c == NULL || s == NULL || others_ready(l) ||
+	    atomic_load_explicit(&l->inbox, memory_order_relaxed) != NULL ||
+	    ring_nonempty(c))
 		goto contended;
 	until = xtc__timers_next(l);
 	if (until >= 0 && until <= now)
@@ -319,23 +340,25 @@ static void preempt_begin(xtc_loop_t *l, xtc_task_t *t, int64_t now)
 		 * multilevel queue's longer quantum below), and the run stays
 		 * "alone" otherwise, so new work that arrives still gets the
 		 * carrier at the ordinary slice end. */
-		int64_t q = atomic_load_explicit(&xtc__preempt_adaptive_slice,
-		    memory_order_relaxed);
-		if (q <= 0)
-			q = c->exec->preempt_ns;
-		if (l->lat_budget > 0 && l->lat_budget < q)
-			q = l->lat_budget;
-		if (q > 0 && (until < 0 || now + DEMOTED_SLICES * q < until))
+		int64_t q = run_slice(l, c);
+		if (q > 0 && (until < 0 || now + DEMOTED_SLICES * q < until)) {
 			until = now + DEMOTED_SLICES * q;
+			lazy = 1;
+		}
 	}
 	xtc__preempt_run_begin_alone(&t->fiber, l->lat_budget, now,
-	    until < 0 ? INT64_MAX : until);
+	    until < 0 ? INT64_MAX : until, lazy);
 	atomic_store(&l->sleeping, XTC__SLEEP_RUN);
 	if (atomic_load(&l->inbox) != NULL || ring_nonempty(c))
 		xtc__preempt_contend(s);
 	return;
 contended:
-	xtc__preempt_run_begin_at(&t->fiber, l->lat_budget, now);
+	/* it ran at least the slice-end window of this service already */
+	if (c != NULL && t->svc_ns > 0 &&
+	    t->svc_ns >= run_slice(l, c) / XTC__SLICE_EARLY_DIV)
+		xtc__preempt_run_begin_full(&t->fiber, l->lat_budget, now);
+	else
+		xtc__preempt_run_begin_at(&t->fiber, l->lat_budget, now);
 }
 
 void xtc__exec_ring_run(xtc_loop_t *l)
@@ -845,6 +868,10 @@ static void carrier_idle(xtc__carrier_t *c)
 		return;
 	}
 	t0 = xtc_clock_mono();
+	/* the adaptive quantum's load is non-idle wall time: the spin is
+	 * idle too (it would read a 10% load as 30-45%) */
+	if (l->feat & XTC__LF_PREEMPT)
+		xtc__preempt_idle_from();
 	if (carrier_spin(c, t0))
 		return;
 	if (!atomic_load(&e->service) && xtc__loop_quiescent(l) &&

@@ -24,15 +24,21 @@
  *    not look like a heavy tail. (Run lengths truncated at q made A1 look
  *    heavy whatever q was and halved q down to 5 us.)
  *  - load: non-idle wall time of the carriers over wall time x workers
- *    (carriers report each idle stretch when they run again); a period
+ *    (carriers report each idle stretch when they run again; it starts
+ *    when the carrier finds nothing to run, before it spins: counting the
+ *    spin as busy read A1 at 10% as 30-45% and at 70% as 100%); a period
  *    with no idle report on an attached executor is load 1. Summing run
  *    lengths instead hid the per-request overhead and counted preemption
- *    stalls. xtc_fn_quantum_add_busy feeds a controller not attached to an
+ *    stalls.
+ *  - preemption cost: the measured cost of the period's preemptions over
+ *    its capacity (xtc__fn_quantum_cost, per redirect). xtc_fn_quantum_add_busy feeds a controller not attached to an
  *    executor; xtc_fn_quantum_set_load overrides both.
  *  - alpha: the Hill estimator over the top k = max(8, n/10) services;
  *    heavy when alpha < alpha_heavy (2).
  * Rule:
  *     load >= L_high:  q = heavy ? q/2 : 2q   (a light tail wants FCFS)
+ *                      (q/2 only while twice the preemption cost stays
+ *                      within PREEMPT_BUDGET of the capacity, else hold)
  *     load <= L_low:   q = 2q                 (few preemptions when idle)
  *     otherwise:       q unchanged            (hold in the middle band)
  * clamped to [floor, max], floor = max(min_ns, 4 x the measured cost of
@@ -303,6 +309,7 @@ struct xtc_fn_quantum {
 	int64_t *scratch;
 	_Atomic int64_t idle;         /* carrier idle ns since the last update */
 	_Atomic uint64_t idle_reports;
+	_Atomic int64_t pcost;        /* preemption cost ns since the last update */
 	int exec_fed;                 /* attached to an executor: idle-based load */
 	xtc_fn_quantum_point_t traj[XTC_FN_QUANTUM_TRAJ];
 	_Atomic uint64_t n_traj;
@@ -312,6 +319,9 @@ struct xtc_fn_quantum {
  * measured 10-12 us of carrier CPU, 12-15 us late). */
 #define COST_DEFAULT_NS 12500
 #define COST_FLOOR_MULT 4
+/* Share of the carriers' capacity that preempting may take before the
+ * controller stops shortening the quantum. */
+#define PREEMPT_BUDGET 0.1
 
 static int64_t quantum_floor(const xtc_fn_quantum_t *q)
 {
@@ -495,6 +505,7 @@ int64_t xtc_fn_quantum_update(xtc_fn_quantum_t *q)
 	int64_t busy = atomic_exchange(&q->busy, 0);
 	int64_t idle = atomic_exchange(&q->idle, 0);
 	uint64_t idle_n = atomic_exchange(&q->idle_reports, 0);
+	int64_t pcost = atomic_exchange(&q->pcost, 0);
 	int64_t ov = atomic_load(&q->load_override_ppm);
 	double cap = (double)wall * q->o.workers;
 	if (ov >= 0)
@@ -514,8 +525,18 @@ int64_t xtc_fn_quantum_update(xtc_fn_quantum_t *q)
 	int64_t qu = atomic_load(&q->quantum);
 	if (n == 0 && busy == 0 && ov < 0)
 		; /* nothing observed: keep it */
-	else if (q->load >= q->o.load_high)
-		qu = heavy ? qu / 2 : qu * 2;
+	else if (q->load >= q->o.load_high) {
+		/* a halved quantum about doubles what preempting costs (the
+		 * measured cost of this period's preemptions): it halves only
+		 * while that stays within PREEMPT_BUDGET of the capacity, else
+		 * it holds (at 70% of A1 a 25 us quantum spent the carrier on
+		 * signals and the backlog never drained) */
+		double pov = cap > 0 ? (double)pcost / cap : 0;
+		if (!heavy)
+			qu = qu * 2;
+		else if (2 * pov <= PREEMPT_BUDGET)
+			qu = qu / 2;
+	}
 	else if (q->load <= q->o.load_low)
 		qu = qu * 2;
 	/* else: the middle band holds */
@@ -608,6 +629,17 @@ static void xtc__fn_quantum_idle(int64_t idle_ns)
 	exec_q_put();
 }
 
+/* preempt.c: the measured cost of one involuntary preemption. */
+static void xtc__fn_quantum_cost(int64_t cost_ns)
+{
+	xtc_fn_quantum_t *q = exec_q_get();
+	if (q == NULL)
+		return;
+	if (cost_ns > 0)
+		atomic_fetch_add_explicit(&q->pcost, cost_ns, memory_order_relaxed);
+	exec_q_put();
+}
+
 /* monitor.c: when the attached controller wants its next update. */
 static int64_t xtc__fn_quantum_next(void)
 {
@@ -638,4 +670,5 @@ __attribute__((constructor)) static void fn_quantum_register(void)
 	xtc__quantum.next = xtc__fn_quantum_next;
 	xtc__quantum.idle = xtc__fn_quantum_idle;
 	xtc__quantum.service = xtc__fn_quantum_service;
+	xtc__quantum.cost = xtc__fn_quantum_cost;
 }

@@ -17,7 +17,10 @@
  *    (safety net, plain armed threads, carriers without a timer). The
  *    handler tells a timer expiry (SI_TIMER) from a queued signal: an
  *    expiry carries no generation, so it is due only if the slot's current
- *    deadline passed; an early one re-arms the timer for the current run.
+ *    deadline passed, or for a slice end once it is in its window (the
+ *    last half of the slice, XTC__SLICE_EARLY_DIV: the timer is left there
+ *    for the short runs that start meanwhile, monitor.c); an early one
+ *    re-arms the timer for the current run.
  *  - A preempted fiber yields through xtc__fiber_yield_slice: demoted
  *    (loop_int.h), so new arrivals run before it. Each redirect starts a
  *    cost measurement (lateness + handler-to-next-dispatch) that the next
@@ -101,6 +104,7 @@ static int64_t q_never(void)
 
 xtc__quantum_ops_t xtc__quantum = {
 	.tick = q_none, .next = q_never, .idle = q_none, .service = q_none,
+	.cost = q_none,
 };
 _Atomic int64_t xtc__preempt_alone_ns = XTC__PREEMPT_ALONE_NS;
 
@@ -572,7 +576,7 @@ static int timer_due(xtc__ptls_t *p, xtc__pslot_t *s, int64_t now,
 {
 	int64_t hard = atomic_load_explicit(&s->deadline, memory_order_relaxed);
 	int64_t soft = atomic_load_explicit(&s->soft, memory_order_relaxed);
-	int64_t d = hard;
+	int64_t d = hard, early = 0;
 
 	atomic_store_explicit(&s->timer_at, INT64_MAX, memory_order_relaxed);
 	if (hard == INT64_MAX || p->fiber == NULL || xtc__gocb_depth > 0) {
@@ -582,8 +586,13 @@ static int timer_due(xtc__ptls_t *p, xtc__pslot_t *s, int64_t now,
 	if (atomic_load_explicit(&s->contended, memory_order_relaxed) &&
 	    soft < d)
 		d = soft;
+	/* a slice end is due from its window on (the timer was left armed
+	 * there for the short runs that started meanwhile); a loop timer's
+	 * hard deadline is exact */
+	if (d == soft)
+		early = p->early;
 	*due_at = d;
-	if ((p->pend & XTC__PF_WANT) || now >= d) {
+	if ((p->pend & XTC__PF_WANT) || now >= d - early) {
 		xtc__monitor_count_fire(1);
 		return 1;
 	}
@@ -1120,30 +1129,47 @@ int xtc_preempt_enable(void)
 /* ------------------------------------------------------------------ */
 
 static void run_begin(xtc__fiber_t *f, int64_t slice_ns, int exact,
-                      int64_t now, int64_t until);
+                      int64_t now, int64_t until, int lazy);
 
 void xtc__preempt_run_begin(xtc__fiber_t *f, int64_t slice_ns)
 {
-	run_begin(f, slice_ns, 0, 0, 0);
+	run_begin(f, slice_ns, 0, 0, 0, 0);
 }
 
 void xtc__preempt_run_begin_at(xtc__fiber_t *f, int64_t slice_ns, int64_t now)
 {
 	/* the loop's clock is the monotonic clock unless the simulator
 	 * replaced it with virtual time */
-	run_begin(f, slice_ns, 0, xtc__clock_hook == NULL ? now : 0, 0);
+	run_begin(f, slice_ns, 0, xtc__clock_hook == NULL ? now : 0, 0, 0);
+}
+
+void xtc__preempt_run_begin_full(xtc__fiber_t *f, int64_t slice_ns, int64_t now)
+{
+	run_begin(f, slice_ns, 0, xtc__clock_hook == NULL ? now : 0, 0, 2);
 }
 
 void xtc__preempt_run_begin_alone(xtc__fiber_t *f, int64_t slice_ns,
-                                  int64_t now, int64_t until)
+                                  int64_t now, int64_t until, int lazy)
 {
 	run_begin(f, slice_ns, 0, xtc__clock_hook == NULL ? now : 0,
-	          until > 0 ? until : 1);
+	          until > 0 ? until : 1, lazy);
 }
 
 void xtc__preempt_run_begin_exact(xtc__fiber_t *f, int64_t slice_ns)
 {
-	run_begin(f, slice_ns, 1, 0, 0);
+	run_begin(f, slice_ns, 1, 0, 0, 0);
+}
+
+/* The slice-end window a producer assumes for the carrier's run: the
+ * carrier's slice (or the adaptive one); a latency class's shorter slice
+ * only costs an early expiry the handler re-arms. */
+static int64_t slot_early(xtc__pslot_t *s)
+{
+	int64_t q = atomic_load_explicit(&xtc__preempt_adaptive_slice,
+	                                 memory_order_relaxed);
+	if (q <= 0)
+		q = atomic_load_explicit(&s->slice_ns, memory_order_relaxed);
+	return q / XTC__SLICE_EARLY_DIV;
 }
 
 void xtc__preempt_contend(xtc__pslot_t *s)
@@ -1167,7 +1193,7 @@ void xtc__preempt_contend(xtc__pslot_t *s)
 	if (soft <= now)
 		(void)xtc__monitor_signal_run(s); /* overdue: signal it now */
 	else
-		xtc__ctimer_want(s, soft, now);
+		xtc__ctimer_want(s, soft, slot_early(s), now);
 }
 
 /* The carrier's timer after a run's deadlines were published: soft for a
@@ -1177,20 +1203,32 @@ void xtc__preempt_contend(xtc__pslot_t *s)
  * syscall). Then the Dekker re-check with xtc__preempt_contend: a producer
  * that contended before our arm may have been overwritten by it. */
 static void trigger_run(xtc__pslot_t *s, int64_t soft, int64_t hard,
-                        int64_t now, int64_t cap)
+                        int64_t now, int64_t cap, int lazy)
 {
+	int64_t early = xtc__ptls.early;
+
 	if (!atomic_load_explicit(&s->timer, memory_order_relaxed)) {
 		xtc__monitor_kick(hard);
 		return;
 	}
 	if (soft == hard) {
 		atomic_store_explicit(&s->net, INT64_MAX, memory_order_relaxed);
-		xtc__ctimer_want(s, soft, now);
+		/* work known to run long gets its whole slice (one arm per
+		 * slice of it); a fresh run keeps the window */
+		xtc__ctimer_want(s, soft, lazy == 2 ? 0 : early, now);
 		return;
 	}
 	if (hard >= cap) {
 		atomic_store_explicit(&s->net, hard, memory_order_release);
 		xtc__monitor_kick(hard);
+	} else if (lazy) {
+		/* a bound that moves with every run (demoted work waits): the
+		 * timer stays in the slice-end window, the contention most
+		 * such runs meet wants it there anyway; an expiry before the
+		 * bound re-arms it exactly (timer_due) */
+		atomic_store_explicit(&s->net, INT64_MAX, memory_order_relaxed);
+		xtc__ctimer_want(s, soft, early, now);
+		return;
 	} else {
 		/* a loop timer is the deadline: arm it exactly (an earlier
 		 * expiry left by a previous run would cost an interrupt and a
@@ -1200,7 +1238,7 @@ static void trigger_run(xtc__pslot_t *s, int64_t soft, int64_t hard,
 			xtc__ctimer_arm(s, hard);
 	}
 	if (atomic_load(&s->contended))
-		xtc__ctimer_want(s, soft, now);
+		xtc__ctimer_want(s, soft, early, now);
 }
 
 /* Close a cost measurement: lateness plus redirect-to-next-dispatch. */
@@ -1221,11 +1259,13 @@ static void cost_close(xtc__ptls_t *p, int64_t now)
 		c = 2 * e;
 	e = e == 0 ? c : e + (c - e) / 16;
 	atomic_store_explicit(&xtc__preempt_cost_ewma, e, memory_order_relaxed);
+	xtc__quantum.cost(c);
 }
 
-/* until: 0 = a contended run (hard = soft); > 0 see run_begin_alone. */
+/* until: 0 = a contended run (hard = soft); > 0 see run_begin_alone.
+ * lazy: 1 see run_begin_alone, 2 see run_begin_full. */
 static void run_begin(xtc__fiber_t *f, int64_t slice_ns, int exact,
-                      int64_t now, int64_t until)
+                      int64_t now, int64_t until, int lazy)
 {
 	xtc__ptls_t *p = &xtc__ptls;
 	p->fiber = f;
@@ -1267,6 +1307,7 @@ static void run_begin(xtc__fiber_t *f, int64_t slice_ns, int exact,
 	}
 	p->run_start = now;
 	p->slice = slice_ns;
+	p->early = slice_ns / XTC__SLICE_EARLY_DIV;
 	p->hard = hard;
 	uint32_t g = atomic_load_explicit(&s->gen, memory_order_relaxed);
 	atomic_store_explicit(&s->contended, 0, memory_order_relaxed);
@@ -1274,7 +1315,7 @@ static void run_begin(xtc__fiber_t *f, int64_t slice_ns, int exact,
 	atomic_store_explicit(&s->gen, g + 1, memory_order_relaxed);
 	atomic_store_explicit(&s->deadline, hard, memory_order_release);
 	/* an alone run that gets contended kicks the trigger itself */
-	trigger_run(s, soft, hard, now, cap);
+	trigger_run(s, soft, hard, now, cap, lazy);
 }
 
 void xtc__preempt_run_end(void)
@@ -1333,6 +1374,7 @@ void xtc__preempt_run_restore(const xtc__prun_t *in)
 	p->fiber = in->fiber;
 	p->run_start = in->start;
 	p->slice = in->slice;
+	p->early = in->slice / XTC__SLICE_EARLY_DIV;
 	p->hard = in->hard;
 	xtc__pslot_t *s = p->slot;
 	if (s == NULL || in->fiber == NULL)
@@ -1394,7 +1436,18 @@ void xtc__preempt_idle(void)
 	if (s != NULL && atomic_load_explicit(&s->timer, memory_order_relaxed) &&
 	    atomic_load_explicit(&s->timer_at, memory_order_relaxed) != INT64_MAX)
 		xtc__ctimer_arm(s, INT64_MAX);
-	if (atomic_load_explicit(&xtc__preempt_adaptive_slice,
+	if (p->idle_at == 0 &&
+	    atomic_load_explicit(&xtc__preempt_adaptive_slice,
+	                         memory_order_relaxed) > 0)
+		p->idle_at = now_ns();
+}
+
+void xtc__preempt_idle_from(void)
+{
+	xtc__ptls_t *p = &xtc__ptls;
+	/* the run clock (now_ns), not the loop's: run_begin closes it */
+	if (p->slot != NULL && p->idle_at == 0 &&
+	    atomic_load_explicit(&xtc__preempt_adaptive_slice,
 	                         memory_order_relaxed) > 0)
 		p->idle_at = now_ns();
 }

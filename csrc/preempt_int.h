@@ -54,6 +54,11 @@
  * machine; shorter requests are rounded up). */
 #define XTC__PREEMPT_MIN_SLICE_NS 2000
 
+/* The slice-end window: a sliced run may be preempted from slice -
+ * slice/XTC__SLICE_EARLY_DIV on (its timer is not moved for every short
+ * run that starts inside it; preempt.c, monitor.c). */
+#define XTC__SLICE_EARLY_DIV 2
+
 /* Longest a run that had nothing to compete with goes unsignalled (its
  * hard deadline): a safety net for work the carrier cannot see arrive (a
  * timer the running fiber arms itself). */
@@ -104,6 +109,7 @@ typedef struct xtc__ptls {
 	int64_t run_start;
 	int64_t slice;             /* slice of the current run */
 	int64_t hard;              /* hard deadline of the current run */
+	int64_t early;             /* its slice end's window (XTC__SLICE_EARLY_DIV) */
 	/* XTC__PF_TICK: a tick not yet consumed (cooperative path);
 	 * XTC__PF_WANT: an involuntary preemption was deferred. One word so the
 	 * due check is one load. The handler sets bits; the carrier only ever
@@ -178,12 +184,19 @@ void xtc__preempt_run_begin_exact(xtc__fiber_t *f, int64_t slice_ns);
 void xtc__preempt_run_begin_at(xtc__fiber_t *f, int64_t slice_ns,
                                int64_t now);
 void xtc__preempt_run_end(void);
+/* Executor: a contended run of work that already used a slice of this
+ * service (it is long): its timer is armed at the slice end exactly, not
+ * left in the window, so it gets the whole slice. */
+void xtc__preempt_run_begin_full(xtc__fiber_t *f, int64_t slice_ns,
+                                 int64_t now);
 /* Executor: a run with nothing else to run on its loop; until = when other
  * work is due anyway (the next timer), INT64_MAX if never. The soft deadline
  * is the slice end, the hard one max(slice end, min(until, now +
- * xtc__preempt_alone_ns)). */
+ * xtc__preempt_alone_ns)). lazy: until is a bound that moves with every run
+ * (demoted work waits), not a loop timer: the carrier timer is left in the
+ * slice-end window instead of being re-armed to it exactly per run. */
 void xtc__preempt_run_begin_alone(xtc__fiber_t *f, int64_t slice_ns,
-                                  int64_t now, int64_t until);
+                                  int64_t now, int64_t until, int lazy);
 /* Any thread: other work now waits on the carrier owning s: its current run
  * ends at its soft deadline (wakes the monitor if needed). NULL is a no-op.
  * Slots are never freed, so a stale pointer costs at most one extra
@@ -193,6 +206,9 @@ void xtc__preempt_contend(xtc__pslot_t *s);
 static inline xtc__pslot_t *xtc__preempt_slot(void);
 /* Called before the carrier blocks in its poller: no deadline, ring stopped. */
 void xtc__preempt_idle(void);
+/* The carrier found nothing to run (before its spin): with the adaptive
+ * quantum on, idle time counts from now. */
+void xtc__preempt_idle_from(void);
 
 /* Nested timed runs (fn.c runs a function inside a fiber run): save the
  * current run, and later restore it, publishing its deadline again. */
@@ -246,18 +262,23 @@ typedef struct xtc__quantum_ops {
 	void (*idle)(int64_t idle_ns);
 	/* sched.c: one completed service (a task's runs since it parked) */
 	void (*service)(int64_t svc_ns);
+	/* preempt.c: one involuntary preemption cost this much carrier time */
+	void (*cost)(int64_t cost_ns);
 } xtc__quantum_ops_t;
 extern xtc__quantum_ops_t xtc__quantum;
 
 /* Carrier timers (monitor.c). create: 0, or a negative code (the carrier
  * then stays on the monitor, counted in timer_fallbacks). arm: absolute
  * CLOCK_MONOTONIC expiry, INT64_MAX disarms; async-signal-safe, any thread.
- * want: arm unless the timer already fires in (now, at] (at most one arm
- * per slice: an early fire re-arms from the handler). */
+ * want: arm unless the timer already fires in [at - early, at] (and after
+ * now): a run's slice end may come up to `early` before its deadline
+ * (XTC__SLICE_EARLY), so back-to-back short runs re-arm once per `early`
+ * of busy time and an expiry never finds a run that is not due. */
 int  xtc__ctimer_create(xtc__pslot_t *s, int tid);
 void xtc__ctimer_delete(xtc__pslot_t *s);
 void xtc__ctimer_arm(xtc__pslot_t *s, int64_t at);
-void xtc__ctimer_want(xtc__pslot_t *s, int64_t at, int64_t now);
+void xtc__ctimer_want(xtc__pslot_t *s, int64_t at, int64_t early,
+                      int64_t now);
 /* Any thread: signal the carrier of s now for its current run (a producer
  * contending an overdue run). 1 if sent. */
 int  xtc__monitor_signal_run(xtc__pslot_t *s);
