@@ -29,10 +29,10 @@
  *    spin as busy read A1 at 10% as 30-45% and at 70% as 100%); a period
  *    with no idle report on an attached executor is load 1. Summing run
  *    lengths instead hid the per-request overhead and counted preemption
- *    stalls.
+ *    stalls. xtc_fn_quantum_add_busy feeds a controller not attached to
+ *    an executor; xtc_fn_quantum_set_load overrides both.
  *  - preemption cost: the measured cost of the period's preemptions over
- *    its capacity (xtc__fn_quantum_cost, per redirect). xtc_fn_quantum_add_busy feeds a controller not attached to an
- *    executor; xtc_fn_quantum_set_load overrides both.
+ *    its capacity (xtc__fn_quantum_cost, per redirect).
  *  - alpha: the Hill estimator over the top k = max(8, n/10) services;
  *    heavy when alpha < alpha_heavy (2).
  * Rule:
