@@ -38,6 +38,8 @@
 #ifndef XTC_FIBER_INT_H
 #define XTC_FIBER_INT_H
 
+#include <sched.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -177,6 +179,44 @@ xtc__fiber_t *xtc__fiber_current_call(void);
 #else
 #define XTC__FIBER_CUR_MIGRATABLE() xtc__fiber_cur
 #endif
+
+/* The runtime's one spinlock (proc and mailbox state, a task's await
+ * waiters, a future's state): a byte, held for tens of instructions and
+ * never across a switch, park, yield or user callback. Preemption is
+ * disabled while it is held: the lock raises the running fiber's
+ * nopreempt count, so a fiber preempted while holding it cannot leave a
+ * peer fiber of the same thread spinning on it (runtime code is outside
+ * the code map anyway; this holds for any holder). A waiter spins with
+ * the CPU hint, then yields the thread: the holder's thread may have been
+ * descheduled. Here, not in base_int.h, because nopreempt is the fiber
+ * layer's. The current fiber is read as XTC__FIBER_CUR_MIGRATABLE: a
+ * migratable proc may take the lock on one carrier, park, and take it
+ * again on another. */
+typedef struct { _Atomic uint8_t v; } xtc__spin_t;
+
+static inline void xtc__spin_lock(xtc__spin_t *l)
+{
+	xtc__fiber_t *f = XTC__FIBER_CUR_MIGRATABLE();
+	unsigned n = 0;
+	if (f)
+		f->nopreempt++;
+	while (atomic_exchange_explicit(&l->v, 1, memory_order_acquire)) {
+		while (atomic_load_explicit(&l->v, memory_order_relaxed)) {
+			if (++n < 128)
+				XTC__CPU_RELAX();
+			else
+				sched_yield();
+		}
+	}
+}
+
+static inline void xtc__spin_unlock(xtc__spin_t *l)
+{
+	xtc__fiber_t *f = XTC__FIBER_CUR_MIGRATABLE();
+	atomic_store_explicit(&l->v, 0, memory_order_release);
+	if (f)
+		f->nopreempt--;
+}
 
 /* Prepare f to run entry(arg) on a fresh stack of stack_size bytes (0 =
  * the process default, see xtc_stack_size()). Clears every field of *f

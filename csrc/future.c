@@ -243,7 +243,7 @@ struct fstate {
 	struct xtc_future fut;
 	struct xtc_promise prom;
 	_Atomic uint32_t refs;
-	_Atomic uint8_t lock;
+	xtc__spin_t lock;
 	_Atomic uint8_t done;
 	intptr_t value;
 	int status;
@@ -264,13 +264,12 @@ struct fstate {
 
 static void st_lock(fstate_t *st)
 {
-	while (atomic_exchange_explicit(&st->lock, 1, memory_order_acquire))
-		XTC__CPU_RELAX();
+	xtc__spin_lock(&st->lock); /* preemption off while held */
 }
 
 static void st_unlock(fstate_t *st)
 {
-	atomic_store_explicit(&st->lock, 0, memory_order_release);
+	xtc__spin_unlock(&st->lock);
 }
 
 static void st_unref(fstate_t *st)

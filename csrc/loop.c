@@ -369,7 +369,7 @@ static void task_reset(xtc_task_t *t)
 	atomic_store_explicit(&t->kill_pending, 0, memory_order_relaxed);
 	t->park_why = 0;
 	t->park_armed = 0;
-	atomic_store_explicit(&t->wlock, 0, memory_order_relaxed);
+	atomic_store_explicit(&t->wlock.v, 0, memory_order_relaxed);
 	t->stack_lazy = 0;
 	t->admitted = 0;
 	atomic_store_explicit(&t->lock_parked, 0, memory_order_relaxed);

@@ -195,7 +195,7 @@ struct xtc_task {
 	_Atomic uint8_t kill_pending;
 	uint8_t park_why;        /* XTC__PW_* */
 	uint8_t park_armed;      /* an fd or timer registration is outstanding */
-	_Atomic uint8_t wlock;   /* guards waiters (tiny spinlock) */
+	xtc__spin_t wlock;       /* guards waiters (fiber_int.h) */
 	uint8_t stack_lazy;      /* fiber whose stack is mapped at first run */
 	uint8_t demoted;         /* READY at the demoted level (loop.c) */
 	uint8_t admitted;        /* holds a cross-thread admission until it
@@ -309,12 +309,11 @@ static inline void xtc__task_set_detach(xtc_task_t *t, void (*fn)(void *),
 
 static inline void xtc__task_wlock(xtc_task_t *t)
 {
-	while (atomic_exchange_explicit(&t->wlock, 1, memory_order_acquire))
-		XTC__CPU_RELAX();
+	xtc__spin_lock(&t->wlock);
 }
 static inline void xtc__task_wunlock(xtc_task_t *t)
 {
-	atomic_store_explicit(&t->wlock, 0, memory_order_release);
+	xtc__spin_unlock(&t->wlock);
 }
 
 typedef struct xtc__spawn_opts {

@@ -38,40 +38,8 @@
 #include "loop_int.h"
 
 /* ---- spinlock -----------------------------------------------------------
- * Held for tens of instructions (a queue splice, a vector edit). It raises
- * the running fiber's nopreempt count: a fiber preempted while holding it
- * would deadlock a peer fiber spinning on the same thread. */
-
-typedef struct { atomic_uint v; } xtc__spin_t;
-
-static inline void xtc__cpu_relax(void)
-{
-	XTC__CPU_RELAX(); /* base_int.h */
-}
-
-static inline void xtc__spin_lock(xtc__spin_t *l)
-{
-	xtc__fiber_t *f = XTC__FIBER_CUR_MIGRATABLE(); /* fiber_int.h */
-	unsigned n = 0;
-	if (f)
-		f->nopreempt++;
-	while (atomic_exchange_explicit(&l->v, 1, memory_order_acquire)) {
-		while (atomic_load_explicit(&l->v, memory_order_relaxed)) {
-			if (++n < 128)
-				xtc__cpu_relax();
-			else
-				sched_yield(); /* holder's thread descheduled */
-		}
-	}
-}
-
-static inline void xtc__spin_unlock(xtc__spin_t *l)
-{
-	xtc__fiber_t *f = XTC__FIBER_CUR_MIGRATABLE(); /* fiber_int.h */
-	atomic_store_explicit(&l->v, 0, memory_order_release);
-	if (f)
-		f->nopreempt--;
-}
+ * xtc__spin_t (fiber_int.h), held for tens of instructions (a queue
+ * splice, a vector edit), with preemption disabled while held. */
 
 /* ---- messages ----------------------------------------------------------- */
 
