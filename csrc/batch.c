@@ -1094,6 +1094,10 @@ static void drive(void *arg)
 				iterate(g);
 			else
 				(void)iterate_async(g);
+			/* the step's BLOCKED/DONE results, before the yield:
+			 * the lane policy runs while the driver waits, and
+			 * must not see members ready that no longer are */
+			publish(g);
 			(void)xtc__fiber_yield_ex(XTC__PARK_NOKILL);
 			continue;
 		}

@@ -1170,6 +1170,9 @@ static void test_lifecycle(void)
 struct lp {
 	int lane;
 	int saw_groups, saw_waiting, saw_all_blocked, saw_ready2, bad;
+	int blocked_step;   /* the last step blocked every member */
+	int after_block;    /* selections seen since then */
+	int stale;          /* of which still counted them ready */
 	xtc_batch_t *g;
 	uint64_t h[3];
 	int class_left;
@@ -1189,6 +1192,10 @@ static int lp_select(const xtc_sched_lane_t *v, size_t n, void *user)
 		lp.saw_waiting |= v[i].batch_waiting == 1;
 		lp.saw_all_blocked |= v[i].batch_active == 2 && v[i].batch_ready == 0;
 		lp.saw_ready2 |= v[i].batch_ready == 2;
+		if (lp.blocked_step) {
+			lp.after_block++;
+			lp.stale += v[i].batch_ready != 0;
+		}
 	}
 	return XTC_SCHED_DEFAULT;
 }
@@ -1196,20 +1203,33 @@ static int lp_select(const xtc_sched_lane_t *v, size_t n, void *user)
 static int lp_step(const xtc_batch_item_t *it, xtc_batch_result_t *res,
                    size_t n, void *user)
 {
+	size_t blocked = 0;
+
 	(void)user;
-	for (size_t k = 0; k < n; k++)
+	for (size_t k = 0; k < n; k++) {
 		res[k].state = it[k].rounds == 0 && (intptr_t)it[k].request < 2
 		                       ? XTC_BATCH_BLOCKED
 		                       : (it[k].rounds >= 3 ? XTC_BATCH_DONE
 		                                            : XTC_BATCH_CONTINUE);
+		blocked += res[k].state == XTC_BATCH_BLOCKED;
+	}
+	/* from here on the policy must see no ready member (the counts are
+	 * published when the iteration ends, not at the next boundary) */
+	lp.blocked_step = blocked == n;
 	return XTC_OK;
 }
 
 static void lp_class_proc(void *arg)
 {
+	xtc_batch_stats_t st;
+
 	(void)arg;
-	while (lp.class_left-- > 0)
-		xtc_yield(); /* keeps the class lane ready */
+	/* keeps the class lane ready while the group lives (and at least
+	 * class_left times) */
+	do {
+		xtc_yield();
+		CHECK_EQ(xtc_batch_get_stats(lp.g, &st), XTC_OK);
+	} while (lp.class_left-- > 0 || st.driver_alive);
 }
 
 static void lp_resumer(void *arg)
@@ -1223,9 +1243,14 @@ static void lp_resumer(void *arg)
 	} while (st.blocked < 2);
 	for (int k = 0; k < 20; k++)
 		xtc_yield(); /* let the policy see the all-blocked group */
+	lp.blocked_step = 0;
 	CHECK_EQ(xtc_batch_resume(lp.g, lp.h[0]), XTC_OK);
 	CHECK_EQ(xtc_batch_resume(lp.g, lp.h[1]), XTC_OK);
 	CHECK_EQ(xtc_batch_close(lp.g, XTC_BATCH_DRAIN), XTC_OK);
+	do { /* the default lane stays ready: the policy keeps being asked */
+		xtc_yield();
+		CHECK_EQ(xtc_batch_get_stats(lp.g, &st), XTC_OK);
+	} while (st.driver_alive);
 }
 
 static void test_policy_counts(void)
@@ -1260,6 +1285,8 @@ static void test_policy_counts(void)
 	CHECK(lp.saw_waiting);
 	CHECK(lp.saw_all_blocked);
 	CHECK(lp.saw_ready2);
+	CHECK(lp.after_block > 0);
+	CHECK_EQ(lp.stale, 0);
 	CHECK_EQ(lp.bad, 0);
 	CHECK_EQ(xtc_batch_destroy(lp.g), XTC_OK);
 	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
