@@ -26,11 +26,12 @@ package xtc
 // Relation to the C API: Exec.Go with a context deadline is what
 // xtc_launch(3) does for a C caller (spawn, wait with a timeout, kill at
 // the deadline); xtc_launch itself must be called from a fiber, which Go
-// code never is. The deadline-preemptible functions of xtc_fn(3) run on
-// the calling thread's pooled contexts under the preemption signal, which
-// must not be armed on a Go-owned thread (cgo-feasibility.md, section 4):
-// from Go, use Exec.Go on an executor with SetPreempt, and NewQuantum /
-// Exec.SetPreemptAdaptive for the adaptive quantum.
+// code never is, so its wrapper (Launch, fn.go) runs it in a driver proc
+// started by this machinery. The deadline-preemptible functions of
+// xtc_fn(3) (Exec.LaunchFn, FnLaunch, ...) are driven the same way: each
+// slice is a driver proc on a carrier, never a cgo call on a Go thread,
+// where the preemption signal must not be armed (cgo-feasibility.md,
+// section 4).
 //
 // Alternatives rejected: the dispatch fibers of Submit (a cancel only sets
 // a flag a never-yielding kernel never reads); a Go-side reaper that polls
@@ -147,8 +148,9 @@ func WithName(name string) CallOption { return func(o *callOpts) { o.name = name
 
 // CallResult is the outcome of a call started with Exec.GoAsync.
 type CallResult struct {
-	f   *Future
-	pid Pid
+	f    *Future
+	pid  Pid
+	loop int // executor loop index the proc runs on
 }
 
 // Pid is the call's proc (dead once Done is closed).
@@ -254,6 +256,7 @@ func (e *Exec) start(fn unsafe.Pointer, arg C.uintptr_t, opts []CallOption) (*Ca
 	}
 	var cls C.xtc_exec_class_t
 	var l *Loop
+	li := -1
 	switch {
 	case o.class != nil && o.lclass != nil:
 		return nil, errReason(op, ErrInval, "WithClass and WithLoopClass together")
@@ -277,6 +280,7 @@ func (e *Exec) start(fn unsafe.Pointer, arg C.uintptr_t, opts []CallOption) (*Ca
 			i = int(e.rr.Add(1)-1) % len(e.loops)
 		}
 		l = e.loops[i]
+		li = i
 		if o.class != nil {
 			cls = o.class.per[i].c
 		}
@@ -322,5 +326,12 @@ func (e *Exec) start(fn unsafe.Pointer, arg C.uintptr_t, opts []CallOption) (*Ca
 		}
 		return nil, err
 	}
-	return &CallResult{f: f, pid: pidFromC(pid)}, nil
+	if li < 0 {
+		for i, x := range e.loops {
+			if x == l {
+				li = i
+			}
+		}
+	}
+	return &CallResult{f: f, pid: pidFromC(pid), loop: li}, nil
 }

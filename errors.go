@@ -4,6 +4,11 @@ package xtc
 
 import "strconv"
 
+// ErrNoCgo is returned by every call of a binary built with
+// CGO_ENABLED=0 (the package compiles, the C runtime is absent);
+// errors.Is(ErrNoCgo, ErrNosys) holds. A cgo build never returns it.
+var ErrNoCgo error = &Error{Op: "xtc (built with CGO_ENABLED=0)", Code: ErrNosys}
+
 // Errno is an xtc error code: 0 or a negative XTC_E_* value of the C
 // library. The ErrXxx constants (errors_gen.go, generated from the same
 // table as the C enum) are the sentinels to compare with errors.Is.

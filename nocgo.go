@@ -12,9 +12,6 @@ import (
 	"unsafe"
 )
 
-// ErrNoCgo is returned by every call of a binary built without cgo.
-var ErrNoCgo error = &Error{Op: "xtc (built with CGO_ENABLED=0)", Code: ErrNosys}
-
 // LinkInfo says how the C core was linked into this binary.
 const LinkInfo = "none (CGO_ENABLED=0)"
 

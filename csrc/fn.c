@@ -279,6 +279,21 @@ int xtc_fn_cancel(xtc_fn_t *fn)
 	return XTC_OK;
 }
 
+/* Drop a preempted function's context from any thread, without pooling
+ * it: for an owner that outlives the thread pools its context could go
+ * back to (the Go wrapper's Close after its executor ended). The state
+ * becomes XTC_FN_IDLE; XTC_E_INVAL unless preempted. */
+int xtc__fn_discard(xtc_fn_t *fn)
+{
+	if (fn == NULL || fn->state != XTC_FN_PREEMPTED || fn->ctx == NULL)
+		return XTC_E_INVAL;
+	fnctx_t *c = fn->ctx;
+	fn->ctx = NULL;
+	fn->state = XTC_FN_IDLE;
+	ctx_destroy(c);
+	return XTC_OK;
+}
+
 int xtc_fn_yield(void)
 {
 	fnctx_t *c = cur_ctx;

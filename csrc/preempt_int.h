@@ -289,6 +289,10 @@ extern _Atomic uint64_t xtc__ctimer_fallbacks;
  * lateness of the signal past the deadline plus handler, trampoline and
  * switch up to the next dispatch on that carrier. */
 extern _Atomic int64_t xtc__preempt_cost_ewma;
+/* fn.c: free a preempted function's context from any thread, without
+ * pooling it (the Go wrapper's Fn.Close after its executor ended). */
+struct xtc_fn;
+int xtc__fn_discard(struct xtc_fn *fn);
 
 /* Slot table (monitor.c). */
 xtc__pslot_t *xtc__monitor_slot_get(int tid, int64_t slice_ns);

@@ -1,0 +1,37 @@
+package xtc
+
+// Executor types shared by the cgo and !cgo builds.
+
+import "time"
+
+// LoopStats are the counters of one executor loop (xtc_loop_stats_t).
+type LoopStats struct {
+	TasksRun uint64 // dispatches
+	Steals   uint64 // tasks taken from a peer's deque
+	// Demotions counts preempted tasks moved to the loop's demoted level
+	// (xtc_preempt(3)); Aged counts demoted tasks served first because
+	// they waited too long.
+	Demotions uint64
+	Aged      uint64
+}
+
+// StallReport describes a run that took at least the loop's stall budget.
+type StallReport struct {
+	Pid      Pid           // the proc that ran, PidNone for another task
+	Name     string        // its ProcOpts.Name, "" when none
+	Ran      time.Duration // run time so far (InFlight) or the whole run
+	Budget   time.Duration // the loop's stall budget
+	InFlight bool          // true: the run is still going on
+	Run      uint64        // the loop's run number: tells reports apart
+	Started  time.Duration // the run's start on the ClockMono clock (StallInFlight)
+}
+
+// StallFunc receives stall reports of a loop (Loop.SetStallFunc). It is
+// called twice for a run that overruns while it is being watched: once
+// while the run is still in flight (InFlight, from a goroutine of the
+// wrapper that polls the loop every quarter budget, at least every 1 ms),
+// and once when it ends (on the loop's carrier stack, synchronously: keep
+// it short). A run shorter than a poll interval past its budget may only
+// get the end report. A panic in fn is recovered: it stops the loop's run
+// (or executor's), and Loop.Run / ExecRun.Wait re-panic with the value.
+type StallFunc func(l *Loop, r StallReport)
