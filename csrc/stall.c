@@ -12,8 +12,14 @@
  * gives the loop back (preemption, see xtc_preempt(3), bounds that).
  *
  * Invariants: the count only grows; the state block is allocated at the
- * first setter call and freed at loop fini; settings are atomics so any
- * thread may change them, and the feature bit is flipped on the owner.
+ * first setter call (by whichever thread, published with a CAS) and freed
+ * at loop fini; settings are atomics that any thread stores directly, and
+ * the feature bit is flipped on the owner. A setter from another thread
+ * while the loop runs queues at most one request per loop: the block
+ * embeds the post node and a queued flag, and the owner applies whatever
+ * budget is current when it runs it (last writer wins), so a thread
+ * calling the setters in a loop cannot grow the inbox or the heap however
+ * long the owner takes (before: one malloc'd request per call).
  *
  * Alternatives rejected: a watcher thread with a signal (needs
  * async-signal-safe reporting and costs a thread per process even when
@@ -50,6 +56,12 @@ typedef struct xtc__stall {
 	_Atomic(const char *) cur_name;
 	_Atomic int64_t cur_start;
 	_Atomic int64_t cur_ran;  /* -1 while the run is in flight */
+	/* the one cross-thread request (see Invariants) */
+	_Atomic int apply_queued;
+	/* cb and user change together: a report never pairs one callback
+	 * with another's user pointer (taken only when a stall is reported) */
+	xtc__spin_t cb_lock;
+	xtc__post_t apply_node;
 } xtc__stall_t;
 
 #define RLX memory_order_relaxed
@@ -87,70 +99,84 @@ static int loop_ok(const xtc_loop_t *loop)
 	return loop != NULL && loop->magic == XTC__LOOP_LIVE;
 }
 
-/* The stall block, created on first use, on the owner thread (or before
- * the loop runs), so the run-end hook never races its allocation. */
-static xtc__stall_t *stall_of(xtc_loop_t *loop)
-{
-	xtc__stall_t *s = loop->up.stall;
+static void apply_post(xtc_loop_t *loop, xtc__post_t *n);
 
-	if (s == NULL) {
-		s = calloc(1, sizeof(*s));
-		/* published for the any-thread count getter */
-		__atomic_store_n(&loop->up.stall, s, __ATOMIC_RELEASE);
-	}
+/* The stall block, created on first use by any thread (a CAS publishes
+ * it; the hooks load it with acquire and do nothing while it is NULL). */
+static xtc__stall_t *stall_get(xtc_loop_t *loop)
+{
+	xtc__stall_t *s = __atomic_load_n(&loop->up.stall, __ATOMIC_ACQUIRE);
+	xtc__stall_t *n;
+
+	if (s != NULL)
+		return s;
+	n = calloc(1, sizeof(*n));
+	if (n == NULL)
+		return NULL;
+	n->apply_node.fn = apply_post;
+	if (__atomic_compare_exchange_n(&loop->up.stall, &s, n, 0,
+	    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return n;
+	free(n);
 	return s;
 }
 
-enum { SET_BUDGET, SET_CB };
-
-struct stall_req {
-	int what;
-	int64_t budget;
-	xtc_stall_cb cb;
-	void *user;
-};
-
-static void apply(xtc_loop_t *loop, void *arg)
+/* Owner thread (or a loop nobody runs): the feature bit follows the
+ * budget current now. */
+static void apply_feat(xtc_loop_t *loop, xtc__stall_t *s)
 {
-	struct stall_req *r = arg;
-	xtc__stall_t *s;
-
-	if (loop->magic == XTC__LOOP_LIVE && (s = stall_of(loop)) != NULL) {
-		if (r->what == SET_CB) {
-			atomic_store(&s->user, r->user);
-			atomic_store(&s->cb, r->cb);
-		} else if (r->budget > 0) {
-			atomic_store(&s->budget, r->budget);
-			xtc__sched_attach(loop);
-			xtc__loop_feat_set(loop, XTC__LF_STALL);
-		} else {
-			atomic_store(&s->budget, 0);
-			xtc__loop_feat_clear(loop, XTC__LF_STALL);
-		}
+	if (atomic_load(&s->budget) > 0) {
+		xtc__sched_attach(loop);
+		xtc__loop_feat_set(loop, XTC__LF_STALL);
+	} else {
+		xtc__loop_feat_clear(loop, XTC__LF_STALL);
 	}
-	free(r);
 }
 
-static void request(xtc_loop_t *loop, struct stall_req r)
+static void apply_post(xtc_loop_t *loop, xtc__post_t *n)
 {
-	struct stall_req *p;
+	xtc__stall_t *s = (xtc__stall_t *)((char *)n -
+	    offsetof(xtc__stall_t, apply_node));
 
-	if (!loop_ok(loop) || (p = malloc(sizeof(*p))) == NULL)
+	/* cleared before the budget is read: a setter that still saw the
+	 * flag set stored its budget before that, so it is applied here */
+	atomic_store(&s->apply_queued, 0);
+	if (loop->magic == XTC__LOOP_LIVE)
+		apply_feat(loop, s);
+}
+
+static void budget_changed(xtc_loop_t *loop, xtc__stall_t *s)
+{
+	if (atomic_load(&loop->owner) == 0 || xtc__loop_on_owner_thread(loop)) {
+		apply_feat(loop, s);
 		return;
-	*p = r;
-	if (xtc__sched_on_owner(loop, apply, p) != XTC_OK)
-		free(p);
+	}
+	if (atomic_exchange(&s->apply_queued, 1))
+		return; /* the queued request will read our budget */
+	if (xtc__loop_post(loop, &s->apply_node) != XTC_OK)
+		atomic_store(&s->apply_queued, 0); /* finalised */
 }
 
 void xtc_loop_set_stall_budget(xtc_loop_t *loop, int64_t budget_ns)
 {
-	request(loop, (struct stall_req){ SET_BUDGET,
-	    budget_ns > 0 ? budget_ns : 0, NULL, NULL });
+	xtc__stall_t *s;
+
+	if (!loop_ok(loop) || (s = stall_get(loop)) == NULL)
+		return;
+	atomic_store(&s->budget, budget_ns > 0 ? budget_ns : 0);
+	budget_changed(loop, s);
 }
 
 void xtc_loop_set_stall_cb(xtc_loop_t *loop, xtc_stall_cb cb, void *user)
 {
-	request(loop, (struct stall_req){ SET_CB, 0, cb, user });
+	xtc__stall_t *s;
+
+	if (!loop_ok(loop) || (s = stall_get(loop)) == NULL)
+		return;
+	xtc__spin_lock(&s->cb_lock);
+	atomic_store(&s->user, user);
+	atomic_store(&s->cb, cb);
+	xtc__spin_unlock(&s->cb_lock);
 }
 
 uint64_t xtc_loop_stall_count(const xtc_loop_t *loop)
@@ -165,7 +191,7 @@ uint64_t xtc_loop_stall_count(const xtc_loop_t *loop)
 
 void xtc__stall_begin(xtc_loop_t *loop, xtc_task_t *t, int64_t now)
 {
-	xtc__stall_t *s = loop->up.stall;
+	xtc__stall_t *s = __atomic_load_n(&loop->up.stall, __ATOMIC_ACQUIRE);
 	xtc__proc_t *p = t->proc;
 
 	if (s == NULL)
@@ -262,9 +288,10 @@ static void default_report(xtc_loop_t *loop, const xtc__stall_t *s,
 
 void xtc__stall_check(xtc_loop_t *loop, xtc_task_t *t, int64_t ran_ns)
 {
-	xtc__stall_t *s = loop->up.stall;
+	xtc__stall_t *s = __atomic_load_n(&loop->up.stall, __ATOMIC_ACQUIRE);
 	int64_t budget;
 	xtc_stall_cb cb;
+	void *user;
 
 	if (s == NULL)
 		return;
@@ -278,9 +305,12 @@ void xtc__stall_check(xtc_loop_t *loop, xtc_task_t *t, int64_t ran_ns)
 	if (budget <= 0 || ran_ns < budget)
 		return;
 	atomic_fetch_add_explicit(&s->count, 1, memory_order_relaxed);
+	xtc__spin_lock(&s->cb_lock);
 	cb = atomic_load(&s->cb);
+	user = atomic_load(&s->user);
+	xtc__spin_unlock(&s->cb_lock);
 	if (cb != NULL)
-		cb(loop, t, ran_ns, budget, atomic_load(&s->user));
+		cb(loop, t, ran_ns, budget, user);
 	else
 		default_report(loop, s, ran_ns, budget);
 }

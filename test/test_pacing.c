@@ -12,6 +12,10 @@
  * not yet counted), and the RSS must stay within a bound that an
  * unbounded run queue (millions of pending tasks) exceeds. No timing is
  * asserted: the producers are simply faster than the consumer.
+ * The setters that configure a running loop from another thread (the
+ * stall budget and callback) coalesce instead: at most one request per
+ * loop waits for the owner. Class setup is not a cross-thread path (a
+ * running loop's classes are created on its owner thread only).
  */
 #include <pthread.h>
 #include <sched.h>
@@ -292,12 +296,75 @@ static void test_flood_every_path(void)
 		flood((enum path)p);
 }
 
+/* The stall setters from another thread while the owner is busy: last
+ * writer wins, and however many calls are made at most one request waits
+ * in the loop's inbox (before, each call queued a malloc'd request that
+ * only the owner could free). */
+static atomic_int st_started, st_release;
+
+static void st_spinner(void *a)
+{
+	(void)a;
+	atomic_store(&st_started, 1);
+	while (!atomic_load(&st_release))
+		sched_yield(); /* the OS thread's, not a fiber yield */
+}
+
+static void *st_loop(void *a)
+{
+	CHECK_EQ(xtc_loop_run(a), XTC_OK);
+	return NULL;
+}
+
+#define ST_CALLS (SANITIZED ? 20000 : 200000)
+
+static void *st_setter(void *a)
+{
+	xtc_loop_t *l = a;
+
+	for (int i = 0; i < ST_CALLS; i++) {
+		xtc_loop_set_stall_budget(l, (i & 1) ? 0 : 1000 * MS);
+		xtc_loop_set_stall_cb(l, NULL, NULL);
+	}
+	return NULL;
+}
+
+static void test_stall_setters_coalesce(void)
+{
+	xtc_loop_t *l;
+	pthread_t th, other;
+	uint64_t posts0, posts1;
+
+	REQUIRE(xtc_loop_init(&l) == XTC_OK);
+	CHECK_EQ(xtc_proc_spawn(l, st_spinner, NULL, NULL, NULL), XTC_OK);
+	REQUIRE(pthread_create(&th, NULL, st_loop, l) == 0);
+	for (int i = 0; i < 60000 && !atomic_load(&st_started); i++)
+		usleep(1000);
+	REQUIRE(atomic_load(&st_started));
+	posts0 = atomic_load(&l->posts_done);
+	REQUIRE(pthread_create(&other, NULL, st_setter, l) == 0);
+	st_setter(l);
+	pthread_join(other, NULL);
+	/* the last word: a budget (so the feature must end up on) */
+	xtc_loop_set_stall_budget(l, 1000 * MS);
+	posts1 = atomic_load(&l->posts_done);
+	fprintf(stderr, "stall setters: %d calls, %llu posts while the owner "
+	    "was busy\n", 4 * ST_CALLS + 1,
+	    (unsigned long long)(posts1 - posts0));
+	CHECK(posts1 - posts0 <= 1);
+	atomic_store(&st_release, 1);
+	pthread_join(th, NULL);
+	CHECK((l->feat & XTC__LF_STALL) != 0);
+	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1) { /* one path, by index (debugging) */
 		flood((enum path)atoi(argv[1]));
 		return failures ? 1 : 0;
 	}
+	RUN(test_stall_setters_coalesce);
 	RUN(test_flood_every_path);
 	return failures ? 1 : 0;
 }
