@@ -21,9 +21,7 @@ extern "C" {
 #endif
 
 typedef struct xtc_exec xtc_exec_t;
-/* Scheduling class handle; NULL = the implicit default lane. (Also declared
- * by xtc_proc.h; a repeated identical typedef is valid C11.) */
-typedef struct xtc_run_class *xtc_exec_class_t;
+/* xtc_exec_class_t: xtc_loop.h */
 
 typedef struct xtc_loop_stats {
 	uint64_t tasks_run; /* dispatches (task runs and proc resumes) */

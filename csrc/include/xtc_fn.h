@@ -121,7 +121,10 @@ XTC_API int xtc_fn_quantum_trajectory(const xtc_fn_quantum_t *q,
  * whole service time (its runs until it finishes or parks) and the
  * carriers' idle time are recorded, and the monitor thread runs the
  * controller every period. NULL q turns it off. XTC_E_INVAL for a NULL
- * exec. */
+ * exec. exec is only checked for NULL: there is one controller and one
+ * adaptive slice for the process, not one per executor, so the argument
+ * names no state (it keeps the call's shape for a per-executor
+ * controller later). */
 struct xtc_exec;
 XTC_API int xtc_exec_set_preempt_adaptive(struct xtc_exec *exec,
                                           xtc_fn_quantum_t *q);

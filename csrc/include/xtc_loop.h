@@ -21,6 +21,10 @@ extern "C" {
 typedef struct xtc_loop  xtc_loop_t;
 typedef struct xtc_task  xtc_task_t;
 typedef struct xtc_timer xtc_timer_t;
+/* Scheduling class of a loop (xtc_exec_class_create, xtc_exec(3) and
+ * xtc_sched(3)); NULL = the default lane. Declared once, here: procs,
+ * executors, lane policies and batch groups all name it. */
+typedef struct xtc_run_class *xtc_exec_class_t;
 typedef int  (*xtc_task_fn)(xtc_task_t *self, void *user);
 typedef void (*xtc_timer_fn)(void *user);
 

@@ -48,9 +48,6 @@ static inline int xtc_pid_is_none(xtc_pid_t p)
 	return p.loop_id == 0 && p.local_id == 0 && p.gen == 0;
 }
 
-/* Scheduling class handle (see xtc_exec.h); NULL = the default lane. */
-typedef struct xtc_run_class *xtc_exec_class_t;
-
 typedef void (*xtc_proc_fn)(void *arg);
 typedef int  (*xtc_match_fn)(const void *data, size_t size, void *user_data);
 

@@ -37,10 +37,6 @@ extern "C" {
 /* Largest max_bypass accepted (XTC_E_RANGE above). */
 #define XTC_SCHED_MAX_BYPASS (1 << 20)
 
-/* Scheduling class handle (also declared by xtc_exec.h and xtc_proc.h; a
- * repeated identical typedef is valid C11). */
-typedef struct xtc_run_class *xtc_exec_class_t;
-
 /* One ready lane as select sees it. Counts, never task or queue pointers. */
 typedef struct xtc_sched_lane {
 	int32_t  id;            /* -1 default lane, 0..15 class lane */
