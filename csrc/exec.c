@@ -521,26 +521,6 @@ static int has_input(xtc__carrier_t *c)
  * gets XTC_E_ABORTED; a thief already finalised refuses the post and the
  * victim keeps the task.
  */
-static void all_link(xtc_loop_t *l, xtc_task_t *t)
-{
-	t->all_prev = NULL;
-	t->all_next = l->all;
-	if (l->all != NULL)
-		l->all->all_prev = t;
-	l->all = t;
-}
-
-static void all_unlink(xtc_loop_t *l, xtc_task_t *t)
-{
-	if (t->all_prev != NULL)
-		t->all_prev->all_next = t->all_next;
-	else
-		l->all = t->all_next;
-	if (t->all_next != NULL)
-		t->all_next->all_prev = t->all_prev;
-	t->all_prev = t->all_next = NULL;
-}
-
 static void migrate_in(xtc_loop_t *l, xtc__post_t *p)
 {
 	xtc_task_t *t = (xtc_task_t *)p;
@@ -552,7 +532,7 @@ static void migrate_in(xtc_loop_t *l, xtc__post_t *p)
 		xtc__loop_adopt_orphan(l, t);
 		return;
 	}
-	all_link(l, t);
+	xtc__task_all_link(l, t);
 	l->live_tasks++;
 	if (c != NULL)
 		atomic_store(&c->steal_inflight, 0);
@@ -578,7 +558,7 @@ static void migrate_out(xtc_loop_t *l, xtc__post_t *p)
 		}
 		t->park_armed = 0;
 	}
-	all_unlink(l, t);
+	xtc__task_all_unlink(l, t);
 	l->live_tasks--;
 	/* Atomic: wakers and awaiters read it concurrently (xtc__task_loop). */
 	xtc__task_set_loop(t, to);
@@ -599,7 +579,7 @@ static void migrate_out(xtc_loop_t *l, xtc__post_t *p)
 			xtc__loop_admit_done(to);
 		}
 		xtc__task_set_loop(t, l);
-		all_link(l, t);
+		xtc__task_all_link(l, t);
 		l->live_tasks++;
 		xtc__loop_make_ready(l, t);
 	}

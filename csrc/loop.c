@@ -425,26 +425,6 @@ static void task_free(xtc_loop_t *loop, xtc_task_t *t)
 	free(t);
 }
 
-static void all_link(xtc_loop_t *loop, xtc_task_t *t)
-{
-	t->all_prev = NULL;
-	t->all_next = loop->all;
-	if (loop->all != NULL)
-		loop->all->all_prev = t;
-	loop->all = t;
-}
-
-static void all_unlink(xtc_loop_t *loop, xtc_task_t *t)
-{
-	if (t->all_prev != NULL)
-		t->all_prev->all_next = t->all_next;
-	else
-		loop->all = t->all_next;
-	if (t->all_next != NULL)
-		t->all_next->all_prev = t->all_prev;
-	t->all_prev = t->all_next = NULL;
-}
-
 /* ------------------------------------------------------------------ */
 /* overflow stack pool                                                  */
 /* ------------------------------------------------------------------ */
@@ -627,7 +607,7 @@ static void task_reap(xtc_loop_t *loop, xtc_task_t *t)
 		xtc__fiber_release(&t->fiber);
 	}
 	if (!t->retain) {
-		all_unlink(loop, t);
+		xtc__task_all_unlink(loop, t);
 		if (task_unheld(t))
 			task_free(loop, t);
 	}
@@ -648,7 +628,7 @@ static void spawn_post_fn(xtc_loop_t *loop, xtc__post_t *p)
 		return;
 	}
 	loop->live_tasks++;
-	all_link(loop, t);
+	xtc__task_all_link(loop, t);
 	xtc__loop_make_ready(loop, t);
 }
 
@@ -738,7 +718,7 @@ static int task_spawn(xtc_loop_t *loop, const struct spawn_body *proto,
 	t->admitted = admitted;
 	if (on_owner) {
 		loop->live_tasks++;
-		all_link(loop, t);
+		xtc__task_all_link(loop, t);
 		xtc__loop_make_ready(loop, t);
 		return 0;
 	}
@@ -1649,7 +1629,7 @@ void xtc__loop_adopt_orphan(xtc_loop_t *loop, xtc_task_t *t)
 		fn(t->detach_arg);
 	}
 	loop->live_tasks++;
-	all_link(loop, t);
+	xtc__task_all_link(loop, t);
 }
 
 static void release_all_tasks(xtc_loop_t *loop)

@@ -681,6 +681,30 @@ static inline void xtc__loop_admit_done(xtc_loop_t *loop)
 	                          memory_order_relaxed);
 }
 
+/* The loop's list of live and retained tasks (loop->all, which fini
+ * walks): the loop links a task at spawn and unlinks it at reap; a
+ * migration moves it from the victim's list to the thief's (exec.c).
+ * Owner thread of loop. */
+static inline void xtc__task_all_link(xtc_loop_t *loop, xtc_task_t *t)
+{
+	t->all_prev = NULL;
+	t->all_next = loop->all;
+	if (loop->all != NULL)
+		loop->all->all_prev = t;
+	loop->all = t;
+}
+
+static inline void xtc__task_all_unlink(xtc_loop_t *loop, xtc_task_t *t)
+{
+	if (t->all_prev != NULL)
+		t->all_prev->all_next = t->all_next;
+	else
+		loop->all = t->all_next;
+	if (t->all_next != NULL)
+		t->all_next->all_prev = t->all_prev;
+	t->all_prev = t->all_next = NULL;
+}
+
 /* loop->sleeping: 0 awake; XTC__SLEEP_POLL blocked (or about to block) in
  * the poller, woken by the eventfd; XTC__SLEEP_FUTEX an executor carrier
  * with no fd to watch, parked on a futex on the sleeping word itself (a
