@@ -31,8 +31,9 @@
  *    lengths instead hid the per-request overhead and counted preemption
  *    stalls. xtc_fn_quantum_add_busy feeds a controller not attached to
  *    an executor; xtc_fn_quantum_set_load overrides both.
- *  - preemption cost: the measured cost of the period's preemptions over
- *    its capacity (xtc__fn_quantum_cost, per redirect).
+ *  - preemption cost: the period's involuntary preemptions (counted per
+ *    redirect, xtc__fn_quantum_cost) times the measured cost of one (at
+ *    least the assumed 12.5 us), over the capacity.
  *  - alpha: the Hill estimator over the top k = max(8, n/10) services;
  *    heavy when alpha < alpha_heavy (2).
  * Rule:
@@ -324,7 +325,7 @@ struct xtc_fn_quantum {
 	int64_t *scratch;
 	_Atomic int64_t idle;         /* carrier idle ns since the last update */
 	_Atomic uint64_t idle_reports;
-	_Atomic int64_t pcost;        /* preemption cost ns since the last update */
+	_Atomic int64_t npre;         /* involuntary preemptions since the last update */
 	int exec_fed;                 /* attached to an executor: idle-based load */
 	xtc_fn_quantum_point_t traj[XTC_FN_QUANTUM_TRAJ];
 	_Atomic uint64_t n_traj;
@@ -337,6 +338,16 @@ struct xtc_fn_quantum {
 /* Share of the carriers' capacity that preempting may take before the
  * controller stops shortening the quantum. */
 #define PREEMPT_BUDGET 0.1
+
+/* One preemption's cost for the controller: the measured one, never less
+ * than the assumed one (the measurement closes at the next dispatch and
+ * misses part of the interrupt's cost on a virtual machine). */
+static int64_t cost_ns(void)
+{
+	int64_t c = atomic_load_explicit(&xtc__preempt_cost_ewma,
+	                                 memory_order_relaxed);
+	return c > COST_DEFAULT_NS ? c : COST_DEFAULT_NS;
+}
 
 static int64_t quantum_floor(const xtc_fn_quantum_t *q)
 {
@@ -520,7 +531,7 @@ int64_t xtc_fn_quantum_update(xtc_fn_quantum_t *q)
 	int64_t busy = atomic_exchange(&q->busy, 0);
 	int64_t idle = atomic_exchange(&q->idle, 0);
 	uint64_t idle_n = atomic_exchange(&q->idle_reports, 0);
-	int64_t pcost = atomic_exchange(&q->pcost, 0);
+	int64_t npre = atomic_exchange(&q->npre, 0);
 	int64_t ov = atomic_load(&q->load_override_ppm);
 	double cap = (double)wall * q->o.workers;
 	if (ov >= 0)
@@ -541,12 +552,12 @@ int64_t xtc_fn_quantum_update(xtc_fn_quantum_t *q)
 	if (n == 0 && busy == 0 && ov < 0)
 		; /* nothing observed: keep it */
 	else if (q->load >= q->o.load_high) {
-		/* a halved quantum about doubles what preempting costs (the
-		 * measured cost of this period's preemptions): it halves only
-		 * while that stays within PREEMPT_BUDGET of the capacity, else
-		 * it holds (at 70% of A1 a 25 us quantum spent the carrier on
+		/* a halved quantum about doubles what preempting costs (this
+		 * period's preemptions times cost_ns()): it halves only while
+		 * that stays within PREEMPT_BUDGET of the capacity, else it
+		 * holds (at 70% of A1 a 25 us quantum spent the carrier on
 		 * signals and the backlog never drained) */
-		double pov = cap > 0 ? (double)pcost / cap : 0;
+		double pov = cap > 0 ? (double)npre * (double)cost_ns() / cap : 0;
 		if (!heavy)
 			qu = qu * 2;
 		else if (2 * pov <= PREEMPT_BUDGET)
@@ -651,7 +662,7 @@ static void xtc__fn_quantum_cost(int64_t cost_ns)
 	if (q == NULL)
 		return;
 	if (cost_ns > 0)
-		atomic_fetch_add_explicit(&q->pcost, cost_ns, memory_order_relaxed);
+		atomic_fetch_add_explicit(&q->npre, 1, memory_order_relaxed);
 	exec_q_put();
 }
 
