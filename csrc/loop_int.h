@@ -714,8 +714,9 @@ static inline void xtc__task_all_unlink(xtc_loop_t *loop, xtc_task_t *t)
 enum { XTC__SLEEP_POLL = 1, XTC__SLEEP_FUTEX = 2, XTC__SLEEP_RUN = 3 };
 void xtc__loop_ring(xtc_loop_t *loop, int how);
 /* XTC__SLEEP_RUN: not blocked but running a fiber that had nothing to
- * compete with; the first poster tells the executor (exec.c, weak no-op
- * here), which then lets that run be preempted at its slice end. */
+ * compete with; the first poster tells the executor (exec.c, reached
+ * through xtc__loop_up), which then lets that run be preempted at its
+ * slice end. */
 void xtc__exec_ring_run(xtc_loop_t *loop);
 
 /* The executor that owns loop, NULL for a standalone loop: the accessor
@@ -738,9 +739,10 @@ int xtc__loop_fini_owned(xtc_loop_t *loop);
 void xtc__loop_adopt_orphan(xtc_loop_t *loop, xtc_task_t *t);
 
 /* Called by xtc_loop_fini after every task has been released (cleanup hooks
- * run) and the inbox drained; proc.c defines it (weak no-op otherwise). */
+ * run) and the inbox drained; proc.c defines it (reached through
+ * xtc__loop_up, a no-op without proc.c). */
 void xtc__proc_loop_fini(xtc_loop_t *loop);
-/* Same for sched.c (class, stall and policy state; sched_int.h); weak no-op. */
+/* Same for sched.c (class, stall and policy state; sched_int.h). */
 void xtc__sched_loop_fini(xtc_loop_t *loop);
 
 /* Claim/release the loop for the calling thread: sets TLS current loop,
@@ -837,7 +839,7 @@ int xtc__task_spawn_coro(xtc_loop_t *loop, xtc_coro_fn fn, void *arg,
 /* Pop the demoted level (NULL: empty). */
 xtc_task_t *xtc__loop_low_pop(xtc_loop_t *loop);
 /* The executor may take a preempted migratable task instead (an idle peer
- * can run it now); 1 if it did (exec.c, weak 0 otherwise). */
+ * can run it now); 1 if it did (exec.c, through xtc__loop_up). */
 int xtc__exec_offer(xtc_loop_t *loop, xtc_task_t *t);
 
 /* Recompute XTC__LF_BUDGET from yield_budget / lat_budget (owner thread). */
