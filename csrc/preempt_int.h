@@ -7,9 +7,10 @@
  *  - Each armed thread (a "carrier") owns one 64-byte slot in a global
  *    table: the deadline (CLOCK_MONOTONIC ns) of the work it is running and
  *    a run generation. Only the carrier writes them. The trigger
- *    (monitor.c): an executor carrier's own timer (SIGEV_THREAD_ID, armed
- *    at most once per slice, an early expiry re-armed by the handler for
- *    the run then current), a producer contending an alone run (arms that
+ *    (monitor.c): an executor carrier's own timer (SIGEV_THREAD_ID, left
+ *    armed while it expires in the last half of the running slice, the
+ *    slice-end window; an early expiry re-armed by the handler for the run
+ *    then current), a producer contending an alone run (arms that
  *    timer, or signals an overdue run directly with its generation), and
  *    the monitor thread for the rest (the alone safety net `net`, plain
  *    armed threads, carriers without a timer). INT64_MAX means idle /

@@ -5,8 +5,9 @@
  * See xtc_preempt(3). In short: a thread (an executor carrier, or any thread
  * running fibers) arms a slice and publishes the deadline of the work it is
  * running; a real-time signal goes only to a thread whose current work
- * overran: an executor carrier's own CLOCK_MONOTONIC timer (armed at most
- * once per slice), a producer that contends an overdue run, or, for the
+ * overran: an executor carrier's own CLOCK_MONOTONIC timer (left armed
+ * while it expires in the last half of the running slice, so short runs
+ * rarely move it), a producer that contends an overdue run, or, for the
  * 10 ms safety net and threads without a timer, a monitor thread. The
  * signal records a tick (cooperative path: xtc_yield_check reports due) and,
  * when the involuntary path is on and the interrupted point is safe,
