@@ -81,6 +81,7 @@ type BatchPanicError struct {
 	Value any // what Step panicked with
 }
 
+// Error names the panic value.
 func (e *BatchPanicError) Error() string {
 	return fmt.Sprintf("xtc: batch step panicked: %v", e.Value)
 }
