@@ -153,6 +153,8 @@ go-test:
 		echo "$$out" | grep -q '^preemptions [1-9]'
 	@# the package must still build without cgo (nocgo.go stubs)
 	CGO_ENABLED=0 $(GO) build . ./internal/errtable ./internal/shimgen ./tools/...
+	@# ... with every exported name stubbed (ErrNoCgo) and documented
+	CGO_ENABLED=0 $(GO) test $(GOTESTFLAGS) -run 'TestNoCgo|TestGodoc' .
 
 test-asan:
 	@$(SETUP) $(BUILD)-asan $(WERROR) -Db_sanitize=address,undefined \

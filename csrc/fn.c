@@ -59,6 +59,7 @@
 #define _GNU_SOURCE
 #endif
 #include <math.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +127,24 @@ static void ctx_destroy(fnctx_t *c)
 	free(c);
 }
 
+/* A thread that pooled a context frees its pool when it exits (a carrier
+ * of an executor ends with its run; nothing else would trim its pool). A
+ * key destructor runs while the thread's TLS is still valid. */
+static pthread_key_t pool_key;
+static pthread_once_t pool_key_once = PTHREAD_ONCE_INIT;
+static int pool_key_ok;
+
+static void pool_thread_exit(void *unused)
+{
+	(void)unused;
+	(void)xtc_fn_pool_trim();
+}
+
+static void pool_key_init(void)
+{
+	pool_key_ok = pthread_key_create(&pool_key, pool_thread_exit) == 0;
+}
+
 static void ctx_put(fnctx_t *c)
 {
 	c->owner = NULL;
@@ -135,6 +154,11 @@ static void ctx_put(fnctx_t *c)
 	if (pool_len >= POOL_MAX) {
 		ctx_destroy(c);
 		return;
+	}
+	if (pool == NULL) {
+		(void)pthread_once(&pool_key_once, pool_key_init);
+		if (pool_key_ok)
+			(void)pthread_setspecific(pool_key, (void *)1);
 	}
 	c->next_free = pool;
 	pool = c;
