@@ -56,6 +56,13 @@ func BenchmarkGoCallRoundTrip(b *testing.B) {
 				b.Fatal(err)
 			}
 		}},
+		{"Exec.LaunchFn (1 slice) + Close", func() {
+			f, err := e.LaunchFn(ctx, ctest.Ident(), nil, time.Millisecond)
+			if err != nil {
+				b.Fatal(err)
+			}
+			f.Close()
+		}},
 	}
 	const reps, n = 5, 2000
 	p50s := make([][]time.Duration, len(variants))
