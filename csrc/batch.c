@@ -91,9 +91,7 @@
 #include "xtc.h"
 #include "xtc_batch.h"
 #include "xtc_blocking.h"
-#include "xtc_exec.h"
 #include "xtc_future.h"
-#include "xtc_sim.h"
 #include "loop_int.h"
 #include "sched_int.h"
 
@@ -924,8 +922,8 @@ static int exec_start(xtc_batch_t *g, xtc_batch_exec_t *ex, optok_t **tokp)
 	case XTC_BATCH_EXEC_SYNC:
 		return XTC_OK;
 	case XTC_BATCH_EXEC_FENCE:
-		if (xtc_sim_active())
-			return XTC_E_NOSYS; /* no fd readiness under the sim */
+		if (xtc__clock_hook != NULL)
+			return XTC_E_NOSYS; /* virtual time (the sim): no fd readiness */
 		if (ex->fd < 0 || fcntl(ex->fd, F_GETFD) < 0)
 			return XTC_E_INVAL;
 		return XTC_OK;
@@ -1616,27 +1614,8 @@ long xtc_batch_mt_capacity(const xtc_batch_t *cg)
 	return (long)g->n_recs;
 }
 
-/* ---- placement ------------------------------------------------------------ */
-
-int xtc_batch_loop_for_device(struct xtc_exec *exec, int numa_node,
-                              xtc_loop_t **out)
-{
-	xtc_loop_t *l;
-
-	if (out != NULL)
-		*out = NULL;
-	if (exec == NULL || out == NULL)
-		return XTC_E_INVAL;
-	if (numa_node < -1)
-		return XTC_E_RANGE;
-	/* no carrier has recorded a node before the executor ran (the only
-	 * time a group can be created): loop 0 */
-	l = xtc_exec_loop(exec, 0);
-	if (l == NULL)
-		return XTC_E_INVAL;
-	*out = l;
-	return XTC_OK;
-}
+/* ---- placement: xtc_batch_loop_for_device lives in exec.c (the executor
+ * knows its carriers); the router is here ---------------------------------- */
 
 #define ROUTER_LIVE 0x524f5554u /* "ROUT" */
 
@@ -1836,16 +1815,6 @@ long xtc_batch_mt_capacity(const xtc_batch_t *g)
 	return XTC_E_NOSYS;
 }
 
-
-int xtc_batch_loop_for_device(struct xtc_exec *exec, int numa_node,
-                              xtc_loop_t **out)
-{
-	(void)exec;
-	(void)numa_node;
-	if (out != NULL)
-		*out = NULL;
-	return XTC_E_NOSYS;
-}
 
 int xtc_batch_router_create(xtc_batch_t *const *groups, size_t n,
                             xtc_batch_router_t **out)

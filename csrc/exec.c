@@ -82,6 +82,7 @@
 #include "deque_int.h"
 #include "io_int.h"
 #include "preempt_int.h"
+#include "xtc_batch.h" /* xtc_batch_loop_for_device: placement is ours */
 
 #define EXEC_MAGIC   0x45584543u /* "EXEC" */
 #define MAX_LOOPS    1024
@@ -1506,3 +1507,39 @@ __attribute__((constructor)) static void exec_upcalls(void)
 	xtc__loop_up.exec_ring_run = xtc__exec_ring_run;
 	xtc__loop_up.exec_offer = xtc__exec_offer;
 }
+
+/* ---- device placement (xtc_batch.h) --------------------------------------
+ * Declared with the batch API (its man page) but defined here: which loop
+ * sits on a device's NUMA node is a fact about the executor's carriers, and
+ * keeping it here keeps batch.c below the executor in tools/layers.txt. */
+#ifdef XTC_SCHED_POLICY
+int xtc_batch_loop_for_device(struct xtc_exec *exec, int numa_node,
+                              xtc_loop_t **out)
+{
+	xtc_loop_t *l;
+
+	if (out != NULL)
+		*out = NULL;
+	if (exec == NULL || out == NULL)
+		return XTC_E_INVAL;
+	if (numa_node < -1)
+		return XTC_E_RANGE;
+	/* no carrier has recorded a node before the executor ran (the only
+	 * time a group can be created): loop 0 */
+	l = xtc_exec_loop(exec, 0);
+	if (l == NULL)
+		return XTC_E_INVAL;
+	*out = l;
+	return XTC_OK;
+}
+#else /* !XTC_SCHED_POLICY: the interface exists, the feature does not */
+int xtc_batch_loop_for_device(struct xtc_exec *exec, int numa_node,
+                              xtc_loop_t **out)
+{
+	(void)exec;
+	(void)numa_node;
+	if (out != NULL)
+		*out = NULL;
+	return XTC_E_NOSYS;
+}
+#endif
