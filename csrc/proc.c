@@ -686,7 +686,10 @@ static int proc_spawn(xtc_loop_t *loop, xtc_proc_fn fn, void *arg,
 	if (opts && opts->name) {
 		/* copied: a caller (the Go wrapper, a server naming each
 		 * request) need not keep its string alive for the proc */
-		snprintf(p->name_buf, sizeof p->name_buf, "%s", opts->name);
+		/* the precision bounds the read too: a name is never
+		 * read past what fits (a caller's unterminated buffer) */
+		snprintf(p->name_buf, sizeof p->name_buf, "%.*s",
+		         (int)sizeof p->name_buf - 1, opts->name);
 		p->name = p->name_buf;
 	}
 	p->task = NULL;

@@ -291,7 +291,14 @@ static void test_foreign_threads_service(void)
 	xtc_exec_set_service_mode(e, 1);
 	r.e = e;
 	r.rc = -100;
+	/* one task spawned before the run: once it ran, the run is under way
+	 * (a sleep is no proof of that on a loaded machine or under ASan) */
+	REQUIRE(xtc_exec_spawn(e, rec_task, NULL, NULL) == XTC_OK);
+	spawned = 1;
 	CHECK_EQ(pthread_create(&th, NULL, run_thread, &r), 0);
+	for (int i = 0; i < 10000 && atomic_load(&rec.ran) < 1; i++)
+		usleep(1000);
+	REQUIRE(atomic_load(&rec.ran) >= 1);
 	/* service mode: idle carriers park, they do not end the run */
 	usleep(20000);
 	CHECK_EQ(xtc_exec_fini(e), XTC_E_INVAL); /* running */
@@ -302,7 +309,7 @@ static void test_foreign_threads_service(void)
 		if (xtc_exec_submit_wait(e, -1, count_fn, NULL, -1) == XTC_OK)
 			subs++;
 	}
-	CHECK_EQ(spawned, 5000);
+	CHECK_EQ(spawned, 5001);
 	CHECK_EQ(subs, 5000);
 	for (int i = 0; i < 2000 && (atomic_load(&rec.ran) < spawned ||
 	     atomic_load(&sub_count) < subs); i++)

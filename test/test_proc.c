@@ -943,6 +943,7 @@ static void test_info(void)
 	atomic_store(&info_stage, 0);
 	CHECK(xtc_proc_spawn(l, info_body, NULL, &o, &p) == XTC_OK);
 	memset(namebuf, 'X', sizeof namebuf - 1);
+	namebuf[sizeof namebuf - 1] = '\0';
 	/* a long name is cut to XTC_PROC_NAME_MAX - 1 bytes */
 	o.name = namebuf;
 	CHECK(xtc_proc_spawn(l, info_idle, NULL, &o, &stale) == XTC_OK);
