@@ -6,42 +6,21 @@ package xtc
 
 import (
 	"go/ast"
-	"go/build"
-	"go/parser"
-	"go/token"
-	"path/filepath"
 	"sort"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 func TestGodocEveryExportedName(t *testing.T) {
-	ctx := build.Default
-	ctx.CgoEnabled = true
-	pkg, err := ctx.ImportDir(".", 0)
-	require.NoError(t, err)
-	files := append(append([]string{}, pkg.GoFiles...), pkg.CgoFiles...)
-	fset := token.NewFileSet()
+	fset, files := parsePkg(t, true)
 	var missing []string
-	for _, f := range files {
-		af, err := parser.ParseFile(fset, filepath.Join(".", f), nil, parser.ParseComments)
-		require.NoError(t, err)
+	for _, af := range files {
 		for _, d := range af.Decls {
 			switch d := d.(type) {
 			case *ast.FuncDecl:
-				if !d.Name.IsExported() || d.Doc != nil {
+				if _, ok := funcName(d); !ok || d.Doc != nil {
 					continue
-				}
-				if d.Recv != nil && len(d.Recv.List) == 1 {
-					rt := d.Recv.List[0].Type
-					if s, ok := rt.(*ast.StarExpr); ok {
-						rt = s.X
-					}
-					if id, ok := rt.(*ast.Ident); ok && !id.IsExported() {
-						continue
-					}
 				}
 				missing = append(missing, fset.Position(d.Pos()).String()+" func "+d.Name.Name)
 			case *ast.GenDecl:

@@ -19,38 +19,56 @@ import (
 // exportedAPI lists the exported functions, methods (Recv.Name), types,
 // and package-level vars and consts of the package as built with cgo on
 // or off.
-func exportedAPI(t *testing.T, cgo bool) map[string]bool {
+// parsePkg parses the package's files as built with cgo on or off, with
+// their comments (the godoc test reads them too).
+func parsePkg(t *testing.T, cgo bool) (*token.FileSet, []*ast.File) {
 	ctx := build.Default
 	ctx.CgoEnabled = cgo
 	pkg, err := ctx.ImportDir(".", 0)
 	require.NoError(t, err)
-	files := append([]string{}, pkg.GoFiles...)
-	files = append(files, pkg.CgoFiles...)
+	files := append(append([]string{}, pkg.GoFiles...), pkg.CgoFiles...)
 	fset := token.NewFileSet()
-	api := map[string]bool{}
+	var out []*ast.File
 	for _, f := range files {
-		af, err := parser.ParseFile(fset, filepath.Join(".", f), nil, 0)
+		af, err := parser.ParseFile(fset, filepath.Join(".", f), nil, parser.ParseComments)
 		require.NoError(t, err)
+		out = append(out, af)
+	}
+	return fset, out
+}
+
+// funcName is "Name" or "Recv.Name" for an exported function or method of
+// an exported type; ok is false otherwise.
+func funcName(d *ast.FuncDecl) (name string, ok bool) {
+	if !d.Name.IsExported() {
+		return "", false
+	}
+	name = d.Name.Name
+	if d.Recv != nil && len(d.Recv.List) == 1 {
+		rt := d.Recv.List[0].Type
+		if s, isPtr := rt.(*ast.StarExpr); isPtr {
+			rt = s.X
+		}
+		if id, isID := rt.(*ast.Ident); isID {
+			if !id.IsExported() {
+				return "", false
+			}
+			name = id.Name + "." + name
+		}
+	}
+	return name, true
+}
+
+func exportedAPI(t *testing.T, cgo bool) map[string]bool {
+	_, files := parsePkg(t, cgo)
+	api := map[string]bool{}
+	for _, af := range files {
 		for _, d := range af.Decls {
 			switch d := d.(type) {
 			case *ast.FuncDecl:
-				if !d.Name.IsExported() {
-					continue
+				if name, ok := funcName(d); ok {
+					api["func "+name] = true
 				}
-				name := d.Name.Name
-				if d.Recv != nil && len(d.Recv.List) == 1 {
-					rt := d.Recv.List[0].Type
-					if s, ok := rt.(*ast.StarExpr); ok {
-						rt = s.X
-					}
-					if id, ok := rt.(*ast.Ident); ok {
-						if !id.IsExported() {
-							continue
-						}
-						name = id.Name + "." + name
-					}
-				}
-				api["func "+name] = true
 			case *ast.GenDecl:
 				for _, sp := range d.Specs {
 					switch sp := sp.(type) {
