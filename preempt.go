@@ -51,6 +51,17 @@ type PreemptStats struct {
 	Direct         uint64 // producers that signalled an overdue run
 	TimerFallbacks uint64 // carriers without a slice timer (monitor path)
 	CostNs         uint64 // measured cost of one preemption (EWMA)
+	// Deferrals by reason (and RefusedGoCb above).
+	RefusedCtx       uint64 // the carrier was in its own scheduler code
+	RefusedNoPreempt uint64 // a no-preempt region
+	RefusedStack     uint64 // stack pointer outside the fiber's stack
+	RefusedPC        uint64 // libc, ld.so, the vDSO, the runtime, an unsafe range
+	// The overhead budget (PreemptSetBudget).
+	OverheadNs uint64 // preemption cost the budget weighed
+	ArmNs      uint64 // time in the carriers' own timer arms
+	OwnArms    uint64 // those arms
+	Stretches  uint64 // budget windows that lengthened the slice
+	StretchMax uint64 // largest slice multiplier reached (0: none)
 }
 
 func statsFromC(s *C.xtc_preempt_stats_t) PreemptStats {
@@ -70,8 +81,33 @@ func statsFromC(s *C.xtc_preempt_stats_t) PreemptStats {
 		Direct:         uint64(s.direct),
 		TimerFallbacks: uint64(s.timer_fallbacks),
 		CostNs:         uint64(s.cost_ns),
+
+		RefusedCtx:       uint64(s.refused_ctx),
+		RefusedNoPreempt: uint64(s.refused_nopreempt),
+		RefusedStack:     uint64(s.refused_stack),
+		RefusedPC:        uint64(s.refused_pc),
+
+		OverheadNs: uint64(s.overhead_ns),
+		ArmNs:      uint64(s.arm_ns),
+		OwnArms:    uint64(s.own_arms),
+		Stretches:  uint64(s.stretches),
+		StretchMax: uint64(s.stretch_max),
 	}
 }
+
+// PreemptSetBudget sets the preemption overhead budget in percent of a
+// carrier's time (xtc_preempt_set_budget, default 10): a carrier that is
+// nearly saturated and spends more than that on preemption lengthens its
+// slice (doubling, up to 64x) until it fits, and shortens it again when
+// the carrier has room. 0 applies slices as set whatever they cost.
+// Process-wide, any goroutine, any time. ErrInval outside 0..100.
+func PreemptSetBudget(percent int) error {
+	return mkerr("xtc_preempt_set_budget", int(C.xtc_preempt_set_budget(C.int(percent))))
+}
+
+// PreemptBudget returns the overhead budget in percent
+// (xtc_preempt_get_budget).
+func PreemptBudget() int { return int(C.xtc_preempt_get_budget()) }
 
 // PreemptArm arms the preemption tick on the calling OS thread
 // (xtc_preempt_arm): the thread ticks every interval while it runs. Go

@@ -10,6 +10,8 @@ import "time"
 type PreemptStats struct {
 	Signals, Ticks, RingTicks, Preemptions, Deferrals, Honoured, Stale, RefusedGoCb uint64
 	TimerFires, TimerEarly, TimerArms, Direct, TimerFallbacks, CostNs               uint64
+	RefusedCtx, RefusedNoPreempt, RefusedStack, RefusedPC                           uint64
+	OverheadNs, ArmNs, OwnArms, Stretches, StretchMax                               uint64
 }
 
 type QuantumOpts struct {
@@ -32,6 +34,8 @@ func PreemptTickPending() bool                   { return false }
 func PreemptSignal() int                         { return 0 }
 func PreemptSetSignal(int) error                 { return ErrNoCgo }
 func PreemptStatsGlobal() (PreemptStats, uint64) { return PreemptStats{}, 0 }
+func PreemptSetBudget(int) error                 { return ErrNoCgo }
+func PreemptBudget() int                         { return 0 }
 func NewQuantum(QuantumOpts) (*Quantum, error)   { return nil, ErrNoCgo }
 func (*Quantum) Close()                          {}
 func (*Quantum) Record(time.Duration) error      { return ErrNoCgo }

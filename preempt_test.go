@@ -45,6 +45,21 @@ func TestPreemptErrors(t *testing.T) {
 	assert.ErrorIs(t, ne.SetPreemptAdaptive(nil), ErrInval)
 }
 
+// The overhead budget: range checks, the value round-trips, 0 turns it
+// off; the policy itself is tested in C (test_preempt: budget_policy).
+func TestPreemptBudget(t *testing.T) {
+	def := PreemptBudget()
+	assert.Equal(t, 10, def)
+	assert.ErrorIs(t, PreemptSetBudget(-1), ErrInval)
+	assert.ErrorIs(t, PreemptSetBudget(101), ErrInval)
+	assert.Equal(t, def, PreemptBudget())
+	require.NoError(t, PreemptSetBudget(0))
+	assert.Equal(t, 0, PreemptBudget())
+	require.NoError(t, PreemptSetBudget(100))
+	assert.Equal(t, 100, PreemptBudget())
+	require.NoError(t, PreemptSetBudget(def))
+}
+
 // Close is safe against concurrent use and twice; a closed controller
 // answers ErrInval / zero and cannot be attached.
 func TestQuantumClosed(t *testing.T) {

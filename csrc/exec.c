@@ -37,7 +37,13 @@
  * preemptible at its slice end (xtc__exec_ring_run), the same way it would
  * wake a parked carrier; work the run itself makes ready does the same
  * through the enqueue hook (sched.c), and a timer caps the run's hard
- * deadline.
+ * deadline. Every later producer polls the run (carrier_kick: a few loads
+ * and a clock read while the carrier runs, a direct signal once the run
+ * overran). A run that starts contended by producers' work (in the ring or
+ * the inbox, or drained from the ring within the last few runs,
+ * input_until) is timed by those polls alone, with the monitor's net
+ * behind them (preempt_int.h: run_begin_polled): a timer syscall per
+ * drained batch cost more than the requests on a slow hypervisor.
  *
  * Stealing: ready tasks that are neither pinned nor in a class go to the
  * loop's Chase-Lev deque (deque_int.h) instead of its private FIFO; the owner
@@ -117,6 +123,8 @@ typedef struct xtc__carrier {
 	int idle_turns;
 	uint64_t gen_next;
 	uint64_t enq_seq;      /* FIFO order across the private queue and deque */
+	uint64_t input_until;  /* loop->runs up to which runs serve work just
+	                          drained from the ring (preempt_begin) */
 	_Atomic int steal_inflight; /* a stolen task is on its way here */
 	xtc__deque_t dq;
 	uint64_t *dq_seq;      /* enqueue sequence per deque slot (owner only) */
@@ -220,6 +228,11 @@ static void carrier_kick(xtc__carrier_t *c)
 	if (atomic_load(&l->sleeping) &&
 	    (s = atomic_exchange(&l->sleeping, 0)) != 0)
 		xtc__loop_ring(l, s);
+	else if (atomic_load_explicit(&c->pslot, memory_order_relaxed) != NULL)
+		/* the run in progress: time it (a poll, no syscall unless it
+		 * overran its slice) */
+		xtc__preempt_contend(atomic_load_explicit(&c->pslot,
+		    memory_order_relaxed));
 }
 
 /* An untagged task became ready on a loop of a multi-loop executor (the
@@ -351,11 +364,17 @@ static void preempt_begin(xtc_loop_t *l, xtc_task_t *t, int64_t now)
 	    until < 0 ? INT64_MAX : until, lazy);
 	atomic_store(&l->sleeping, XTC__SLEEP_RUN);
 	if (atomic_load(&l->inbox) != NULL || ring_nonempty(c))
-		xtc__preempt_contend(s);
+		xtc__preempt_contend_polled(s);
 	return;
 contended:
+	/* producers are active (their work waits, or what competes was just
+	 * drained from the ring): their next submissions time this run */
+	if (c != NULL && s != NULL &&
+	    (atomic_load_explicit(&l->inbox, memory_order_relaxed) != NULL ||
+	     ring_nonempty(c) || l->runs <= c->input_until))
+		xtc__preempt_run_begin_polled(&t->fiber, l->lat_budget, now);
 	/* it ran at least the slice-end window of this service already */
-	if (c != NULL && t->svc_ns > 0 &&
+	else if (c != NULL && t->svc_ns > 0 &&
 	    t->svc_ns >= run_slice(l, c) / XTC__SLICE_EARLY_DIV)
 		xtc__preempt_run_begin_full(&t->fiber, l->lat_budget, now);
 	else
@@ -454,8 +473,10 @@ static int ring_drain(xtc__carrier_t *c, int max)
 		fn(arg);
 		n++;
 	}
-	if (n > 0) /* emptiness checks only: once per batch */
+	if (n > 0) { /* emptiness checks only: once per batch */
 		atomic_store_explicit(&c->sub_head, head, memory_order_release);
+		c->input_until = c->loop->runs + (uint64_t)n + 1;
+	}
 	return n;
 }
 

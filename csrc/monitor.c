@@ -30,13 +30,28 @@
  *     was the whole tail (the monitor ran only after the carrier parked).
  *     An idle carrier disarms it before it parks; a lone run does not arm
  *     it at all (below).
- *  2. A producer that makes work for a busy carrier (xtc__preempt_contend:
- *     a submission, a post) arms that carrier's timer at the run's slice
- *     end, or, when the run is already past it, signals the carrier
- *     directly (rt_tgsigqueueinfo with the run's generation).
- *  3. The monitor thread: only for the safety net of alone runs (a run
- *     with nothing else to run on its loop is not timed at its slice end
- *     but at XTC__PREEMPT_ALONE_NS, field `net`), and for carriers whose
+ *  2. Producers poll (xtc__preempt_contend, from every submission or
+ *     post that finds the carrier running): the first marks the run
+ *     contended and leaves a safety net with the monitor; every one that
+ *     finds the run past its slice end signals the carrier directly
+ *     (rt_tgsigqueueinfo with the run's generation), once per run
+ *     (contended 1 -> 2). A run that starts while producers' work waits in
+ *     the ring or the inbox, or right after the carrier drained some, is
+ *     timed the same way (xtc__preempt_run_begin_polled): no timer
+ *     syscall on any path that runs per request. Measured on a
+ *     software-virtualised guest, where a near re-arm costs 13 us and a
+ *     disarm-at-park a few more, the per-request arms (a producer arming
+ *     the carrier's timer for each alone run it contended, the carrier
+ *     arming for each batch it drained, and disarming at every park) were
+ *     11-15 thousand a second at 10% of A1, 15-40% of the carrier; with
+ *     polling they are a few hundred. The carrier's own timer (1.) stays
+ *     for what no producer comes back for: work its run made ready, ready
+ *     work that was not just submitted (procs sharing a loop), loop timers.
+ *  3. The monitor thread: only for the safety nets, field `net`: a run
+ *     timed by producers' polls XTC__PREEMPT_NET_GRACE_NS (or four
+ *     slices) after its slice end, in case no producer comes back; an
+ *     alone run (nothing else to run on its loop) at XTC__PREEMPT_ALONE_NS;
+ *     and everything for carriers whose
  *     timer could not be created (they keep the old monitor-driven path,
  *     counted in timer_fallbacks). It sleeps on a futex with an absolute
  *     timeout and PR_SET_TIMERSLACK 1 (the default 50 us slack was most of
@@ -44,19 +59,31 @@
  *     and publishes when it will wake (wake_at) so a carrier that
  *     publishes an earlier deadline wakes it (xtc__monitor_kick).
  *
- * Costs measured on a 2-vCPU VM (bench/bench_preempt.c, docs/xtcbench): a
- * carrier-armed timer lands ~12 us late and stalls the carrier ~10-19 us
- * per expiry (hrtimer reprogramming and interrupt exits through the
- * hypervisor); a cross-CPU signal from a producer 10-12 us; the monitor
- * woke 64 us late with the default slack (13 us with slack 1) and, worse,
- * was not scheduled at all while two threads spun.
+ * Costs measured on a 2-vCPU VM with hardware virtualisation
+ * (bench/bench_preempt.c, docs/xtcbench): a carrier-armed timer lands ~12
+ * us late and stalls the carrier ~10-19 us per expiry (hrtimer
+ * reprogramming and interrupt exits through the hypervisor); a cross-CPU
+ * signal from a producer 10-12 us; the monitor woke 64 us late with the
+ * default slack (13 us with slack 1) and, worse, was not scheduled at all
+ * while two threads spun. On a software-virtualised 2-vCPU guest
+ * (`bench_preempt floor`: syscall 1.0 us) an expiry stalls the carrier
+ * ~41 us and lands ~43 us late, a near re-arm costs 13 us, a signal from
+ * another CPU lands ~51 us after it is sent and stalls the carrier ~30 us:
+ * what every trigger choice above is weighed against, and what the
+ * overhead budget (preempt.c) protects a carrier from.
+ *
+ * Invariants of the net: `net` is written by the carrier at run start
+ * and, for a run producers contend, by the first of them (a CAS from
+ * INT64_MAX, so it never overwrites a carrier's own value); the monitor
+ * keys what it sent on (generation, net), so a net left by a producer for
+ * a run that just ended is at worst one stale signal the handler drops.
  *
  * Alone runs: a slot carries a hard deadline and a soft one (the slice
  * end). Soft applies once the slot is marked contended (preempt_int.h).
  *
- * Invariants: only the carrier writes deadline/gen/soft/net of its slot
- * (any thread may set contended and arm its timer; the carrier clears
- * contended per run); only the monitor writes its private last-signalled
+ * Invariants: only the carrier writes deadline/gen/soft of its slot
+ * (any thread may set contended, install a net for a contended run, and
+ * arm its timer; the carrier resets contended per run); only the monitor writes its private last-signalled
  * record; slots are never freed (a freed slot has tid 0 and is skipped),
  * and a timer is deleted only by its carrier after it cleared `timer`, so
  * no thread uses a deleted timer... except a producer that loaded the
@@ -486,8 +513,14 @@ void xtc__ctimer_arm(xtc__pslot_t *s, int64_t at)
 	/* published first: a fire racing this call sees a value at least as
 	 * early as the one it came from, and re-arms if it finds no run due */
 	atomic_store_explicit(&s->timer_at, at, memory_order_relaxed);
+	/* the carrier's own arms cost its CPU (a producer's arm costs the
+	 * producer's): counted for the stats */
+	int own = xtc__ptls.slot == s;
+	int64_t t0 = own ? mono_now() : 0;
 	if (timer_settime((timer_t)kt, TIMER_ABSTIME, &its, NULL) == 0)
 		atomic_fetch_add_explicit(&n_arms, 1, memory_order_relaxed);
+	if (own)
+		xtc__preempt_arm_cost(mono_now() - t0);
 }
 
 void xtc__ctimer_want(xtc__pslot_t *s, int64_t at, int64_t early, int64_t now)

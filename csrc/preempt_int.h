@@ -7,13 +7,16 @@
  *  - Each armed thread (a "carrier") owns one 64-byte slot in a global
  *    table: the deadline (CLOCK_MONOTONIC ns) of the work it is running and
  *    a run generation. Only the carrier writes them. The trigger
- *    (monitor.c): an executor carrier's own timer (SIGEV_THREAD_ID, left
- *    armed while it expires in the last half of the running slice, the
- *    slice-end window; an early expiry re-armed by the handler for the run
- *    then current), a producer contending an alone run (arms that
- *    timer, or signals an overdue run directly with its generation), and
- *    the monitor thread for the rest (the alone safety net `net`, plain
- *    armed threads, carriers without a timer). INT64_MAX means idle /
+ *    (monitor.c): producers' polls (every submission or post that finds
+ *    the carrier running checks the run and signals it directly, with its
+ *    generation, once it overran its slice; no timer syscall), an
+ *    executor carrier's own timer for what no producer will come back for
+ *    (SIGEV_THREAD_ID, left armed while it expires in the last half of the
+ *    running slice, the slice-end window; an early expiry re-armed by the
+ *    handler for the run then current), and the monitor thread for the
+ *    rest (the safety nets `net` of polled and alone runs, plain armed
+ *    threads, carriers without a timer). The slice a carrier applies is
+ *    subject to the overhead budget (preempt.c). INT64_MAX means idle /
  *    nothing to time: such a carrier never gets a signal, and an idle
  *    carrier disarms its timer.
  *  - The handler (preempt.c) ignores a signal whose generation is no longer
@@ -60,6 +63,16 @@
  * run that starts inside it; preempt.c, monitor.c). */
 #define XTC__SLICE_EARLY_DIV 2
 
+/* Safety net of a run timed by producers' polls: the monitor signals it
+ * this long (or four slices) after its slice end when no producer did. */
+#define XTC__PREEMPT_NET_GRACE_NS 1000000
+/* Its current value (a test raises it to see producers' polls alone). */
+extern _Atomic int64_t xtc__preempt_net_grace_ns;
+/* The overhead budget's policy (preempt.c): the next slice shift after a
+ * window of w ns with `idle` ns idle and `ovh` ns of preemption cost. */
+int xtc__preempt_budget_next(int stretch, int64_t w, int64_t idle,
+                             int64_t ovh, int pct);
+
 /* Longest a run that had nothing to compete with goes unsignalled (its
  * hard deadline): a safety net for work the carrier cannot see arrive (a
  * timer the running fiber arms itself). */
@@ -88,7 +101,8 @@ typedef struct xtc__pslot {
 	_Atomic int tid;                       /* 0: slot free */
 	_Atomic int64_t slice_ns;              /* default slice of this carrier */
 	_Atomic int64_t soft;                  /* slice end (<= deadline) */
-	_Atomic int contended;                 /* soft deadline applies */
+	_Atomic int contended;                 /* soft deadline applies; 2: a
+	                                          producer signalled the run */
 	/* Carrier timer (monitor.c, "trigger"): 1 when the carrier owns a
 	 * CLOCK_MONOTONIC timer that signals it (SIGEV_THREAD_ID); then the
 	 * timer delivers the soft deadline and the hard ones it covers, and
@@ -129,8 +143,19 @@ typedef struct xtc__ptls {
 	/* measured cost (preempt.c): when the last redirect happened and how
 	 * late it was; the next run start closes the measurement */
 	int64_t pc_at, pc_late;
+	/* EWMA of this carrier's timer expiries' lateness: where the
+	 * hypervisor is slow, mostly the interrupt's stall of the thread, the
+	 * estimate of what a signal from another CPU stalls it too (the
+	 * handler cannot see that stall; the budget must) */
+	int64_t fire_late;
 	/* adaptive load (fn.c): when this carrier went idle, 0 = busy */
 	int64_t idle_at;
+	/* overhead budget (preempt.c): the trigger's cost in the current
+	 * window, when the window began, and the slice multiplier (a shift)
+	 * it led to. ovh is added to by the handler too: an update lost to
+	 * that race only makes the estimate a little low. */
+	int64_t ovh_ns, ovh_win, ovh_idle;
+	int stretch;
 	/* counters */
 	xtc_preempt_stats_t st;
 } xtc__ptls_t;
@@ -190,6 +215,13 @@ void xtc__preempt_run_end(void);
  * left in the window, so it gets the whole slice. */
 void xtc__preempt_run_begin_full(xtc__fiber_t *f, int64_t slice_ns,
                                  int64_t now);
+/* Executor: a contended run while producers are active (their work waits
+ * in the ring or the inbox). No timer syscall: every later submission polls
+ * the run (xtc__preempt_contend) and signals it once it overran; the
+ * monitor signals it XTC__PREEMPT_NET_GRACE_NS (or 4 slices) after its
+ * slice end if no producer came back. */
+void xtc__preempt_run_begin_polled(xtc__fiber_t *f, int64_t slice_ns,
+                                   int64_t now);
 /* Executor: a run with nothing else to run on its loop; until = when other
  * work is due anyway (the next timer), INT64_MAX if never. The soft deadline
  * is the slice end, the hard one max(slice end, min(until, now +
@@ -203,6 +235,9 @@ void xtc__preempt_run_begin_alone(xtc__fiber_t *f, int64_t slice_ns,
  * Slots are never freed, so a stale pointer costs at most one extra
  * preemption of whatever runs there. */
 void xtc__preempt_contend(xtc__pslot_t *s);
+/* The carrier found producers' work (ring, inbox) waiting for its run: the
+ * run is contended and timed by those producers' polls (no timer arm). */
+void xtc__preempt_contend_polled(xtc__pslot_t *s);
 /* This thread's slot (NULL: not armed with the monitor). */
 static inline xtc__pslot_t *xtc__preempt_slot(void);
 /* Called before the carrier blocks in its poller: no deadline, ring stopped. */
@@ -286,6 +321,15 @@ int  xtc__monitor_signal_run(xtc__pslot_t *s);
 /* Trigger counters for xtc_preempt_stats_global. */
 void xtc__monitor_trigger_stats(xtc_preempt_stats_t *out);
 extern _Atomic uint64_t xtc__ctimer_fallbacks;
+/* The calling carrier's timer syscalls on its own slot, measured around
+ * the call (stats only: they follow busy periods, not slices, so
+ * lengthening the slice would not reduce them). */
+static inline void xtc__preempt_arm_cost(int64_t ns)
+{
+	xtc__ptls.st.own_arms++;
+	if (ns > 0)
+		xtc__ptls.st.arm_ns += (uint64_t)ns;
+}
 /* Measured cost of one involuntary preemption (EWMA, ns; 0 = unknown):
  * lateness of the signal past the deadline plus handler, trampoline and
  * switch up to the next dispatch on that carrier. */

@@ -943,6 +943,105 @@ static void test_exec_alone(void)
 	atomic_store(&xtc__preempt_alone_ns, net);
 }
 
+/* The overhead budget's policy, window by window (xtc_preempt(3),
+ * "Overhead budget"): pure arithmetic, no timing. W is one window. */
+static void test_budget_policy(void)
+{
+	const int64_t W = XTC_PREEMPT_BUDGET_WINDOW_NS;
+	/* setter and getter */
+	CHECK(xtc_preempt_get_budget() == XTC_PREEMPT_BUDGET_DEFAULT);
+	CHECK(xtc_preempt_set_budget(-1) == XTC_E_INVAL);
+	CHECK(xtc_preempt_set_budget(101) == XTC_E_INVAL);
+	CHECK(xtc_preempt_get_budget() == XTC_PREEMPT_BUDGET_DEFAULT);
+	CHECK(xtc_preempt_set_budget(0) == XTC_OK);
+	CHECK(xtc_preempt_get_budget() == 0);
+	CHECK(xtc_preempt_set_budget(100) == XTC_OK);
+	CHECK(xtc_preempt_set_budget(XTC_PREEMPT_BUDGET_DEFAULT) == XTC_OK);
+	/* an idle carrier may spend anything on preemption: it costs nobody */
+	CHECK(xtc__preempt_budget_next(0, W, W / 2, W / 3, 10) == 0);
+	/* a saturated carrier over budget: 2x over -> one doubling, 8x over
+	 * -> three at once (proportional cost), capped at 64x */
+	CHECK(xtc__preempt_budget_next(0, W, 0, W * 15 / 100, 10) == 1);
+	CHECK(xtc__preempt_budget_next(0, W, 0, W * 75 / 100, 10) == 3);
+	CHECK(xtc__preempt_budget_next(5, W, 0, W, 10) == 6);
+	CHECK(xtc__preempt_budget_next(6, W, 0, W, 10) == 6);
+	/* within budget while saturated: held (hysteresis) */
+	CHECK(xtc__preempt_budget_next(2, W, W / 20, W * 5 / 100, 10) == 2);
+	/* cheap again, or the carrier has room again: one halving a window */
+	CHECK(xtc__preempt_budget_next(2, W, 0, W / 100, 10) == 1);
+	CHECK(xtc__preempt_budget_next(2, W, W / 2, W * 5 / 100, 10) == 1);
+	CHECK(xtc__preempt_budget_next(0, W, W / 2, 0, 10) == 0);
+	/* budget off: slices as set */
+	CHECK(xtc__preempt_budget_next(4, W, 0, W, 0) == 0);
+	CHECK(xtc__preempt_budget_next(4, 0, 0, 0, 10) == 0);
+}
+
+/* A carrier whose run is contended by producers is timed by their
+ * submissions (monitor.c, trigger 2): a never-yielding proc on a one-loop
+ * executor and a thread that keeps submitting small tasks. The monitor's
+ * net is pushed out of reach: the first contender arms the slice end, and
+ * once the spinner resumes with submissions waiting, only the producers'
+ * polls can signal it; every task must still run while it spins. */
+static atomic_int poll_ran;
+static void poll_task(void *arg)
+{
+	(void)arg;
+	atomic_fetch_add(&poll_ran, 1);
+}
+
+static void test_producer_poll(void)
+{
+	if (!xtc_preempt_involuntary_supported())
+		return;
+	enum { TASKS = 20 };
+	int64_t grace = atomic_load(&xtc__preempt_net_grace_ns);
+	int64_t net = atomic_load(&xtc__preempt_alone_ns);
+	atomic_store(&xtc__preempt_net_grace_ns, 100000 * MS);
+	atomic_store(&xtc__preempt_alone_ns, 100000 * MS);
+	xtc_exec_t *e = NULL;
+	REQUIRE(xtc_exec_init(&e, 1) == XTC_OK);
+	CHECK(xtc_exec_set_preempt(e, 500 * US) == XTC_OK);
+	xtc_preempt_set_involuntary(1);
+	ex_stop = 0;
+	ex_ctr[0] = 0;
+	atomic_store(&poll_ran, 0);
+	CHECK(xtc_exec_async_on(e, 0, never_yields, (void *)0, NULL) == XTC_OK);
+	xtc_preempt_stats_t a, b;
+	xtc_preempt_stats_global(&a, NULL);
+	struct runner r = { e, -1 };
+	pthread_t th;
+	pthread_create(&th, NULL, exec_thread, &r);
+	while (ex_ctr[0] == 0)
+		usleep(100); /* the spinner runs */
+	int64_t t0 = xtc_clock_mono();
+	int submitted = 0;
+	while (atomic_load(&poll_ran) < TASKS &&
+	       xtc_clock_mono() - t0 < 20000 * MS) {
+		/* an open-loop producer: it keeps submitting */
+		if (xtc_exec_submit(e, 0, poll_task, NULL) == XTC_OK)
+			submitted++;
+		usleep(200);
+	}
+	int ran = atomic_load(&poll_ran);
+	int spinning = !ex_stop;
+	ex_stop = 1;
+	stop_exec_from_inside(e);
+	pthread_join(th, NULL);
+	xtc_preempt_stats_global(&b, NULL);
+	fprintf(stderr, "test_preempt: producer poll: %d tasks ran, %llu "
+	        "direct signals, %llu preemptions\n", ran,
+	        (unsigned long long)(b.direct - a.direct),
+	        (unsigned long long)(b.preemptions - a.preemptions));
+	CHECK(r.rc == XTC_OK);
+	CHECK(spinning && ran >= TASKS);
+	CHECK(b.direct > a.direct);
+	CHECK(b.preemptions > a.preemptions);
+	xtc_preempt_set_involuntary(0);
+	CHECK(xtc_exec_fini(e) == XTC_OK);
+	atomic_store(&xtc__preempt_net_grace_ns, grace);
+	atomic_store(&xtc__preempt_alone_ns, net);
+}
+
 int main(int argc, char **argv)
 {
 	const char *only = argc > 1 ? argv[1] : NULL;
@@ -969,6 +1068,8 @@ int main(int argc, char **argv)
 	RUN(test_idle_no_signal);
 	RUN(test_tick_ring);
 	RUN(test_gocb);
+	RUN(test_budget_policy);
+	RUN(test_producer_poll);
 	if (failures)
 		fprintf(stderr, "test_preempt: %d failure(s)\n", failures);
 	return failures ? 1 : 0;

@@ -41,6 +41,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout)
 	WriteSummary(stdout, res)
+	if res.Floor != nil {
+		fmt.Fprintf(stdout, "\npreemption floor here: a timer expiry stalls a thread %.0f µs, "+
+			"a near re-arm %.0f µs, a signal from another CPU %.0f µs (report.md says more)\n",
+			res.Floor.TimerStall, res.Floor.ArmNearUs, res.Floor.CrossStallP50Us)
+	}
 	if res.Calibration.Warning != "" {
 		fmt.Fprintf(stdout, "\nwarning: %s\n", res.Calibration.Warning)
 	}
@@ -80,6 +85,15 @@ func Execute(cfg *Config, progressOut *os.File, command string) (*Results, error
 	}
 	pb.Note("calibrating the busy loops")
 	res.Calibration = calibrate()
+	// what one preemption costs here bounds every slice result: stated
+	// next to them (xb_floor.c)
+	if cfg.has("tail") || cfg.has("hog") || cfg.has("fair") {
+		if f, err := measureFloor(); err != nil {
+			res.FloorError = err.Error()
+		} else {
+			res.Floor = f
+		}
+	}
 	pb.Step("calibrated")
 
 	if cfg.has("micro") {

@@ -86,6 +86,8 @@ type Results struct {
 	Host        HostInfo      `json:"host"`
 	Features    Features      `json:"features"`
 	Calibration Calibration   `json:"calibration"`
+	Floor       *Floor        `json:"preemption_floor,omitempty"`
+	FloorError  string        `json:"preemption_floor_error,omitempty"`
 	Carriers    int           `json:"carriers"`
 	Config      *Config       `json:"config"`
 	Micro       []MicroRow    `json:"micro,omitempty"`
@@ -495,6 +497,14 @@ func writeMarkdown(w io.Writer, r *Results) {
 		"above its %d CPUs, every figure that involves two threads (wake-ups, "+
 		"cross-thread submission, the load generator) is inflated for both sides.\n\n",
 		r.Host.LoadStart, r.Host.LoadEnd, r.Host.Nice, r.Host.NumCPU)
+	if r.Floor != nil || r.FloorError != "" {
+		if r.FloorError != "" {
+			fmt.Fprintf(w, "**Preemption floor of this machine:** not measured (%s).\n\n",
+				r.FloorError)
+		} else {
+			writeFloor(w, r.Floor)
+		}
+	}
 	fmt.Fprintf(w, "Both sides ran in the same process, one after the other, on the same "+
 		"machine, with the same work and the same number of worker threads. "+
 		"Nothing was tuned per side; a target that is missed is reported as missed.\n\n")

@@ -77,7 +77,36 @@ typedef struct xtc_preempt_stats {
 	uint64_t direct;      /* producers that signalled an overdue run */
 	uint64_t timer_fallbacks; /* carriers without a timer (monitor path) */
 	uint64_t cost_ns;     /* measured cost of one preemption (EWMA) */
+	/* deferrals by reason (the rest: a Go callback, refused_gocb) */
+	uint64_t refused_ctx;       /* the carrier was in its own scheduler
+	                               code, not in the run's fiber */
+	uint64_t refused_nopreempt; /* a no-preempt region */
+	uint64_t refused_stack;     /* stack pointer outside the fiber's stack
+	                               or without headroom */
+	uint64_t refused_pc;        /* libc, ld.so, the vDSO, the runtime or a
+	                               range declared unsafe */
+	/* overhead budget (xtc_preempt_set_budget) */
+	uint64_t overhead_ns; /* carrier time preemption cost: expiries and
+	                         signal delivery up to the next run (what the
+	                         budget weighs) */
+	uint64_t arm_ns;      /* carrier time in its own timer (re)arms */
+	uint64_t own_arms;    /* those (re)arms (timer_arms counts producers'
+	                         too) */
+	uint64_t stretches;   /* budget windows that lengthened the slice */
+	uint64_t stretch_max; /* largest slice multiplier reached (0: none) */
 } xtc_preempt_stats_t;
+
+/* Overhead budget: a carrier whose preemption trigger (timer arms and
+ * expiries, signal delivery, the switch to the next run) cost more than
+ * `percent` of its wall time over a window of XTC_PREEMPT_BUDGET_WINDOW_NS
+ * doubles the slice it applies (up to 64x), and halves it back once the
+ * overhead falls below a quarter of the budget. 0 turns the budget off
+ * (slices are applied as set, whatever they cost); default 10. Process-
+ * wide, any thread, any time. XTC_E_INVAL outside 0..100. */
+#define XTC_PREEMPT_BUDGET_DEFAULT 10
+#define XTC_PREEMPT_BUDGET_WINDOW_NS 10000000
+XTC_API int xtc_preempt_set_budget(int percent);
+XTC_API int xtc_preempt_get_budget(void);
 
 /* Calling thread's counters (since its first arm). */
 XTC_API int xtc_preempt_stats(xtc_preempt_stats_t *out);
