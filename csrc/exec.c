@@ -357,7 +357,10 @@ static void preempt_begin(xtc_loop_t *l, xtc_task_t *t, int64_t now)
 		int64_t q = run_slice(l, c);
 		if (q > 0 && (until < 0 || now + DEMOTED_SLICES * q < until)) {
 			until = now + DEMOTED_SLICES * q;
-			lazy = 1;
+			/* long work taking its turn among demoted work is
+			 * timed by the carrier (one arm per turn); a fresh run
+			 * (most are short) by producers' polls and the net */
+			lazy = t->svc_ns >= q / XTC__SLICE_EARLY_DIV ? 1 : 4;
 		}
 	}
 	xtc__preempt_run_begin_alone(&t->fiber, l->lat_budget, now,

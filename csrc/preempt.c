@@ -1469,13 +1469,20 @@ static void trigger_run(xtc__pslot_t *s, int64_t soft, int64_t hard,
 	if (hard >= cap) {
 		atomic_store_explicit(&s->net, hard, memory_order_release);
 		xtc__monitor_kick(hard);
+	} else if (lazy == 1) {
+		/* long work's turn among demoted work: the turn's end exactly
+		 * (one arm per turn) */
+		atomic_store_explicit(&s->net, INT64_MAX, memory_order_relaxed);
+		if (atomic_load_explicit(&s->timer_at, memory_order_relaxed) != hard)
+			xtc__ctimer_arm(s, hard);
+		return;
 	} else if (lazy) {
-		/* a bound that moves with every run (only demoted work waits):
-		 * no timer syscall per run. New work comes from producers,
-		 * who poll the run (xtc__preempt_contend); the demoted work's
-		 * bound is the monitor's, coarsened to the net grace: it is
-		 * long work, and an arm per short run cost more than the
-		 * whole run on a slow hypervisor */
+		/* a fresh run while only demoted work waits, a bound that
+		 * moves with every run: no timer syscall per run. New work
+		 * comes from producers, who poll the run
+		 * (xtc__preempt_contend); the demoted work's bound is the
+		 * monitor's, coarsened to the net grace: an arm per short run
+		 * cost more than the whole run on a slow hypervisor */
 		int64_t n = soft + net_grace(s);
 		if (n < hard)
 			n = hard;

@@ -226,8 +226,9 @@ void xtc__preempt_run_begin_polled(xtc__fiber_t *f, int64_t slice_ns,
  * work is due anyway (the next timer), INT64_MAX if never. The soft deadline
  * is the slice end, the hard one max(slice end, min(until, now +
  * xtc__preempt_alone_ns)). lazy: until is a bound that moves with every run
- * (demoted work waits), not a loop timer: the carrier timer is left in the
- * slice-end window instead of being re-armed to it exactly per run. */
+ * (demoted work waits), not a loop timer: 1, the run is long work taking
+ * its turn (its timer is armed at the turn's end); 4, a fresh run (no
+ * timer syscall: producers' polls and the monitor's net time it). */
 void xtc__preempt_run_begin_alone(xtc__fiber_t *f, int64_t slice_ns,
                                   int64_t now, int64_t until, int lazy);
 /* Any thread: other work now waits on the carrier owning s: its current run
