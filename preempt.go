@@ -96,7 +96,7 @@ func statsFromC(s *C.xtc_preempt_stats_t) PreemptStats {
 }
 
 // PreemptSetBudget sets the preemption overhead budget in percent of a
-// carrier's time (xtc_preempt_set_budget, default 10): a carrier that is
+// carrier's time (xtc_preempt_set_budget, default 20): a carrier that is
 // nearly saturated and spends more than that on preemption lengthens its
 // slice (doubling, up to 64x) until it fits, and shortens it again when
 // the carrier has room. 0 applies slices as set whatever they cost.

@@ -49,7 +49,7 @@ func TestPreemptErrors(t *testing.T) {
 // off; the policy itself is tested in C (test_preempt: budget_policy).
 func TestPreemptBudget(t *testing.T) {
 	def := PreemptBudget()
-	assert.Equal(t, 10, def)
+	assert.Equal(t, 20, def)
 	assert.ErrorIs(t, PreemptSetBudget(-1), ErrInval)
 	assert.ErrorIs(t, PreemptSetBudget(101), ErrInval)
 	assert.Equal(t, def, PreemptBudget())

@@ -96,14 +96,15 @@ typedef struct xtc_preempt_stats {
 	uint64_t stretch_max; /* largest slice multiplier reached (0: none) */
 } xtc_preempt_stats_t;
 
-/* Overhead budget: a carrier whose preemption trigger (timer arms and
- * expiries, signal delivery, the switch to the next run) cost more than
- * `percent` of its wall time over a window of XTC_PREEMPT_BUDGET_WINDOW_NS
- * doubles the slice it applies (up to 64x), and halves it back once the
- * overhead falls below a quarter of the budget. 0 turns the budget off
- * (slices are applied as set, whatever they cost); default 10. Process-
+/* Overhead budget: a carrier busy at least 90% of a window of
+ * XTC_PREEMPT_BUDGET_WINDOW_NS on which preemption (timer expiries, signal
+ * stalls, the switch to the next run) cost more than `percent` of it
+ * doubles the slice it applies, as often as the overrun calls for (up to
+ * 64x), and halves it back one step a window once it is busy less than 75%
+ * or the cost falls below a quarter of the budget. 0 turns the budget off
+ * (slices are applied as set, whatever they cost); default 20. Process-
  * wide, any thread, any time. XTC_E_INVAL outside 0..100. */
-#define XTC_PREEMPT_BUDGET_DEFAULT 10
+#define XTC_PREEMPT_BUDGET_DEFAULT 20
 #define XTC_PREEMPT_BUDGET_WINDOW_NS 10000000
 XTC_API int xtc_preempt_set_budget(int percent);
 XTC_API int xtc_preempt_get_budget(void);
