@@ -41,6 +41,10 @@
  *   monitor_cpu_<case>_<slice>_pct  the monitor thread's CPU use
  *   timer_arms_per_preemption_<case>_<slice>  carrier slice-timer
  *        (re)arms per preemption (the trigger: monitor.c)
+ *   timer_early_per_preemption_<case>_<slice>  expiries that found no run
+ *        due, per preemption
+ *   budget_stretch_max_<case>_<slice>  largest slice multiplier the
+ *        overhead budget applied (0: none; xtc_preempt_set_budget)
  *   preempt_measured_cost_<case>_<slice>  the runtime's own estimate
  *        (lateness + handler-to-next-dispatch, EWMA) that floors the
  *        adaptive quantum
@@ -132,12 +136,12 @@ static intptr_t worker(void *arg)
 }
 
 struct pair_res {
-	double wall, cpu, rate, monitor_pct, arms_per, cost;
+	double wall, cpu, rate, monitor_pct, arms_per, cost, early_per, stretch;
 };
 
 static struct pair_res run_pair(int64_t slice, int nworkers)
 {
-	struct pair_res r = { -1, -1, 0, 0, 0, 0 };
+	struct pair_res r = { -1, -1, 0, 0, 0, 0, 0, 0 };
 	xtc_exec_t *e = NULL;
 	if (xtc_exec_init(&e, 1) != XTC_OK)
 		return r;
@@ -161,6 +165,10 @@ static struct pair_res run_pair(int64_t slice, int nworkers)
 	r.rate = (double)(b.preemptions - a.preemptions) / (r.wall / 1e9);
 	r.monitor_pct = (double)(m1 - m0) / r.wall * 100;
 	if (b.preemptions > a.preemptions)
+		r.early_per = (double)(b.timer_early - a.timer_early) /
+		              (double)(b.preemptions - a.preemptions);
+	r.stretch = (double)b.stretch_max;
+	if (b.preemptions > a.preemptions)
 		r.arms_per = (double)(b.timer_arms - a.timer_arms) /
 		             (double)(b.preemptions - a.preemptions);
 	r.cost = (double)b.cost_ns;
@@ -173,7 +181,7 @@ static void bench_loss_case(const char *name, int nworkers)
 	const int64_t slices[] = { 1000000, 200000, 100000 };
 	const char *names[] = { "1ms", "200us", "100us" };
 	double bw[16], bc[16], w[3][16], c[3][16], rate[3][16], mon[3][16];
-	double arms[3][16], cost[3][16];
+	double arms[3][16], cost[3][16], early[3][16], str[3][16];
 	/* interleave configurations so machine noise hits them alike */
 	for (int i = 0; i < runs; i++) {
 		struct pair_res b = run_pair(0, nworkers);
@@ -187,6 +195,8 @@ static void bench_loss_case(const char *name, int nworkers)
 			mon[s][i] = p.monitor_pct;
 			arms[s][i] = p.arms_per;
 			cost[s][i] = p.cost;
+			early[s][i] = p.early_per;
+			str[s][i] = p.stretch;
 		}
 	}
 	double bwm = median(bw, runs), bcm = median(bc, runs);
@@ -210,6 +220,10 @@ static void bench_loss_case(const char *name, int nworkers)
 			       name, names[s], median(arms[s], runs));
 			printf("preempt_measured_cost_%s_%s %.2f us\n", name,
 			       names[s], median(cost[s], runs) / 1e3);
+			printf("timer_early_per_preemption_%s_%s %.2f count\n",
+			       name, names[s], median(early[s], runs));
+			printf("budget_stretch_max_%s_%s %.0f x\n", name,
+			       names[s], median(str[s], runs));
 		}
 	}
 }
