@@ -75,8 +75,10 @@
  * Invariants of the net: `net` is written by the carrier at run start
  * and, for a run producers contend, by the first of them (a CAS from
  * INT64_MAX, so it never overwrites a carrier's own value); the monitor
- * keys what it sent on (generation, net), so a net left by a producer for
- * a run that just ended is at worst one stale signal the handler drops.
+ * keys what it sent on (generation, net). A producer that lowers the net
+ * just as the carrier starts the next run leaves that run a net earlier
+ * than its own: at worst one early preemption of it, a grace period after
+ * its predecessor's slice end.
  *
  * Alone runs: a slot carries a hard deadline and a soft one (the slice
  * end). Soft applies once the slot is marked contended (preempt_int.h).
