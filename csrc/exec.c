@@ -223,16 +223,17 @@ static int exec_def_ready(xtc_loop_t *l)
 static void carrier_kick(xtc__carrier_t *c)
 {
 	xtc_loop_t *l = c->loop;
+	xtc__pslot_t *ps;
 	int s;
 
 	if (atomic_load(&l->sleeping) &&
 	    (s = atomic_exchange(&l->sleeping, 0)) != 0)
 		xtc__loop_ring(l, s);
-	else if (atomic_load_explicit(&c->pslot, memory_order_relaxed) != NULL)
+	else if ((ps = atomic_load_explicit(&c->pslot,
+	    memory_order_relaxed)) != NULL)
 		/* the run in progress: time it (a poll, no syscall unless it
 		 * overran its slice) */
-		xtc__preempt_contend(atomic_load_explicit(&c->pslot,
-		    memory_order_relaxed));
+		xtc__preempt_contend(ps);
 }
 
 /* An untagged task became ready on a loop of a multi-loop executor (the

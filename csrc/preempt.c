@@ -631,15 +631,16 @@ static int timer_due(xtc__ptls_t *p, xtc__pslot_t *s, int64_t now,
 
 	atomic_store_explicit(&s->timer_at, INT64_MAX, memory_order_relaxed);
 	/* an expiry's lateness is mostly the interrupt's own cost where the
-	 * hypervisor is slow: count it as overhead when it bought nothing
-	 * (a due one is counted by its cost measurement, cost_close) */
+	 * hypervisor is slow: overhead when it bought nothing (a due one is
+	 * counted by its cost measurement, cost_close) */
+	int64_t late = 0;
 	if (was != INT64_MAX && now > was) {
-		int64_t l = now - was < 100000 ? now - was : 100000;
-		p->ovh_ns += l;
-		p->fire_late = p->fire_late == 0 ? l :
-		               p->fire_late + (l - p->fire_late) / 8;
+		late = now - was < 100000 ? now - was : 100000;
+		p->fire_late = p->fire_late == 0 ? late :
+		               p->fire_late + (late - p->fire_late) / 8;
 	}
 	if (hard == INT64_MAX || p->fiber == NULL || xtc__gocb_depth > 0) {
+		p->ovh_ns += late;
 		xtc__monitor_count_fire(0);
 		return 0; /* idle, between runs, or in Go code: nothing to do */
 	}
@@ -654,10 +655,9 @@ static int timer_due(xtc__ptls_t *p, xtc__pslot_t *s, int64_t now,
 	*due_at = d;
 	if ((p->pend & XTC__PF_WANT) || now >= d - early) {
 		xtc__monitor_count_fire(1);
-		if (was != INT64_MAX && now > was)
-			p->ovh_ns -= now - was < 100000 ? now - was : 100000;
 		return 1;
 	}
+	p->ovh_ns += late;
 	xtc__monitor_count_fire(0);
 	/* early: keep timing this run unless only the monitor's net does */
 	if (d != hard || atomic_load_explicit(&s->net,
@@ -848,43 +848,37 @@ static void handler(int sig, siginfo_t *si, void *ucv)
 		goto out;
 	}
 	int why = safe_point(p, ucv);
-	if (why == SP_CTX && si->si_code != SI_TIMER &&
-	    atomic_load_explicit(&s->timer, memory_order_relaxed)) {
-		/* A producer's (or the monitor's net) signal to a carrier with
-		 * a timer that lands outside the run's fiber: the run has
-		 * ended (a fiber that has not switched in yet carries a fresh
-		 * slice, which no poll finds overdue, unless the carrier was
-		 * stalled longer than a slice in between: then the next poll
-		 * asks again). No syscall; other refusals defer as below, so
-		 * the run is asked again without waiting for a producer. */
-		p->st.deferrals++;
-		p->st.refused_ctx++;
-		/* a later poll may ask again (2 -> 1) */
-		atomic_store_explicit(&s->contended, 1, memory_order_relaxed);
-		goto out;
-	}
 	switch (why) {
 	case SP_OK:
 		break;
 	case SP_CTX:
+		p->st.refused_ctx++;
 		if (!atomic_load_explicit(&s->timer, memory_order_relaxed)) {
 			/* the monitor's path: it asks again once the deadline
 			 * moves (defer), as before the carrier timers */
-			p->st.refused_ctx++;
 			defer(p, now);
 			goto out;
 		}
 		/* The carrier is in its own code between a switch and the run's
 		 * bookkeeping (run_begin's timer syscall, a fiber's exit): it
-		 * reaches a boundary by itself. Not a deferral: no pending
-		 * flag (it would make every later expiry "due") and no
-		 * re-ask a quarter slice later, which on a slow hypervisor
-		 * fed a storm of expiries landing here again (a 50 us slice
-		 * at 10% load collapsed). The run keeps being timed, from
-		 * its slice end or half a slice from now, whichever is later. */
-		p->st.refused_ctx++;
+		 * reaches a boundary by itself. Not a deferral of user code: no
+		 * pending flag (it would make every later expiry "due") and no
+		 * re-ask a quarter slice later, which on a slow hypervisor fed
+		 * a storm of expiries landing here again (a 50 us slice at 10%
+		 * load collapsed). */
 		p->st.deferrals++;
-		redo_timer(p, s, now);
+		if (si->si_code == SI_TIMER)
+			/* the run keeps being timed, from its slice end or half
+			 * a slice from now, whichever is later */
+			redo_timer(p, s, now);
+		else
+			/* a producer's (or the net's) signal: the run has ended
+			 * (a fiber not switched in yet carries a fresh slice no
+			 * poll finds overdue, unless the carrier stalled longer
+			 * than a slice in between: the next poll asks again,
+			 * 2 -> 1). No syscall. */
+			atomic_store_explicit(&s->contended, 1,
+			                      memory_order_relaxed);
 		goto out;
 	default:
 		count_refusal(p, why);
