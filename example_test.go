@@ -41,8 +41,11 @@ func ExampleTimerSet() {
 	loop, _ := xtc.LoopInit()
 	defer loop.Fini()
 
-	xtc.TimerSet(loop, 2*time.Millisecond, func() { fmt.Println("second") })
+	// each delay counts from its own call: set in this order, the
+	// output order holds however slowly the calls run (under -asan the
+	// reverse order printed "second" first)
 	xtc.TimerSet(loop, time.Millisecond, func() { fmt.Println("first") })
+	xtc.TimerSet(loop, 2*time.Millisecond, func() { fmt.Println("second") })
 	t, _ := xtc.TimerSet(loop, time.Millisecond, func() { fmt.Println("never") })
 	t.Cancel()
 	loop.Run()
