@@ -1042,6 +1042,39 @@ static void test_producer_poll(void)
 	atomic_store(&xtc__preempt_alone_ns, net);
 }
 
+/* A queued preemption signal (a producer's poll, the monitor's net) for a
+ * run that has no deadline any more (ended, or already redirected by an
+ * expiry and on its way through the trampoline) is stale: no deferral, no
+ * re-ask. Refusing it as an unsafe point used to flag WANT and re-arm the
+ * carrier's timer, a spurious expiry later for nothing. */
+static void test_stale_queued(void)
+{
+	if (!xtc_preempt_involuntary_supported())
+		return;
+	xtc_preempt_set_involuntary(1);
+	REQUIRE(xtc_preempt_arm(100 * MS) == XTC_OK);
+	xtc__pslot_t *s = xtc__preempt_slot();
+	REQUIRE(s != NULL);
+	/* between runs: nothing is timed */
+	xtc__preempt_run_end();
+	CHECK(atomic_load(&s->deadline) == INT64_MAX);
+	xtc_preempt_stats_t a, b;
+	xtc_preempt_stats(&a);
+	union sigval v;
+	v.sival_int = (int)atomic_load(&s->gen);
+	/* a signal to the calling thread is delivered before the call
+	 * returns (it is not blocked here) */
+	CHECK(pthread_sigqueue(pthread_self(), xtc_preempt_signal(), v) == 0);
+	xtc_preempt_stats(&b);
+	CHECK(b.stale == a.stale + 1);
+	CHECK(b.deferrals == a.deferrals);
+	CHECK(b.preemptions == a.preemptions);
+	CHECK(atomic_load(&s->deadline) == INT64_MAX); /* no re-ask */
+	CHECK((xtc__ptls.pend & XTC__PF_WANT) == 0);
+	xtc_preempt_disarm();
+	xtc_preempt_set_involuntary(0);
+}
+
 int main(int argc, char **argv)
 {
 	const char *only = argc > 1 ? argv[1] : NULL;
@@ -1070,6 +1103,7 @@ int main(int argc, char **argv)
 	RUN(test_gocb);
 	RUN(test_budget_policy);
 	RUN(test_producer_poll);
+	RUN(test_stale_queued);
 	if (failures)
 		fprintf(stderr, "test_preempt: %d failure(s)\n", failures);
 	return failures ? 1 : 0;
