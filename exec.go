@@ -263,7 +263,11 @@ func (e *Exec) LoopStats(i int) (LoopStats, error) {
 		return C.xtc_exec_loop_stats(c, C.int(i), &st)
 	})
 	return LoopStats{TasksRun: uint64(st.tasks_run), Steals: uint64(st.steals),
-		Demotions: uint64(st.demotions), Aged: uint64(st.aged)}, err
+		Demotions: uint64(st.demotions), Aged: uint64(st.aged),
+		Parks: uint64(st.parks), Wakes: uint64(st.wakes),
+		WakeTotal: time.Duration(st.wake_ns),
+		SlowWakes: uint64(st.slow_wakes),
+		WakeMax:   time.Duration(st.wake_max_ns)}, err
 }
 
 // ExecRun is a running executor started by Start.

@@ -130,6 +130,33 @@ func TestExecStartWaitService(t *testing.T) {
 	<-run.Done()
 }
 
+// An idle carrier parks; a submission rings it and the stats count the
+// wake-up and its latency (never a timing assertion: orderings only).
+func TestExecLoopStatsWakes(t *testing.T) {
+	e, err := ExecInit(1)
+	require.NoError(t, err)
+	defer e.Fini()
+	e.SetServiceMode(true)
+	run, err := e.Start()
+	require.NoError(t, err)
+	for i := 0; i < 10; i++ {
+		time.Sleep(2 * time.Millisecond) // long enough to park
+		done := make(chan struct{})
+		require.NoError(t, e.SubmitWithin(0, func() { close(done) }, -1))
+		<-done
+	}
+	require.NoError(t, e.Stop())
+	require.NoError(t, run.Wait(context.Background()))
+	st, err := e.LoopStats(0)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, st.Parks, uint64(10))
+	assert.GreaterOrEqual(t, st.Wakes, uint64(1))
+	assert.LessOrEqual(t, st.Wakes, st.Parks)
+	assert.Positive(t, st.WakeMax)
+	assert.GreaterOrEqual(t, st.WakeTotal, st.WakeMax)
+	assert.LessOrEqual(t, st.SlowWakes, st.Wakes)
+}
+
 func TestExecTasksFromGoroutines(t *testing.T) {
 	e, err := ExecInit(2)
 	require.NoError(t, err)

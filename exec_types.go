@@ -13,7 +13,22 @@ type LoopStats struct {
 	// they waited too long.
 	Demotions uint64
 	Aged      uint64
+	// Parks counts the times the carrier blocked with nothing to do;
+	// Wakes the wake-ups a producer rang, WakeTotal their summed latency
+	// (ring to running again), SlowWakes those that took SlowWake or
+	// more and WakeMax the latest. Slow wake-ups are the machine's (an
+	// idle virtual CPU the hypervisor was slow to resume), not the
+	// scheduler's: a benchmark reports them next to its latencies.
+	Parks     uint64
+	Wakes     uint64
+	WakeTotal time.Duration
+	SlowWakes uint64
+	WakeMax   time.Duration
 }
+
+// SlowWake is the wake-up latency from which LoopStats counts a wake-up as
+// slow (XTC_EXEC_SLOW_WAKE_NS).
+const SlowWake = time.Millisecond
 
 // StallReport describes a run that took at least the loop's stall budget.
 type StallReport struct {

@@ -616,6 +616,7 @@ var (
 	_ = [1]struct{}{}[DownSignal-C.XTC_DOWN_KIND_SIGNAL]
 	_ = [1]struct{}{}[DownNoproc-C.XTC_DOWN_KIND_NOPROC]
 	_ = [1]struct{}{}[DownNoconnection-C.XTC_DOWN_KIND_NOCONNECTION]
+	_ = [1]struct{}{}[SlowWake-C.XTC_EXEC_SLOW_WAKE_NS]
 )
 
 // String describes the loop for debugging.

@@ -260,11 +260,16 @@ void xtc__loop_make_ready(xtc_loop_t *loop, xtc_task_t *t)
 
 void xtc__loop_ring(xtc_loop_t *loop, int how)
 {
+	if (how == XTC__SLEEP_RUN) {
+		xtc__loop_up.exec_ring_run(loop);
+		return;
+	}
+	if (how == 0)
+		return;
+	atomic_store_explicit(&loop->wake_at, xtc__now(), memory_order_relaxed);
 	if (how == XTC__SLEEP_FUTEX)
 		xtc__futex_wake(&loop->sleeping, 1);
-	else if (how == XTC__SLEEP_RUN)
-		xtc__loop_up.exec_ring_run(loop);
-	else if (how != 0)
+	else
 		xtc__io_wakeup(loop);
 }
 

@@ -582,6 +582,10 @@ struct xtc_loop {
 	_Atomic uintptr_t owner;       /* owner thread token, 0 = none */
 	_Atomic int stop;
 	_Atomic int sleeping;          /* XTC__SLEEP_*: owner (about to be) blocked */
+	/* when the waker that won `sleeping` rang a blocked owner (before its
+	 * syscall); the owner reads it once awake: the wake's latency
+	 * (exec.c: parks, slow wakes). 0: no wake pending. */
+	_Atomic int64_t wake_at;
 	int in_step;
 	/* set by the first xtc__loop_enter (run, step, carrier, await
 	 * driving) and never cleared: "setup-only" calls (batch groups, lane
@@ -710,7 +714,9 @@ static inline void xtc__task_all_unlink(xtc_loop_t *loop, xtc_task_t *t)
  * with no fd to watch, parked on a futex on the sleeping word itself (a
  * cheaper wake on both sides: no eventfd write, completion or read). A
  * waker exchanges the word to 0 and rings what the old value names
- * (xtc__loop_ring), so only the first waker after a park pays a syscall. */
+ * (xtc__loop_ring), so only the first waker after a park pays a syscall.
+ * That waker also stamps loop->wake_at (a clock read next to the syscall
+ * it pays anyway), so the owner can tell how late its wake-up came. */
 enum { XTC__SLEEP_POLL = 1, XTC__SLEEP_FUTEX = 2, XTC__SLEEP_RUN = 3 };
 void xtc__loop_ring(xtc_loop_t *loop, int how);
 /* XTC__SLEEP_RUN: not blocked but running a fiber that had nothing to

@@ -79,6 +79,11 @@ static void test_errors(void)
 	CHECK_EQ(xtc_exec_loop_stats(e, 1, &st), XTC_OK);
 	CHECK_EQ(st.tasks_run, 0);
 	CHECK_EQ(st.steals, 0);
+	CHECK_EQ(st.parks, 0);
+	CHECK_EQ(st.wakes, 0);
+	CHECK_EQ(st.wake_ns, 0);
+	CHECK_EQ(st.slow_wakes, 0);
+	CHECK_EQ(st.wake_max_ns, 0);
 	CHECK_EQ(xtc_exec_spawn(e, NULL, NULL, NULL), XTC_E_INVAL);
 	CHECK_EQ(xtc_exec_spawn_on(e, -1, nop_task, NULL, NULL), XTC_E_INVAL);
 	CHECK_EQ(xtc_exec_spawn_on(e, 2, nop_task, NULL, NULL), XTC_E_INVAL);
@@ -731,6 +736,15 @@ static void test_park_modes(void)
 	CHECK_EQ(xtc_exec_stop(e), XTC_OK);
 	pthread_join(th, NULL);
 	CHECK_EQ(r.rc, XTC_OK);
+	/* every wait above was a park; the spawns and xtc_loop_wake rang
+	 * it (the pipe's writes wake the poller through the kernel: not
+	 * counted) */
+	xtc_loop_stats_t st;
+	CHECK_EQ(xtc_exec_loop_stats(e, 0, &st), XTC_OK);
+	CHECK(st.parks >= 22);
+	CHECK(st.wakes >= 12 && st.wakes <= st.parks);
+	CHECK(st.wake_max_ns > 0 && st.wake_ns >= st.wake_max_ns);
+	CHECK(st.slow_wakes <= st.wakes);
 	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
 	close(fds[0]);
 	close(fds[1]);

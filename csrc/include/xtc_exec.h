@@ -28,7 +28,19 @@ typedef struct xtc_loop_stats {
 	uint64_t steals;    /* tasks this loop took from a peer's deque */
 	uint64_t demotions; /* preempted tasks moved to the demoted level */
 	uint64_t aged;      /* demoted tasks served first because they aged */
+	/* the carrier's parks (it blocked with nothing to do), the wake-ups a
+	 * producer rang and their summed latency (ring to running again),
+	 * those that came XTC_EXEC_SLOW_WAKE_NS or more after the ring (the
+	 * machine, not the scheduler: an idle vCPU the hypervisor was slow
+	 * to resume) and the latest one */
+	uint64_t parks;
+	uint64_t wakes;
+	int64_t  wake_ns;
+	uint64_t slow_wakes;
+	int64_t  wake_max_ns;
 } xtc_loop_stats_t;
+
+#define XTC_EXEC_SLOW_WAKE_NS 1000000
 
 /* Lifecycle and access. */
 XTC_API int  xtc_exec_init(xtc_exec_t **out, int n_loops); /* <= 0: CPUs */
