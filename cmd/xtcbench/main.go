@@ -100,7 +100,7 @@ func Execute(cfg *Config, progressOut *os.File, command string) (*Results, error
 		res.Micro = runMicro(cfg, pb)
 	}
 	if cfg.has("tail") {
-		res.Tail = runTail(cfg, res.Calibration, pb)
+		res.Tail = runTail(cfg, res.Calibration, res.Floor, pb)
 	}
 	if cfg.has("fair") {
 		res.Fair = runFair(cfg, res.Calibration, pb)

@@ -599,6 +599,12 @@ func writeTail(w io.Writer, r *Results) {
 		"SLO = 200× the mean service time (as in the paper); \"meets SLO\" needs p99 of all "+
 		"requests ≤ SLO and every request completed.\n\n",
 		cfg.Seed, cfg.Carriers, cfg.Carriers, cfg.Carriers+1, cfg.Carriers, cfg.Point)
+	fmt.Fprintf(w, "A repetition whose generator issued arrivals late (%v; %s) measured the "+
+		"machine and is not kept when a clean one exists. For xtc the report also counts the "+
+		"carriers' wake-ups that came 1 ms or more after a producer rang a parked carrier "+
+		"(xtc_exec_loop_stats): those are the machine's too (an idle virtual CPU resumed late), "+
+		"and every request that arrived meanwhile waited with them; Go's runtime parks and wakes "+
+		"its threads the same way but does not count it.\n\n", t.Gate, t.Gate.Basis)
 	fmt.Fprintf(w, "Contenders:\n\n")
 	for _, c := range t.Contenders {
 		fmt.Fprintf(w, "- **%s** (`%s`)\n", c.Label, c.Key)
@@ -676,6 +682,19 @@ func writeTail(w io.Writer, r *Results) {
 					notes = append(notes, fmt.Sprintf("%s at %s: quantum trajectory %s; last %s, tail index %.2f, %d preemptions, measured cost %s (floor 4× = %s)",
 						c.Key, loadStr(load), strings.Join(tr, " → "), fmtDur(p.Quantum), p.TailIndex,
 						p.Preemptions, fmtDur(p.CostNs), fmtDur(4*p.CostNs)))
+				}
+				if p.Wakes != nil && p.Wakes.Wakes > 0 {
+					slowReps := 0
+					for _, rs := range p.Reps {
+						if rs.SlowWakes > 0 {
+							slowReps++
+						}
+					}
+					if slowReps > 0 {
+						notes = append(notes, fmt.Sprintf("%s at %s: late carrier wake-ups (≥ 1 ms) in %d of %d repetitions; the median one: %d of %d wake-ups (mean %s, latest %s)",
+							c.Key, loadStr(load), slowReps, len(p.Reps), p.Wakes.Slow, p.Wakes.Wakes,
+							fmtDur(p.Wakes.MeanNs()), fmtDur(p.Wakes.MaxNs)))
+					}
 				}
 				if p.Fallbacks > 0 {
 					notes = append(notes, fmt.Sprintf("%s at %s: %d carrier(s) had no slice timer (monitor path)",

@@ -3,6 +3,7 @@ package main
 import (
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -88,15 +89,34 @@ func TestAggregateKeepsMedianOfCleanReps(t *testing.T) {
 		return TailPoint{Status: StatusOK.String(), Short: Summary{P99: short},
 			All: Summary{P99: short * 2}, Lag: Summary{P99: lag, Max: lag}}
 	}
-	stall := int64(lagMaxLimit) * 2
-	p := aggregate([]TailPoint{mk(300, 0), mk(100, 0), mk(900, stall), mk(200, 0)})
+	g := lagGate(nil)
+	stall := g.Max * 2
+	p := aggregate([]TailPoint{mk(300, 0), mk(100, 0), mk(900, stall), mk(200, 0)}, g)
 	assert.Equal(t, int64(200), p.Short.P99) // median of the 3 clean ones
 	assert.Equal(t, 3, p.Kept)
 	assert.Equal(t, int64(100), p.ShortP99Min)
 	assert.Equal(t, int64(300), p.ShortP99Max)
 	assert.Equal(t, 4, len(p.Reps))
 	assert.True(t, p.Reps[2].Stalled)
-	q := aggregate([]TailPoint{mk(300, stall), mk(100, stall)})
+	q := aggregate([]TailPoint{mk(300, stall), mk(100, stall)}, g)
 	assert.Equal(t, 0, q.Kept)
 	assert.Contains(t, q.Why, "stalled")
+}
+
+func TestLagGateFollowsTheMachine(t *testing.T) {
+	g := lagGate(nil)
+	assert.Equal(t, int64(30*time.Microsecond), g.P99)
+	assert.Equal(t, int64(300*time.Microsecond), g.Max)
+	// a machine whose interrupts stall a thread 5 µs: the fixed limits
+	g = lagGate(&Floor{TimerStall: 5, CrossStallP50Us: 4})
+	assert.Equal(t, int64(30*time.Microsecond), g.P99)
+	assert.Equal(t, "fixed", g.Basis)
+	// a slow guest: 40 µs stalls raise them to 2x and 10x
+	g = lagGate(&Floor{TimerStall: 40, CrossStallP50Us: 30})
+	assert.Equal(t, int64(80*time.Microsecond), g.P99)
+	assert.Equal(t, int64(400*time.Microsecond), g.Max)
+	assert.Contains(t, g.Basis, "40 µs")
+	p := TailPoint{Lag: Summary{P99: int64(60 * time.Microsecond), Max: int64(200 * time.Microsecond)}}
+	assert.False(t, stalled(&p, g))
+	assert.True(t, stalled(&p, lagGate(nil)))
 }

@@ -67,14 +67,17 @@ type TailPoint struct {
 	Wall      float64 `json:"wall_s"`
 	// xtc only: involuntary preemptions during the run, and for the
 	// adaptive contender the controller's last quantum and tail index.
-	Preemptions uint64   `json:"preemptions,omitempty"`
-	Quantum     int64    `json:"final_quantum_ns,omitempty"`
-	TailIndex   float64  `json:"tail_index,omitempty"`
-	CostNs      int64    `json:"preempt_cost_ns,omitempty"`
-	TimerFires  uint64   `json:"timer_fires,omitempty"`
-	Direct      uint64   `json:"direct_signals,omitempty"`
-	Fallbacks   uint64   `json:"timer_fallbacks,omitempty"`
-	Trajectory  []QPoint `json:"quantum_trajectory,omitempty"`
+	Preemptions uint64  `json:"preemptions,omitempty"`
+	Quantum     int64   `json:"final_quantum_ns,omitempty"`
+	TailIndex   float64 `json:"tail_index,omitempty"`
+	CostNs      int64   `json:"preempt_cost_ns,omitempty"`
+	TimerFires  uint64  `json:"timer_fires,omitempty"`
+	Direct      uint64  `json:"direct_signals,omitempty"`
+	Fallbacks   uint64  `json:"timer_fallbacks,omitempty"`
+	// xtc only: the carriers' parks and wake-ups (late ones are the
+	// machine's: an idle vCPU resumed late while requests waited)
+	Wakes      *WakeStats `json:"carrier_wakes,omitempty"`
+	Trajectory []QPoint   `json:"quantum_trajectory,omitempty"`
 	// Repetitions (interleaved with the other contenders): the point's
 	// summaries are those of the median kept repetition (by short p99);
 	// Reps has every repetition, Stalled ones were not kept (the
@@ -89,25 +92,75 @@ type TailPoint struct {
 
 // RepStat is one repetition of a point.
 type RepStat struct {
-	ShortP99 int64  `json:"short_p99_ns"`
-	AllP99   int64  `json:"all_p99_ns"`
-	LagP99   int64  `json:"lag_p99_ns"`
-	LagMax   int64  `json:"lag_max_ns"`
-	Stalled  bool   `json:"stalled"`
-	Status   string `json:"status"`
+	ShortP99  int64  `json:"short_p99_ns"`
+	AllP99    int64  `json:"all_p99_ns"`
+	LagP99    int64  `json:"lag_p99_ns"`
+	LagMax    int64  `json:"lag_max_ns"`
+	Stalled   bool   `json:"stalled"`
+	SlowWakes uint64 `json:"slow_wakes,omitempty"` // xtc: carrier wake-ups >= 1 ms
+	WakeMax   int64  `json:"wake_max_ns,omitempty"`
+	Status    string `json:"status"`
 }
 
-// Generator lag limits: a repetition whose generator issued arrivals later
-// than this (p99 or max) measured the machine, not the runtime (another
-// process held the CPU), so it is marked and not kept when a clean one
-// exists.
+// WakeStats are the xtc carriers' parks and wake-ups during one run
+// (xtc_exec_loop_stats): Slow counts wake-ups that came 1 ms or more after
+// the producer rang (XTC_EXEC_SLOW_WAKE_NS).
+type WakeStats struct {
+	Parks   uint64 `json:"parks"`
+	Wakes   uint64 `json:"wakes"`
+	Slow    uint64 `json:"slow"`
+	TotalNs int64  `json:"total_ns"`
+	MaxNs   int64  `json:"max_ns"`
+}
+
+// MeanNs is the mean wake-up latency (0 without wake-ups).
+func (w *WakeStats) MeanNs() int64 {
+	if w == nil || w.Wakes == 0 {
+		return 0
+	}
+	return w.TotalNs / int64(w.Wakes)
+}
+
+// LagGate says when a repetition's generator issued arrivals so late (p99
+// or max) that it measured the machine, not the runtime (another process
+// held the CPU): such a repetition is marked and not kept when a clean one
+// exists. The base limits are 30 µs (p99) and 300 µs (max); on a machine
+// whose interrupts stall a thread longer than that (a software-virtualised
+// guest: every interrupt that lands on the generator's CPU stalls it), they
+// are raised to 2x and 10x the measured stall, or every repetition would
+// be marked and the mark would say nothing.
+type LagGate struct {
+	P99   int64  `json:"p99_ns"`
+	Max   int64  `json:"max_ns"`
+	Basis string `json:"basis"`
+}
+
 const (
-	lagP99Limit = 30 * time.Microsecond
-	lagMaxLimit = 300 * time.Microsecond
+	lagP99Base = 30 * time.Microsecond
+	lagMaxBase = 300 * time.Microsecond
 )
 
-func stalled(p *TailPoint) bool {
-	return p.Lag.P99 > int64(lagP99Limit) || p.Lag.Max > int64(lagMaxLimit)
+func lagGate(f *Floor) LagGate {
+	g := LagGate{P99: int64(lagP99Base), Max: int64(lagMaxBase), Basis: "fixed"}
+	if f == nil {
+		return g
+	}
+	stall := time.Duration(max(f.TimerStall, f.CrossStallP50Us) * float64(time.Microsecond))
+	if 2*stall > lagP99Base {
+		g.P99 = int64(2 * stall)
+		g.Max = max(g.Max, int64(10*stall))
+		g.Basis = fmt.Sprintf("raised to 2x / 10x the machine's interrupt stall (%.0f µs)",
+			float64(stall)/float64(time.Microsecond))
+	}
+	return g
+}
+
+func (g LagGate) String() string {
+	return fmt.Sprintf("lag p99 > %v or max > %v", time.Duration(g.P99), time.Duration(g.Max))
+}
+
+func stalled(p *TailPoint, g LagGate) bool {
+	return p.Lag.P99 > g.P99 || p.Lag.Max > g.Max
 }
 
 // warmup is the prefix of every schedule that runs but is not measured
@@ -231,6 +284,7 @@ func adaptPeriod(cfg *Config) time.Duration {
 // TailResults holds every point plus the per-distribution SLO verdicts.
 type TailResults struct {
 	Contenders []Contender                   `json:"contenders"`
+	Gate       LagGate                       `json:"generator_lag_gate"`
 	Points     []TailPoint                   `json:"points"`
 	MaxLoad    map[string]map[string]float64 `json:"max_load_under_slo"` // dist -> contender -> load (0 = none)
 }
@@ -256,6 +310,8 @@ func runOne(cfg *Config, c Contender, s *Schedule, cIters, goIters []uint64,
 			p.Preemptions, p.Quantum, p.TailIndex = r.Preempts, int64(r.Quantum), r.TailIndex
 			p.CostNs, p.TimerFires, p.Direct, p.Fallbacks = r.CostNs, r.Fires, r.Direct, r.Fallbacks
 			p.Trajectory = r.Traj
+			w := r.Wakes
+			p.Wakes = &w
 			p.Dropped = r.Dropped
 			if r.Dropped > 0 {
 				p.Why = fmt.Sprintf("%d requests dropped: the runtime refused to spawn them", r.Dropped)
@@ -281,10 +337,10 @@ func runOne(cfg *Config, c Contender, s *Schedule, cIters, goIters []uint64,
 // median kept repetition (by short p99) stands for the point, with the
 // spread over the kept ones. Stalled repetitions are kept only when every
 // repetition stalled (then the point is marked).
-func aggregate(reps []TailPoint) TailPoint {
+func aggregate(reps []TailPoint, g LagGate) TailPoint {
 	var kept []int
 	for i := range reps {
-		if reps[i].ok() && !stalled(&reps[i]) {
+		if reps[i].ok() && !stalled(&reps[i], g) {
 			kept = append(kept, i)
 		}
 	}
@@ -298,12 +354,12 @@ func aggregate(reps []TailPoint) TailPoint {
 	}
 	if len(kept) == 0 {
 		p := reps[0]
-		p.Reps = repStats(reps)
+		p.Reps = repStats(reps, g)
 		return p
 	}
 	sort.Slice(kept, func(a, b int) bool { return reps[kept[a]].Short.P99 < reps[kept[b]].Short.P99 })
 	p := reps[kept[(len(kept)-1)/2]]
-	p.Reps = repStats(reps)
+	p.Reps = repStats(reps, g)
 	p.Kept = len(kept)
 	p.ShortP99Min, p.ShortP99Max = int64(math.MaxInt64), 0
 	p.AllP99Min, p.AllP99Max = int64(math.MaxInt64), 0
@@ -314,7 +370,7 @@ func aggregate(reps []TailPoint) TailPoint {
 	}
 	if allStalled {
 		p.Kept = 0
-		note := fmt.Sprintf("every repetition had a stalled generator (lag p99 > %v or max > %v): the figure measures the machine", lagP99Limit, lagMaxLimit)
+		note := fmt.Sprintf("every repetition had a stalled generator (%v): the figure measures the machine", g)
 		if p.Why != "" {
 			p.Why += "; " + note
 		} else {
@@ -324,19 +380,22 @@ func aggregate(reps []TailPoint) TailPoint {
 	return p
 }
 
-func repStats(reps []TailPoint) []RepStat {
+func repStats(reps []TailPoint, g LagGate) []RepStat {
 	out := make([]RepStat, len(reps))
 	for i := range reps {
 		r := &reps[i]
 		out[i] = RepStat{ShortP99: r.Short.P99, AllP99: r.All.P99, LagP99: r.Lag.P99,
-			LagMax: r.Lag.Max, Stalled: r.ok() && stalled(r), Status: r.Status}
+			LagMax: r.Lag.Max, Stalled: r.ok() && stalled(r, g), Status: r.Status}
+		if r.Wakes != nil {
+			out[i].SlowWakes, out[i].WakeMax = r.Wakes.Slow, r.Wakes.MaxNs
+		}
 	}
 	return out
 }
 
-func runTail(cfg *Config, cal Calibration, pb *Progress) *TailResults {
+func runTail(cfg *Config, cal Calibration, floor *Floor, pb *Progress) *TailResults {
 	cs := contenders(cfg)
-	res := &TailResults{Contenders: cs, MaxLoad: map[string]map[string]float64{}}
+	res := &TailResults{Contenders: cs, Gate: lagGate(floor), MaxLoad: map[string]map[string]float64{}}
 	unavailable := map[string]string{} // contender -> why, once known
 	for _, dist := range cfg.Dists {
 		for _, load := range cfg.Loads {
@@ -371,7 +430,7 @@ func runTail(cfg *Config, cal Calibration, pb *Progress) *TailResults {
 				}
 			}
 			for ci := range cs {
-				res.Points = append(res.Points, aggregate(reps[ci]))
+				res.Points = append(res.Points, aggregate(reps[ci], res.Gate))
 			}
 		}
 	}

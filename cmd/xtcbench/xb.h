@@ -84,6 +84,14 @@ typedef struct xb_tail {
 	uint64_t timer_fires;      /* carrier timer expiries that preempted */
 	uint64_t direct;           /* producers that signalled an overdue run */
 	uint64_t fallbacks;        /* carriers without a slice timer */
+	/* the carriers' parks and wake-ups (xtc_exec_loop_stats, summed):
+	 * a wake-up that came late is the machine's, stated next to the
+	 * figures */
+	uint64_t parks;
+	uint64_t wakes;
+	uint64_t slow_wakes;       /* XTC_EXEC_SLOW_WAKE_NS or later */
+	int64_t  wake_ns;          /* summed wake-up latency */
+	int64_t  wake_max_ns;
 	int      n_traj;           /* adaptive: controller updates kept */
 	int64_t  traj_q[XB_TRAJ];  /* their quanta */
 	double   traj_load[XB_TRAJ];

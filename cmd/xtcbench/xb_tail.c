@@ -234,6 +234,8 @@ int xb_tail_run(xb_tail_t *t, char *why)
 	t->dropped = 0;
 	t->timed_out = 0;
 	t->spawn_retries = 0;
+	t->parks = t->wakes = t->slow_wakes = 0;
+	t->wake_ns = t->wake_max_ns = 0;
 
 	tail_run_t r;
 	memset(&r, 0, sizeof r);
@@ -330,6 +332,17 @@ int xb_tail_run(xb_tail_t *t, char *why)
 	}
 	rc = xtc_exec_run(r.ex);
 	pthread_join(gen, NULL);
+	for (int c = 0; c < t->carriers; c++) {
+		xtc_loop_stats_t ls;
+		if (xtc_exec_loop_stats(r.ex, c, &ls) != 0)
+			continue;
+		t->parks += ls.parks;
+		t->wakes += ls.wakes;
+		t->slow_wakes += ls.slow_wakes;
+		t->wake_ns += ls.wake_ns;
+		if (ls.wake_max_ns > t->wake_max_ns)
+			t->wake_max_ns = ls.wake_max_ns;
+	}
 	t->dropped = atomic_load(&r.dropped);
 	t->completed = atomic_load(&r.completed) - t->dropped;
 	if (rc) {

@@ -163,6 +163,7 @@ type tailResult struct {
 	Fires     uint64        // carrier timer expiries that preempted
 	Direct    uint64        // producers that signalled an overdue run
 	Fallbacks uint64        // carriers without a slice timer
+	Wakes     WakeStats     // the carriers' parks and wake-ups
 	Traj      []QPoint      // adaptive: the controller's updates
 }
 
@@ -229,6 +230,9 @@ func xtcTail(arrival []int64, iters []uint64, carriers int, slice time.Duration,
 		Fires:     uint64(t.timer_fires),
 		Direct:    uint64(t.direct),
 		Fallbacks: uint64(t.fallbacks),
+		Wakes: WakeStats{Parks: uint64(t.parks), Wakes: uint64(t.wakes),
+			Slow: uint64(t.slow_wakes), TotalNs: int64(t.wake_ns),
+			MaxNs: int64(t.wake_max_ns)},
 	}
 	for i := 0; i < int(t.n_traj) && i < C.XB_TRAJ; i++ {
 		r.Traj = append(r.Traj, QPoint{Quantum: int64(t.traj_q[i]),
