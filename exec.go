@@ -508,6 +508,32 @@ func (e *Exec) StealBackoff() bool {
 	return e.getKnob(func(c *C.xtc_exec_t) C.int { return C.xtc_exec_get_steal_backoff(c) })
 }
 
+// SetSpin makes an idle carrier poll its inputs for up to d (counted from
+// when it ran out of work) before it parks (xtc_exec_set_spin); 0, the
+// default, keeps the adaptive spin only. A latency-critical service on a
+// machine whose wake-ups are slow (a virtual machine) trades a CPU per idle
+// carrier for them: on a 2-vCPU guest the median 0.5 µs request at 10% load
+// waited 12 µs with parks and 2 µs with a 100 µs spin. Loop timers, stealing,
+// Stop and quiescence are served during the spin. Any time, any goroutine;
+// ErrInval for d < 0.
+func (e *Exec) SetSpin(d time.Duration) error {
+	return e.withC("xtc_exec_set_spin", func(c *C.xtc_exec_t) C.int {
+		return C.xtc_exec_set_spin(c, C.int64_t(d))
+	})
+}
+
+// Spin reports the SetSpin knob (0 for a closed executor).
+func (e *Exec) Spin() time.Duration {
+	var d time.Duration
+	_ = e.withC("", func(c *C.xtc_exec_t) C.int {
+		if v := C.xtc_exec_get_spin(c); v > 0 {
+			d = time.Duration(v)
+		}
+		return 0
+	})
+	return d
+}
+
 // SetPreempt sets every carrier's preemption slice (xtc_exec_set_preempt);
 // setup-only: ErrAgain once the executor runs. ErrNosys when the build has
 // no tick source.

@@ -157,6 +157,32 @@ func TestExecLoopStatsWakes(t *testing.T) {
 	assert.LessOrEqual(t, st.SlowWakes, st.Wakes)
 }
 
+// SetSpin: an idle carrier polls instead of parking while work keeps
+// coming within the spin; bad values are refused.
+func TestExecSpin(t *testing.T) {
+	e, err := ExecInit(1)
+	require.NoError(t, err)
+	defer e.Fini()
+	assert.Zero(t, e.Spin())
+	assert.ErrorIs(t, e.SetSpin(-1), ErrInval)
+	require.NoError(t, e.SetSpin(time.Minute))
+	assert.Equal(t, time.Minute, e.Spin())
+	e.SetServiceMode(true)
+	run, err := e.Start()
+	require.NoError(t, err)
+	for i := 0; i < 10; i++ {
+		time.Sleep(2 * time.Millisecond)
+		done := make(chan struct{})
+		require.NoError(t, e.SubmitWithin(0, func() { close(done) }, -1))
+		<-done
+	}
+	require.NoError(t, e.Stop())
+	require.NoError(t, run.Wait(context.Background()))
+	st, err := e.LoopStats(0)
+	require.NoError(t, err)
+	assert.Zero(t, st.Parks)
+}
+
 func TestExecTasksFromGoroutines(t *testing.T) {
 	e, err := ExecInit(2)
 	require.NoError(t, err)

@@ -28,7 +28,10 @@
  * ring (loop->wake_at) and the woken carrier counts how late it resumed
  * (xtc_exec_loop_stats: parks, wakes, wake_ns, slow_wakes, wake_max_ns): on a
  * 2-vCPU guest some wake-ups resume 2-9 ms late whatever the scheduler
- * does, and a benchmark must be able to tell. A parked carrier also
+ * does, and a benchmark must be able to tell. Where that matters more than
+ * a CPU, xtc_exec_set_spin makes an idle carrier poll longer first (after
+ * the quiescence check, capped at its next loop timer and steal poll, so
+ * neither is late and a run still ends). A parked carrier also
  * asks the kernel for a short slice (kslice_*), so its wake-up preempts
  * the thread that woke it instead of queueing behind it (a goroutine's
  * spawn -> first run: 12 -> 4 us p50 here); it drops it when busy.
@@ -130,6 +133,7 @@ typedef struct xtc__carrier {
 	uint64_t input_until;  /* loop->runs up to which runs serve work just
 	                          drained from the ring (preempt_begin) */
 	int64_t input_at;      /* last run start that saw producers' work */
+	int64_t spin_since;    /* xtc_exec_set_spin: this idle spell's start */
 	_Atomic int steal_inflight; /* a stolen task is on its way here */
 	xtc__deque_t dq;
 	uint64_t *dq_seq;      /* enqueue sequence per deque slot (owner only) */
@@ -160,6 +164,7 @@ struct xtc_exec {
 	_Atomic int eager;
 	_Atomic int backoff;
 	_Atomic uint32_t rr;
+	_Atomic int64_t spin_ns; /* xtc_exec_set_spin; 0: adaptive only */
 	int64_t preempt_ns;
 };
 
@@ -738,11 +743,10 @@ static void gap_record(xtc__carrier_t *c, int64_t t0)
 	c->gap_avg += (gap - c->gap_avg) / 4;
 }
 
-/* 1 when input arrived within the spin window (recorded). */
-static int carrier_spin(xtc__carrier_t *c, int64_t t0)
+/* 1 when input arrived within the spin window w, counted from t0
+ * (recorded). */
+static int carrier_spin(xtc__carrier_t *c, int64_t t0, int64_t w)
 {
-	int64_t w = spin_window(c);
-
 	for (int i = 0; i < SPIN_ROUNDS; i++) {
 		if (has_input(c))
 			goto caught;
@@ -908,6 +912,33 @@ static void kslice_busy(xtc__carrier_t *c)
 	}
 }
 
+/* The spin the application asked for (xtc_exec_set_spin), after the
+ * adaptive one and the quiescence check: 1 when the carrier must not park
+ * yet (input came, or a loop timer or the steal poll is due before the
+ * spin ends: the caller's loop serves them and comes back here, and the
+ * spin goes on from where it started). */
+static int user_spin(xtc__carrier_t *c, int64_t t0)
+{
+	int64_t us = atomic_load_explicit(&c->exec->spin_ns,
+	                                  memory_order_relaxed);
+
+	if (us <= 0)
+		return 0;
+	if (c->spin_since == 0)
+		c->spin_since = t0;
+	int64_t end = c->spin_since + us < c->spin_since ? INT64_MAX
+	    : c->spin_since + us;
+	int64_t now = xtc_clock_mono(), tmo = park_timeout(c);
+	int capped = tmo >= 0 && tmo < end - now;
+	if (capped)
+		end = now + tmo;
+	if (end > now && carrier_spin(c, now, end - now)) {
+		c->spin_since = 0;
+		return 1;
+	}
+	return capped;
+}
+
 /* Nothing ran in the last step: steal, spin, detect quiescence, park. */
 static void carrier_idle(xtc__carrier_t *c)
 {
@@ -924,7 +955,7 @@ static void carrier_idle(xtc__carrier_t *c)
 	 * idle too (it would read a 10% load as 30-45%) */
 	if (l->feat & XTC__LF_PREEMPT)
 		xtc__preempt_idle_from();
-	if (carrier_spin(c, t0))
+	if (carrier_spin(c, t0, spin_window(c)))
 		return;
 	if (!atomic_load(&e->service) && xtc__loop_quiescent(l) &&
 	    !ring_nonempty(c)) {
@@ -936,6 +967,11 @@ static void carrier_idle(xtc__carrier_t *c)
 			return;
 		}
 	}
+	if (user_spin(c, t0)) {
+		atomic_store(&c->idle_gen, 0);
+		return;
+	}
+	c->spin_since = 0;
 	if (l->feat & XTC__LF_PREEMPT)
 		xtc__preempt_idle(); /* no deadline, tick ring stopped */
 	kslice_set(c, 1);
@@ -998,6 +1034,7 @@ static void *carrier_main(void *arg)
 		 * skip it unless the loop has work. */
 		if (!loop_has_work(l)) {
 			if (n > 0) {
+				c->spin_since = 0;
 				kslice_busy(c);
 				continue;
 			}
@@ -1015,6 +1052,7 @@ static void *carrier_main(void *arg)
 			if (r > 0 && c->drain_credit < DRAIN_BATCH)
 				c->drain_credit++;
 			c->idle_turns = 0;
+			c->spin_since = 0;
 			kslice_busy(c);
 			continue;
 		}
@@ -1368,6 +1406,19 @@ void xtc_exec_set_service_mode(xtc_exec_t *e, int on)
 int xtc_exec_get_service_mode(xtc_exec_t *e)
 {
 	return exec_ok(e) ? atomic_load(&e->service) : 0;
+}
+
+int xtc_exec_set_spin(xtc_exec_t *e, int64_t ns)
+{
+	if (!exec_ok(e) || ns < 0)
+		return XTC_E_INVAL;
+	atomic_store(&e->spin_ns, ns);
+	return XTC_OK;
+}
+
+int64_t xtc_exec_get_spin(xtc_exec_t *e)
+{
+	return exec_ok(e) ? atomic_load(&e->spin_ns) : XTC_E_INVAL;
 }
 
 void xtc_exec_set_eager_rebalance(xtc_exec_t *e, int on)

@@ -61,6 +61,8 @@ static void test_errors(void)
 	CHECK_EQ(xtc_exec_get_service_mode(NULL), 0);
 	CHECK_EQ(xtc_exec_get_eager_rebalance(NULL), 0);
 	CHECK_EQ(xtc_exec_get_steal_backoff(NULL), 0);
+	CHECK_EQ(xtc_exec_set_spin(NULL, 0), XTC_E_INVAL);
+	CHECK_EQ(xtc_exec_get_spin(NULL), XTC_E_INVAL);
 	CHECK_EQ(xtc_exec_loop_id(), -1);
 	CHECK_EQ(xtc_shard_id(), -1);
 	CHECK_EQ(xtc_shard_count(), 0);
@@ -84,6 +86,12 @@ static void test_errors(void)
 	CHECK_EQ(st.wake_ns, 0);
 	CHECK_EQ(st.slow_wakes, 0);
 	CHECK_EQ(st.wake_max_ns, 0);
+	CHECK_EQ(xtc_exec_get_spin(e), 0);
+	CHECK_EQ(xtc_exec_set_spin(e, -1), XTC_E_INVAL);
+	CHECK_EQ(xtc_exec_get_spin(e), 0);
+	CHECK_EQ(xtc_exec_set_spin(e, 5000000), XTC_OK);
+	CHECK_EQ(xtc_exec_get_spin(e), 5000000);
+	CHECK_EQ(xtc_exec_set_spin(e, 0), XTC_OK);
 	CHECK_EQ(xtc_exec_spawn(e, NULL, NULL, NULL), XTC_E_INVAL);
 	CHECK_EQ(xtc_exec_spawn_on(e, -1, nop_task, NULL, NULL), XTC_E_INVAL);
 	CHECK_EQ(xtc_exec_spawn_on(e, 2, nop_task, NULL, NULL), XTC_E_INVAL);
@@ -750,6 +758,70 @@ static void test_park_modes(void)
 	close(fds[1]);
 }
 
+static atomic_int spin_slept;
+
+static void spin_sleeper(void *a)
+{
+	(void)a;
+	CHECK_EQ(xtc_proc_sleep(5 * 1000 * 1000), 0);
+	atomic_fetch_add(&spin_slept, 1);
+}
+
+/* xtc_exec_set_spin: an idle carrier polls instead of parking (no park
+ * while the work comes within the spin), yet serves its loop timers
+ * inside the spin, ends at quiescence outside service mode and stops on
+ * xtc_exec_stop. Bounds are liveness bounds (seconds), not timings. */
+static void test_spin(void)
+{
+	xtc_exec_t *e;
+	struct runner r;
+	pthread_t th;
+	xtc_loop_stats_t st;
+
+	/* service mode: ten submissions 2 ms apart, no park */
+	CHECK_EQ(xtc_exec_init(&e, 1), XTC_OK);
+	xtc_exec_set_service_mode(e, 1);
+	CHECK_EQ(xtc_exec_set_spin(e, 60LL * 1000 * 1000 * 1000), XTC_OK);
+	atomic_store(&sub_count, 0);
+	r.e = e;
+	r.rc = -100;
+	CHECK_EQ(pthread_create(&th, NULL, run_thread, &r), 0);
+	for (int i = 0; i < 10; i++) {
+		usleep(2000);
+		CHECK_EQ(xtc_exec_submit(e, 0, count_fn, NULL), XTC_OK);
+	}
+	for (int i = 0; i < 4000 && atomic_load(&sub_count) < 10; i++)
+		usleep(500);
+	CHECK_EQ(atomic_load(&sub_count), 10);
+	/* a proc sleeping on a loop timer wakes inside the spin */
+	atomic_store(&spin_slept, 0);
+	CHECK_EQ(xtc_proc_spawn(xtc_exec_loop(e, 0), spin_sleeper, NULL, NULL,
+	                        NULL), XTC_OK);
+	for (int i = 0; i < 4000 && atomic_load(&spin_slept) < 1; i++)
+		usleep(500);
+	CHECK_EQ(atomic_load(&spin_slept), 1);
+	int64_t t0 = xtc_clock_mono();
+	CHECK_EQ(xtc_exec_stop(e), XTC_OK); /* the spinning carrier sees it */
+	pthread_join(th, NULL);
+	CHECK(xtc_clock_mono() - t0 < 10LL * 1000 * 1000 * 1000);
+	CHECK_EQ(r.rc, XTC_OK);
+	CHECK_EQ(xtc_exec_loop_stats(e, 0, &st), XTC_OK);
+	CHECK_EQ(st.parks, 0);
+	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+
+	/* outside service mode the run still ends at quiescence */
+	CHECK_EQ(xtc_exec_init(&e, 2), XTC_OK);
+	CHECK_EQ(xtc_exec_set_spin(e, 60LL * 1000 * 1000 * 1000), XTC_OK);
+	atomic_store(&spin_slept, 0);
+	CHECK_EQ(xtc_proc_spawn(xtc_exec_loop(e, 1), spin_sleeper, NULL, NULL,
+	                        NULL), XTC_OK);
+	t0 = xtc_clock_mono();
+	CHECK_EQ(xtc_exec_run(e), XTC_OK);
+	CHECK(xtc_clock_mono() - t0 < 10LL * 1000 * 1000 * 1000);
+	CHECK_EQ(atomic_load(&spin_slept), 1);
+	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+}
+
 int main(void)
 {
 	RUN(test_errors);
@@ -766,5 +838,6 @@ int main(void)
 	RUN(test_nested_run);
 	RUN(test_preempt_slice);
 	RUN(test_park_modes);
+	RUN(test_spin);
 	return failures ? 1 : 0;
 }

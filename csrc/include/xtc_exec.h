@@ -86,6 +86,12 @@ XTC_API int xtc_exec_submit_wait(xtc_exec_t *exec, int loop_idx,
  * setters do nothing, getters return 0. */
 XTC_API void xtc_exec_set_service_mode(xtc_exec_t *exec, int on);
 XTC_API int  xtc_exec_get_service_mode(xtc_exec_t *exec);
+/* Spin before parking: an idle carrier polls its inputs for up to ns
+ * (counted from when it ran out of work) before it blocks, on top of the
+ * adaptive spin; 0 (the default) keeps the adaptive spin only. Trades a
+ * CPU per idle carrier for the wake-up: 0 or XTC_E_INVAL. */
+XTC_API int     xtc_exec_set_spin(xtc_exec_t *exec, int64_t ns);
+XTC_API int64_t xtc_exec_get_spin(xtc_exec_t *exec);
 XTC_API void xtc_exec_set_eager_rebalance(xtc_exec_t *exec, int on);
 XTC_API int  xtc_exec_get_eager_rebalance(xtc_exec_t *exec);
 XTC_API void xtc_exec_set_steal_backoff(xtc_exec_t *exec, int on);
