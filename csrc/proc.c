@@ -264,11 +264,13 @@ static xtc__proc_t *slot_alloc(xtc__ptab_t *t, int *err)
 		if (!c) {
 			/* rare (every 256 ids): allocate under the spinlock
 			 * rather than add a second lock to the spawn path */
-			c = calloc(XTC__PROC_CHUNK, sizeof *c);
+			/* 64-aligned: each slot's first line is its own */
+			c = aligned_alloc(64, XTC__PROC_CHUNK * sizeof *c);
 			if (!c) {
 				*err = XTC_E_NOMEM;
 				goto out;
 			}
+			memset(c, 0, XTC__PROC_CHUNK * sizeof *c);
 			for (uint32_t i = 0; i < XTC__PROC_CHUNK; i++) {
 				c[i].gen = t->gen_floor + 1;
 				c[i].local_id = (uint16_t)((id & ~(XTC__PROC_CHUNK - 1)) + i);
@@ -456,8 +458,7 @@ static void proc_teardown(xtc__proc_t *p, int reason)
 
 	xtc__msgq_free(&in);
 	xtc__msgq_free(&save);
-	if (handoff)
-		xtc_free(xtc__msg_data(handoff));
+	xtc__hoff_free(handoff);
 	notify_exit(me, reason, &links, &watchers, &held);
 	relv_free(&links);
 	relv_free(&watchers);
@@ -1203,9 +1204,8 @@ void xtc__proc_loop_fini(xtc_loop_t *loop)
 			/* cleanup hooks ran for every task; a slot still in
 			 * use here lost its task some other way */
 			if (xtc__proc_state(p) != XTC__PROC_FREE) {
-				xtc__msg_t *h = atomic_exchange(&p->handoff, NULL);
-				if (h)
-					xtc_free(xtc__msg_data(h));
+				xtc__hoff_free(atomic_exchange(&p->handoff,
+				                               NULL));
 				xtc__msgq_free(&p->in);
 				xtc__msgq_free(&p->save);
 				relv_free(&p->links);

@@ -23,7 +23,10 @@
  *    slot locks are never held across a park, and they defer preemption;
  *  - a message is one allocation (a cached block for small ones, else a
  *    malloc): payload first (what xtc_recv hands out, freed with xtc_free
- *    from any thread), the queue node at the 16-aligned tail.
+ *    from any thread), the queue node at the 16-aligned tail; the one
+ *    exception is an inline handoff (payload in the slot, mailbox.c);
+ *  - a slot's first cache line holds everything a cross-thread send to a
+ *    parked receiver reads or writes (static assert below).
  */
 #ifndef XTC_PROC_INT_H
 #define XTC_PROC_INT_H
@@ -90,28 +93,76 @@ typedef struct xtc__relv {
 /* ---- the proc slot ------------------------------------------------------ */
 
 enum { XTC__PROC_FREE = 0, XTC__PROC_ALIVE = 1, XTC__PROC_DEAD = 2 };
+/* slot->mflags: what the handoff path needs to know of the fields it does
+ * not read (they are on the owner's line) */
+enum { XTC__MF_WM = 1,       /* a watermark is set (wm_level != 0) */
+       XTC__MF_PEAKED = 2 }; /* peak >= 1 already */
+
+/* Inline handoff: a payload this small travels in the slot's first line
+ * (hbuf), which the send moves anyway; the receiver copies it into a
+ * message of its own thread. handoff then holds an odd value, never a
+ * message address (those are 16-aligned). */
+#define XTC__HOFF_INLINE_MAX 16u
+static inline xtc__msg_t *xtc__hoff_inline(size_t n)
+{
+	return (xtc__msg_t *)(uintptr_t)((n << 1) | 1u);
+}
+static inline int xtc__hoff_is_inline(const xtc__msg_t *m)
+{
+	return ((uintptr_t)m & 1u) != 0;
+}
+static inline size_t xtc__hoff_inline_size(const xtc__msg_t *m)
+{
+	return (uintptr_t)m >> 1;
+}
+/* Free what a handoff holds (teardown): an inline one holds no memory. */
+static inline void xtc__hoff_free(xtc__msg_t *m)
+{
+	if (m && !xtc__hoff_is_inline(m))
+		xtc_free(xtc__msg_data(m));
+}
 enum { XTC__WAIT_NONE = 0, XTC__WAIT_WAKE = 1, XTC__WAIT_RECV = 2 };
 
 typedef struct xtc__ptab xtc__ptab_t;
 
 typedef struct xtc__proc {
-	xtc__spin_t lock;
-	uint32_t gen;            /* written under lock (bumped at death) */
+	/* Line 0: everything a sender on another thread touches when the
+	 * receiver is parked in xtc_recv (the cross-loop ping-pong): lock,
+	 * liveness, the handoff and its inline payload, the wake (post node,
+	 * post_queued, the task). One cache line moves per one-way message;
+	 * the slot used to spread them over lines 0-4, plus the task's line
+	 * and the message's (mailbox.c, "Cache lines"). Slots are 64-aligned,
+	 * so neighbours never share it. */
+	_Alignas(64) xtc__spin_t lock;
 	/* XTC__PROC_*: ALIVE is published by a release store after the
 	 * unlocked init of a FREE slot; DEAD is set under the lock; FREE by a
 	 * release store once the slot is emptied (then it joins the free list) */
 	atomic_uchar state;
 	uint8_t waiting;         /* parked on the mailbox: a send must wake;
 	                          * XTC__WAIT_RECV also accepts a handoff */
-	uint8_t wm_fired;        /* watermark reported, re-armed below level */
-	uint8_t kill_pending;    /* under lock; first xtc_exit_pid wins */
-	uint8_t in_match;        /* owner: inside a recv_match predicate */
-	uint8_t migratable;      /* spawn option, for xtc_proc_info */
 	atomic_uchar post_queued;/* `post` sits in a loop inbox */
+	uint8_t kill_pending;    /* under lock; first xtc_exit_pid wins */
+	uint8_t wm_fired;        /* watermark reported, re-armed below level */
+	uint8_t migratable;      /* spawn option: 0 = the task never leaves
+	                          * tab->loop (the wake need not read it) */
+	uint8_t mflags;          /* XTC__MF_*, under lock */
+	uint32_t gen;            /* written under lock (bumped at death) */
+	uint32_t cap;
+	/* a message given straight to a receiver parked in xtc_recv on an empty
+	 * mailbox (set under the lock with release, with waiting cleared, so
+	 * the woken receiver takes it without relocking): a message, or
+	 * xtc__hoff_inline(n) for n payload bytes in hbuf */
+	xtc__msg_t *_Atomic handoff;
+	/* cross-thread wake: queued on the task's loop after the slot lock is
+	 * dropped (never a syscall under the lock); its callback re-checks the
+	 * slot on the loop thread. Slot memory is stable, so it cannot dangle. */
+	xtc__post_t post;
+	xtc_task_t *task;        /* set by the proc's first run, under lock */
+	unsigned char hbuf[XTC__HOFF_INLINE_MAX];
+	/* line 1: written at spawn only (shared clean between carriers) */
+	xtc__ptab_t *tab;        /* home table */
 	uint16_t local_id;
 	int kill_reason;
-	xtc__ptab_t *tab;        /* home table */
-	xtc_task_t *task;        /* set by the proc's first run, under lock */
 	xtc_proc_fn fn;
 	void *arg;
 	void *userdata;
@@ -120,34 +171,32 @@ typedef struct xtc__proc {
 	 * teardown, whatever ended the proc (return, kill, loop fini) */
 	void (*on_exit)(void *user, int reason);
 	void *on_exit_user;
-	/* the spawn option's copy: slots live until loop fini, so a report
-	 * that still holds `name` after the proc died reads valid memory (at
-	 * worst the name of the slot's next proc) */
-	char name_buf[XTC_PROC_NAME_MAX];
 	/* mailbox. `in` is appended by senders under the lock; `save` (messages
 	 * a recv_match has passed over, older than everything in `in`) is
 	 * spliced and scanned by the owner only, its count kept under the lock
 	 * so senders can enforce cap >= in.n + save.n. */
-	xtc__msgq_t in;
+	_Alignas(64) xtc__msgq_t in;
 	xtc__msgq_t save;
-	/* a message given straight to a receiver parked in xtc_recv on an empty
-	 * mailbox (set under the lock with release, with waiting cleared, so
-	 * the woken receiver takes it without relocking) */
-	xtc__msg_t *_Atomic handoff;
-	uint32_t cap, wm_level, peak;
-	uint64_t recv_total, drop_total;
+	/* written by the owner proc only (under the lock, or after taking a
+	 * handoff without it); read under the lock by the stats */
+	_Atomic uint64_t recv_total;
+	uint64_t drop_total;
+	uint32_t wm_level, peak;
 	void (*wm_fn)(xtc_pid_t self, size_t depth, size_t cap, void *user);
 	void *wm_user;
+	uint8_t in_match;        /* owner: inside a recv_match predicate */
 	/* relationships, under lock */
 	xtc__relv_t links;
 	xtc__relv_t watchers;    /* monitors on me: {ref, watcher} */
 	xtc__relv_t held;        /* monitors I hold: {ref, target} */
 	uint32_t next_free;      /* free-list link (local id), under tab lock */
-	/* cross-thread wake: queued on the task's loop after the slot lock is
-	 * dropped (never a syscall under the lock); its callback re-checks the
-	 * slot on the loop thread. Slot memory is stable, so it cannot dangle. */
-	xtc__post_t post;
+	/* the spawn option's copy: slots live until loop fini, so a report
+	 * that still holds `name` after the proc died reads valid memory (at
+	 * worst the name of the slot's next proc) */
+	char name_buf[XTC_PROC_NAME_MAX];
 } xtc__proc_t;
+_Static_assert(offsetof(xtc__proc_t, tab) == 64,
+               "a handoff's fields fill the slot's first line, no more");
 
 /* Per-loop table: 256 chunks of 256 slots; local ids 1..65535. */
 #define XTC__PROC_CHUNK_SHIFT 8u
@@ -244,7 +293,10 @@ static inline xtc_loop_t *xtc__proc_wake_locked(xtc__proc_t *p)
 
 	if (!t)
 		return NULL; /* not started: it will look at its mailbox anyway */
-	home = xtc__task_loop(t); /* once: a migration may move it meanwhile */
+	/* a pinned task stays on its home loop: no read of the task's line,
+	 * which its carrier writes at every park; a migratable one is read
+	 * once (a migration may move it meanwhile) */
+	home = p->migratable ? xtc__task_loop(t) : p->tab->loop;
 	if (home == xtc__tls_loop) {
 		xtc__task_wake_local(t);
 		return NULL;
