@@ -11,7 +11,11 @@
  *   xloop_floor_p50          two threads ping-ponging one atomic word, the
  *                            least any cross-core round trip pays (ns)
  *   xloop_ratio              rt_p50 / floor_p50
- * Arguments: [round trips per round] [rounds] (default 200000 x 7).
+ * Arguments: [round trips per round] [rounds] [spin ns] (default
+ * 200000 x 7, spin 0). A spin (xtc_exec_set_spin) keeps the carriers from
+ * parking between messages: with the adaptive spin alone, a run can fall
+ * into a mode where every message pays a futex wake (a few us), and the
+ * rounds are then bimodal; the spin isolates the handoff itself.
  * XTC_BENCH_QUICK=1 shrinks the counts.
  */
 #include <pthread.h>
@@ -80,6 +84,8 @@ static void client(void *arg)
 	c->t1 = xtc_clock_mono();
 }
 
+static int64_t spin_ns;
+
 static double xloop_round(int64_t n)
 {
 	xtc_exec_t *ex = NULL;
@@ -89,6 +95,7 @@ static double xloop_round(int64_t n)
 	memset(&s, 0, sizeof s);
 	c.n = s.n = n;
 	if (xtc_exec_init(&ex, 2) != 0 ||
+	    (spin_ns > 0 && xtc_exec_set_spin(ex, spin_ns) != 0) ||
 	    xtc_proc_spawn(xtc_exec_loop(ex, 1), server, &s, NULL, &c.peer) ||
 	    xtc_proc_spawn(xtc_exec_loop(ex, 0), client, &c, NULL, NULL) ||
 	    xtc_exec_run(ex) != 0 || c.err || s.err) {
@@ -142,6 +149,8 @@ int main(int argc, char **argv)
 	int quick = getenv("XTC_BENCH_QUICK") != NULL;
 	int64_t n = argc > 1 ? atoll(argv[1]) : quick ? 20000 : 200000;
 	int rounds = argc > 2 ? atoi(argv[2]) : quick ? 3 : 7;
+
+	spin_ns = argc > 3 ? atoll(argv[3]) : 0;
 	double *rt, *fl, p50, fp50;
 
 	if (n < 1 || rounds < 1)
