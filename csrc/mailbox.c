@@ -56,8 +56,20 @@
  * proc takes its loop from the table instead of the task, the receiver
  * counts its own receipt (recv_total lives on the owner's line), and the
  * payload rides in that same line: two lines remain, the slot's first
- * and the inbox's. bench_xloop, medians of 7 alternating runs: 2.17 ->
- * 1.16 us per round trip (floor 0.49 us).
+ * and the inbox's. bench_xloop, 11 alternating runs (medians, min-max):
+ * 2.32 (2.27-2.42) -> 1.23 (1.15-1.29) us per round trip, floor 0.51 us;
+ * xtcbench's crossloop micro 2.05 -> 1.37 us (7 runs).
+ * Where the rest goes (rdtsc marks along one one-way handoff, carriers on
+ * different cores): the sender until its inbox push, 50-75 ns; push to
+ * the idle carrier seeing it, ~300 ns (the floor's one-way: the carrier
+ * spins on the inbox word); the carrier from seeing input to the loop
+ * step's drain, 150-200 ns (exec.c: a clock read, the ring and work
+ * checks); drain, slot line and wake, ~160 ns; switch and take, ~40 ns.
+ * Tried and kept out, no difference above the noise (segment timings
+ * within 2%, 11-run medians within 5%): the proc table's `users` count
+ * on a line of its own, the inbox's posts_done off the inbox line, a
+ * write prefetch of the drained node, a plain load/store for post_queued
+ * under the lock instead of the exchange.
  *
  * Rejected: delivering cross-thread messages through the target loop's
  * inbox (the message as the post node, queued by the receiver's
