@@ -732,9 +732,16 @@ static int64_t spin_window(const xtc__carrier_t *c)
 	    : 0;
 }
 
-static void gap_record(xtc__carrier_t *c, int64_t t0)
+/* An idle gap from t0 ended by input that arrived at `at` (0: now). A
+ * parked carrier's gap ends when the producer rang, not when the kernel
+ * got round to waking it: counting the wake-up's latency made one park
+ * feed the next (the average passed SPIN_MAX_NS, the spin stopped, every
+ * message of a cross-loop ping-pong paid a futex wake on both sides and
+ * the round trip went from 1.2 us to 5-23 us). */
+static void gap_record(xtc__carrier_t *c, int64_t t0, int64_t at)
 {
-	int64_t now = xtc_clock_mono(), gap = now - t0;
+	int64_t now = xtc_clock_mono();
+	int64_t gap = (at > t0 && at < now ? at : now) - t0;
 
 	c->busy_since = now;
 	c->busy_steps = 0;
@@ -763,7 +770,7 @@ static int carrier_spin(xtc__carrier_t *c, int64_t t0, int64_t w)
 	}
 	return 0;
 caught:
-	gap_record(c, t0);
+	gap_record(c, t0, 0);
 	return 1;
 }
 
@@ -804,9 +811,11 @@ static void wake_note(xtc__carrier_t *c, int64_t at)
 
 /* Park until input, a timer or the steal poll. With no fd to watch the
  * carrier sleeps on a futex on loop->sleeping (a producer's FUTEX_WAKE is
- * the whole wake path); otherwise in its poller, woken by the eventfd. */
-static void carrier_park(xtc__carrier_t *c)
+ * the whole wake path); otherwise in its poller, woken by the eventfd.
+ * Returns when a producer rang it (0: it was not rung). */
+static int64_t carrier_park(xtc__carrier_t *c)
 {
+	int64_t rang = 0;
 	xtc_loop_t *l = c->loop;
 	int how = l->io->armed > 0 || l->io->pending != NULL ? XTC__SLEEP_POLL
 	    : XTC__SLEEP_FUTEX;
@@ -835,10 +844,12 @@ static void carrier_park(xtc__carrier_t *c)
 			/* returns at once unless the word still says FUTEX */
 			xtc__futex_wait(&l->sleeping, XTC__SLEEP_FUTEX, tp);
 		}
-		wake_note(c, atomic_exchange_explicit(&l->wake_at, 0,
-		                                      memory_order_relaxed));
+		rang = atomic_exchange_explicit(&l->wake_at, 0,
+		                                memory_order_relaxed);
+		wake_note(c, rang);
 	}
 	atomic_store(&l->sleeping, 0);
+	return rang;
 }
 
 /*
@@ -975,10 +986,10 @@ static void carrier_idle(xtc__carrier_t *c)
 	if (l->feat & XTC__LF_PREEMPT)
 		xtc__preempt_idle(); /* no deadline, tick ring stopped */
 	kslice_set(c, 1);
-	carrier_park(c);
+	int64_t rang = carrier_park(c);
 	atomic_store(&c->idle_gen, 0);
 	/* input or a timeout: either way no input came sooner */
-	gap_record(c, t0);
+	gap_record(c, t0, rang);
 	c->idle_turns++;
 }
 
