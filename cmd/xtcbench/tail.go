@@ -156,7 +156,8 @@ func lagGate(f *Floor) LagGate {
 }
 
 func (g LagGate) String() string {
-	return fmt.Sprintf("lag p99 > %v or max > %v", time.Duration(g.P99), time.Duration(g.Max))
+	return fmt.Sprintf("lag p99 > %v or max > %v", time.Duration(g.P99).Round(time.Microsecond),
+		time.Duration(g.Max).Round(time.Microsecond))
 }
 
 func stalled(p *TailPoint, g LagGate) bool {
