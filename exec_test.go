@@ -412,6 +412,27 @@ func ExampleExec_Submit() {
 	// Output: 10
 }
 
+// A latency-critical service keeps its idle carriers polling instead of
+// parking: requests that come within the spin find the carrier awake (no
+// wake-up to pay), and LoopStats shows it never parked.
+func ExampleExec_SetSpin() {
+	e, _ := NewExec(1) // service mode
+	defer e.Fini()
+	_ = e.SetSpin(time.Second) // one CPU while idle, for up to a second
+	run, _ := e.Start()
+	for i := 0; i < 5; i++ {
+		time.Sleep(time.Millisecond) // an idle gap between requests
+		done := make(chan struct{})
+		_ = e.Submit(0, func() { close(done) })
+		<-done
+	}
+	_ = e.Stop()
+	_ = run.Wait(context.Background())
+	st, _ := e.LoopStats(0)
+	fmt.Println("parks:", st.Parks)
+	// Output: parks: 0
+}
+
 func ExampleExec_Start() {
 	e, _ := ExecInit(1)
 	defer e.Fini()
