@@ -1460,6 +1460,14 @@ static void trigger_run(xtc__pslot_t *s, int64_t soft, int64_t hard,
 		int64_t n = soft + net_grace(s);
 		atomic_store_explicit(&s->net, n, memory_order_release);
 		xtc__monitor_kick(n);
+		/* an expiry left armed by an earlier run that lands before
+		 * this run's slice-end window would be an early fire: a
+		 * ~40 us stall on a slow hypervisor, against one far
+		 * disarm now */
+		int64_t at = atomic_load_explicit(&s->timer_at,
+		                                  memory_order_relaxed);
+		if (at != INT64_MAX && at > now && at < soft - early)
+			xtc__ctimer_arm(s, INT64_MAX);
 		return;
 	}
 	if (soft == hard) {
