@@ -130,17 +130,15 @@ func TestExecStartWaitService(t *testing.T) {
 	<-run.Done()
 }
 
-// An idle carrier parks; a submission rings it and the stats count the
-// wake-up and its latency (never a timing assertion: orderings only).
-func TestExecLoopStatsWakes(t *testing.T) {
-	e, err := ExecInit(1)
-	require.NoError(t, err)
-	defer e.Fini()
+// gappedSubmits runs a service-mode run of e (one loop) that receives ten
+// submissions 2 ms apart (long enough to park) and returns its loop stats.
+func gappedSubmits(t *testing.T, e *Exec) LoopStats {
+	t.Helper()
 	e.SetServiceMode(true)
 	run, err := e.Start()
 	require.NoError(t, err)
 	for i := 0; i < 10; i++ {
-		time.Sleep(2 * time.Millisecond) // long enough to park
+		time.Sleep(2 * time.Millisecond)
 		done := make(chan struct{})
 		require.NoError(t, e.SubmitWithin(0, func() { close(done) }, -1))
 		<-done
@@ -149,6 +147,16 @@ func TestExecLoopStatsWakes(t *testing.T) {
 	require.NoError(t, run.Wait(context.Background()))
 	st, err := e.LoopStats(0)
 	require.NoError(t, err)
+	return st
+}
+
+// An idle carrier parks; a submission rings it and the stats count the
+// wake-up and its latency (never a timing assertion: orderings only).
+func TestExecLoopStatsWakes(t *testing.T) {
+	e, err := ExecInit(1)
+	require.NoError(t, err)
+	defer e.Fini()
+	st := gappedSubmits(t, e)
 	assert.GreaterOrEqual(t, st.Parks, uint64(10))
 	assert.GreaterOrEqual(t, st.Wakes, uint64(1))
 	assert.LessOrEqual(t, st.Wakes, st.Parks)
@@ -167,20 +175,7 @@ func TestExecSpin(t *testing.T) {
 	assert.ErrorIs(t, e.SetSpin(-1), ErrInval)
 	require.NoError(t, e.SetSpin(time.Minute))
 	assert.Equal(t, time.Minute, e.Spin())
-	e.SetServiceMode(true)
-	run, err := e.Start()
-	require.NoError(t, err)
-	for i := 0; i < 10; i++ {
-		time.Sleep(2 * time.Millisecond)
-		done := make(chan struct{})
-		require.NoError(t, e.SubmitWithin(0, func() { close(done) }, -1))
-		<-done
-	}
-	require.NoError(t, e.Stop())
-	require.NoError(t, run.Wait(context.Background()))
-	st, err := e.LoopStats(0)
-	require.NoError(t, err)
-	assert.Zero(t, st.Parks)
+	assert.Zero(t, gappedSubmits(t, e).Parks)
 }
 
 func TestExecTasksFromGoroutines(t *testing.T) {

@@ -393,13 +393,13 @@ contended:
 	 * timing every such run with the carrier's timer cost a near re-arm
 	 * (12 us on a slow hypervisor) per few short runs: 3k arms a second
 	 * at 30% A1 load. */
-	if (c != NULL && s != NULL &&
+	int producers = c != NULL && s != NULL &&
 	    (atomic_load_explicit(&l->inbox, memory_order_relaxed) != NULL ||
-	     ring_nonempty(c) || l->runs <= c->input_until)) {
+	     ring_nonempty(c) || l->runs <= c->input_until);
+	if (producers)
 		c->input_at = now;
-		xtc__preempt_run_begin_polled(&t->fiber, l->lat_budget, now);
-	} else if (c != NULL && s != NULL && c->input_at != 0 &&
-	    now - c->input_at < run_slice(l, c))
+	if (producers || (c != NULL && s != NULL && c->input_at != 0 &&
+	    now - c->input_at < run_slice(l, c)))
 		xtc__preempt_run_begin_polled(&t->fiber, l->lat_budget, now);
 	/* it ran at least the slice-end window of this service already */
 	else if (c != NULL && t->svc_ns > 0 &&
@@ -937,7 +937,7 @@ static int user_spin(xtc__carrier_t *c, int64_t t0)
 		return 0;
 	if (c->spin_since == 0)
 		c->spin_since = t0;
-	int64_t end = c->spin_since + us < c->spin_since ? INT64_MAX
+	int64_t end = us > INT64_MAX - c->spin_since ? INT64_MAX
 	    : c->spin_since + us;
 	int64_t now = xtc_clock_mono(), tmo = park_timeout(c);
 	int capped = tmo >= 0 && tmo < end - now;
