@@ -46,6 +46,8 @@ func (*Exec) EagerRebalance() bool                          { return false }
 func (*Exec) SetStealBackoff(bool)                          {}
 func (*Exec) StealBackoff() bool                            { return false }
 func (*Exec) SetPreempt(time.Duration) error                { return ErrNoCgo }
+func (*Exec) SetPreemptCoop(bool) error                     { return ErrNoCgo }
+func (*Exec) PreemptCoop() bool                             { return false }
 func (*Exec) SetSpin(time.Duration) error                   { return ErrNoCgo }
 func (*Exec) Spin() time.Duration                           { return 0 }
 func (*Exec) SetStallBudget(time.Duration) error            { return ErrNoCgo }

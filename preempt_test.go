@@ -248,6 +248,52 @@ func TestPreemptTimeSlicesNeverYieldingKernel(t *testing.T) {
 	require.NoError(t, run.Wait(context.Background()))
 }
 
+// Clock-checked slices: a C kernel with preemption points shares its loop
+// with short requests; they complete while it spins, and no signal is sent.
+func TestExecPreemptCoop(t *testing.T) {
+	e, err := ExecInit(1)
+	require.NoError(t, err)
+	defer e.Fini()
+	assert.False(t, e.PreemptCoop())
+	require.NoError(t, e.SetPreemptCoop(true))
+	assert.True(t, e.PreemptCoop())
+	require.NoError(t, e.SetPreempt(200*time.Microsecond))
+	e.SetServiceMode(true)
+	st0, _ := PreemptStatsGlobal()
+	run, err := e.Start()
+	require.NoError(t, err)
+	assert.ErrorIs(t, e.SetPreemptCoop(false), ErrAgain)
+
+	stop := ctest.NewFlag()
+	defer stop.Free()
+	spin, err := Submit(e.Loop(0), ctest.CoopSpinFn(), stop.Ptr())
+	require.NoError(t, err)
+	time.Sleep(5 * time.Millisecond) // the kernel owns the loop now
+	for i := 0; i < 20; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		f, err := Submit(e.Loop(0), ctest.ShortFn(), nil)
+		require.NoError(t, err)
+		v, err := f.Wait(ctx)
+		cancel()
+		require.NoError(t, err)
+		assert.Equal(t, int64(7), v)
+	}
+	assert.False(t, spin.Ready(), "the kernel must still be spinning")
+	stop.Set()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	v, err := spin.Wait(ctx)
+	require.NoError(t, err)
+	assert.Greater(t, v, int64(1), "the kernel yielded at slice ends")
+	st1, _ := PreemptStatsGlobal()
+	assert.Equal(t, st0.Signals, st1.Signals, "no signal on a clock-checked carrier")
+	assert.Equal(t, st0.TimerArms, st1.TimerArms)
+	require.NoError(t, e.Stop())
+	require.NoError(t, run.Wait(context.Background()))
+	var nilExec *Exec
+	assert.ErrorIs(t, nilExec.SetPreemptCoop(true), ErrInval)
+}
+
 // A Go callback that runs long on a carrier with a 200 us slice receives no
 // preemption signal: Go code is never interrupted by xtc.
 func TestPreemptNoSignalDuringGoCallback(t *testing.T) {

@@ -166,6 +166,7 @@ struct xtc_exec {
 	_Atomic uint32_t rr;
 	_Atomic int64_t spin_ns; /* xtc_exec_set_spin; 0: adaptive only */
 	int64_t preempt_ns;
+	int preempt_coop;        /* xtc_exec_set_preempt_coop */
 };
 
 static int exec_ok(const xtc_exec_t *e)
@@ -1024,7 +1025,8 @@ static void *carrier_main(void *arg)
 	kslice_init(c);
 	if (e->preempt_ns > 0 &&
 	    xtc__preempt_carrier_start(e->preempt_ns,
-	        strcmp(xtc_io_backend_name(), "uring") == 0) == XTC_OK) {
+	        strcmp(xtc_io_backend_name(), "uring") == 0,
+	        e->preempt_coop) == XTC_OK) {
 		l->demote_ns = e->preempt_ns; /* plain yielders: loop_int.h */
 		xtc__loop_feat_set(l, XTC__LF_PREEMPT);
 		atomic_store(&c->pslot, xtc__preempt_slot());
@@ -1461,7 +1463,26 @@ int xtc_exec_set_preempt(xtc_exec_t *e, int64_t interval_ns)
 	if (interval_ns < 0)
 		interval_ns = 0;
 	e->preempt_ns = interval_ns; /* kept even when NOSYS, as documented */
+	if (e->preempt_coop)
+		return XTC_OK; /* the clock is the only tick source it needs */
 	return xtc__preempt_exec_configure(e, interval_ns);
+}
+
+int xtc_exec_set_preempt_coop(xtc_exec_t *e, int on)
+{
+	if (!exec_ok(e))
+		return XTC_E_INVAL;
+	/* the carriers read it when they start: a change under a run would
+	 * apply to some carriers and not others */
+	if (atomic_load(&e->running))
+		return XTC_E_AGAIN;
+	e->preempt_coop = on != 0;
+	return XTC_OK;
+}
+
+int xtc_exec_get_preempt_coop(xtc_exec_t *e)
+{
+	return exec_ok(e) ? e->preempt_coop : 0;
 }
 
 /* ------------------------------------------------------------------ */

@@ -1601,6 +1601,31 @@ int xtc_preempt_get_budget(void)
 	return atomic_load(&budget_pct);
 }
 
+/* A clock-checked carrier's run (xtc_exec_set_preempt_coop): its slice
+ * end is all there is. A run of xtc_fn (exact) is not cut: its deadline is
+ * the function's, kept by fn.c. */
+static void coop_begin(xtc__ptls_t *p, int64_t slice_ns, int exact,
+                       int64_t now)
+{
+	if (exact) {
+		p->coop_due = 0;
+		return;
+	}
+	int64_t base = atomic_load_explicit(&xtc__preempt_adaptive_slice,
+	                                    memory_order_relaxed);
+	if (base <= 0)
+		base = p->coop_slice;
+	if (slice_ns <= 0 || slice_ns > base)
+		slice_ns = base;
+	if (now <= 0)
+		now = xtc_clock_mono(); /* the simulator's virtual clock */
+	p->run_start = now;
+	p->slice = slice_ns;
+	p->early = slice_ns / XTC__SLICE_EARLY_DIV;
+	p->hard = now + slice_ns;
+	p->coop_due = now + slice_ns;
+}
+
 /* until: 0 = a contended run (hard = soft); > 0 see run_begin_alone.
  * lazy: 1 see run_begin_alone, 2 see run_begin_full. */
 static void run_begin(xtc__fiber_t *f, int64_t slice_ns, int exact,
@@ -1612,8 +1637,11 @@ static void run_begin(xtc__fiber_t *f, int64_t slice_ns, int exact,
 	if (p->ring)
 		xtc__tickring_resume();
 	xtc__pslot_t *s = p->slot;
-	if (s == NULL)
+	if (s == NULL) {
+		if (p->coop_slice > 0)
+			coop_begin(p, slice_ns, exact, now);
 		return;
+	}
 	if (!exact) {
 		/* the carrier's slice (or the adaptive one); a class latency
 		 * budget may only shorten it */
@@ -1677,6 +1705,7 @@ void xtc__preempt_run_end(void)
 		atomic_store_explicit(&s->net, INT64_MAX, memory_order_relaxed);
 	}
 	p->fiber = NULL;
+	p->coop_due = 0;
 }
 
 void xtc__preempt_run_save(xtc__prun_t *out)
@@ -1692,6 +1721,7 @@ void xtc__preempt_run_save(xtc__prun_t *out)
 	out->force_invol = p->force_invol;
 	out->hook = p->yield_hook;
 	out->hook_arg = p->yield_arg;
+	out->coop_due = p->coop_due;
 }
 
 /* A run continues (after a nested run or a Go callback) with deadlines
@@ -1727,6 +1757,9 @@ void xtc__preempt_run_restore(const xtc__prun_t *in)
 	p->early = in->slice / XTC__SLICE_EARLY_DIV;
 	p->hard = in->hard;
 	xtc__pslot_t *s = p->slot;
+	if (p->coop_slice > 0)
+		p->coop_due = in->fiber != NULL && in->coop_due != 0 ?
+		              in->coop_due : 0;
 	if (s == NULL || in->fiber == NULL)
 		return;
 	uint32_t g = atomic_load_explicit(&s->gen, memory_order_relaxed);
@@ -1811,10 +1844,17 @@ int xtc__preempt_exec_configure(struct xtc_exec *exec, int64_t interval_ns)
 	return XTC_OK;
 }
 
-int xtc__preempt_carrier_start(int64_t interval_ns, int on_uring)
+int xtc__preempt_carrier_start(int64_t interval_ns, int on_uring, int coop)
 {
 	if (interval_ns <= 0)
 		return XTC_OK;
+	/* Clock-checked: no slot (the monitor and producers leave the
+	 * carrier alone), no timer, no ring: nothing interrupts it. */
+	if (coop) {
+		xtc__ptls.coop_slice = interval_ns;
+		xtc__ptls.coop_due = 0;
+		return XTC_OK;
+	}
 	/* Cooperative on io_uring: the tick ring, no signal. The involuntary
 	 * path needs the signal, so it uses the monitor. */
 	if (!xtc__preempt_involuntary_on() && on_uring &&
@@ -1837,6 +1877,8 @@ int xtc__preempt_carrier_start(int64_t interval_ns, int on_uring)
 
 void xtc__preempt_carrier_stop(void)
 {
+	xtc__ptls.coop_slice = 0;
+	xtc__ptls.coop_due = 0;
 	xtc_preempt_disarm();
 	xtc_preempt_disarm_ring();
 }

@@ -156,6 +156,10 @@ typedef struct xtc__ptls {
 	 * that race only makes the estimate a little low. */
 	int64_t ovh_ns, ovh_win, ovh_idle;
 	int stretch;
+	/* clock-checked slices (xtc_exec_set_preempt_coop): the carrier's
+	 * slice, and the current run's slice end (0: none). No slot, timer,
+	 * signal or monitor: the preemption points compare the clock. */
+	int64_t coop_slice, coop_due;
 	/* counters */
 	xtc_preempt_stats_t st;
 } xtc__ptls_t;
@@ -185,9 +189,14 @@ static inline int xtc__tickring_due(void)
 }
 
 /* The cooperative due check used by xtc_yield_check: consumes a pending
- * tick or a ring tick, and reports a deferred involuntary preemption. */
+ * tick or a ring tick, and reports a deferred involuntary preemption; on a
+ * clock-checked carrier, whether the run's slice ended (one clock read,
+ * only there). */
 static inline int xtc__preempt_due(void)
 {
+	int64_t due = xtc__ptls.coop_due;
+	if (__builtin_expect(due != 0, 0))
+		return xtc_clock_mono() >= due;
 	int f = xtc__ptls.pend;
 	if (f) {
 		xtc__ptls.pend = 0;
@@ -256,6 +265,7 @@ typedef struct xtc__prun {
 	int force_invol;
 	void (*hook)(void *);
 	void *hook_arg;
+	int64_t coop_due;
 } xtc__prun_t;
 void xtc__preempt_run_save(xtc__prun_t *out);
 void xtc__preempt_run_restore(const xtc__prun_t *in);
@@ -278,8 +288,9 @@ struct xtc_exec;
 int xtc__preempt_exec_configure(struct xtc_exec *exec, int64_t interval_ns);
 /* Carrier start/stop for the executor: arm the monitor slot (involuntary or
  * no io_uring) or the tick ring (cooperative, when the caller says the
- * loop's io backend is io_uring: preemption does not ask the io layer). */
-int  xtc__preempt_carrier_start(int64_t interval_ns, int on_uring);
+ * loop's io backend is io_uring: preemption does not ask the io layer);
+ * with coop, nothing but the clock-checked slice (xtc_exec_set_preempt_coop). */
+int  xtc__preempt_carrier_start(int64_t interval_ns, int on_uring, int coop);
 void xtc__preempt_carrier_stop(void);
 
 /* Adaptive quantum (fn.c): the slice every carrier gets when no explicit

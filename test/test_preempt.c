@@ -1053,6 +1053,86 @@ static void test_producer_poll(void)
  * expiry and on its way through the trampoline) is stale: no deferral, no
  * re-ask. Refusing it as an unsafe point used to flag WANT and re-arm the
  * carrier's timer, a spurious expiry later for nothing. */
+/* Clock-checked slices (xtc_exec_set_preempt_coop): one carrier, a long
+ * proc that passes xtc_yield_if_due points; short work submitted while it
+ * runs gets in only through those points (the submission ring is drained
+ * between runs), the long proc is demoted at its slice ends, and no
+ * signal is sent nor timer armed. Progress and counts, no timing. */
+enum { COOP_SHORTS = 40 };
+static atomic_int coop_shorts, coop_started;
+static uint64_t coop_yields;
+
+static void coop_short(void *arg)
+{
+	(void)arg;
+	atomic_fetch_add(&coop_shorts, 1);
+}
+
+static void coop_long(void *arg)
+{
+	(void)arg;
+	int64_t guard = xtc_clock_mono() + 30000 * MS; /* hang guard only */
+	atomic_store(&coop_started, 1);
+	while (atomic_load(&coop_shorts) < COOP_SHORTS &&
+	       xtc_clock_mono() < guard) {
+		for (volatile int k = 0; k < 200; k++)
+			;
+		if (xtc_yield_if_due())
+			coop_yields++;
+	}
+	ex_stop = 1;
+}
+
+static void test_exec_coop(void)
+{
+	xtc_exec_t *e = NULL;
+	REQUIRE(xtc_exec_init(&e, 1) == XTC_OK);
+	CHECK(xtc_exec_set_preempt_coop(NULL, 1) == XTC_E_INVAL);
+	CHECK(xtc_exec_get_preempt_coop(NULL) == 0);
+	CHECK(xtc_exec_get_preempt_coop(e) == 0);
+	CHECK(xtc_exec_set_preempt_coop(e, 1) == XTC_OK);
+	CHECK(xtc_exec_get_preempt_coop(e) == 1);
+	CHECK(xtc_exec_set_preempt(e, 100 * US) == XTC_OK);
+	xtc_exec_set_service_mode(e, 1);
+	atomic_store(&coop_shorts, 0);
+	atomic_store(&coop_started, 0);
+	coop_yields = 0;
+	ex_stop = 0;
+	xtc_preempt_stats_t s0, s1;
+	xtc_preempt_stats_global(&s0, NULL);
+	CHECK(xtc_proc_spawn(xtc_exec_loop(e, 0), coop_long, NULL, NULL,
+	                     NULL) == XTC_OK);
+	struct runner r = { e, -1 };
+	pthread_t th;
+	pthread_create(&th, NULL, exec_thread, &r);
+	while (!atomic_load(&coop_started))
+		usleep(100);
+	CHECK(xtc_exec_set_preempt_coop(e, 0) == XTC_E_AGAIN);
+	for (int i = 0; i < COOP_SHORTS; i++) {
+		while (xtc_exec_submit(e, 0, coop_short, NULL) == XTC_E_AGAIN)
+			usleep(100);
+		usleep(200);
+	}
+	while (!ex_stop)
+		usleep(1000);
+	xtc_loop_stats_t ls;
+	CHECK(xtc_exec_loop_stats(e, 0, &ls) == XTC_OK);
+	stop_exec_from_inside(e);
+	pthread_join(th, NULL);
+	xtc_preempt_stats_global(&s1, NULL);
+	CHECK(r.rc == XTC_OK);
+	CHECK(atomic_load(&coop_shorts) == COOP_SHORTS);
+	CHECK(coop_yields > 0);
+	CHECK(ls.demotions > 0);
+	CHECK(s1.signals == s0.signals);
+	CHECK(s1.timer_arms == s0.timer_arms);
+	CHECK(s1.direct == s0.direct);
+	fprintf(stderr, "test_preempt: coop: %llu slice-end yields, %llu "
+	        "demotions, no signal\n", (unsigned long long)coop_yields,
+	        (unsigned long long)ls.demotions);
+	CHECK(xtc_exec_fini(e) == XTC_OK);
+}
+
 static void test_stale_queued(void)
 {
 	if (!xtc_preempt_involuntary_supported())
@@ -1110,6 +1190,7 @@ int main(int argc, char **argv)
 	RUN(test_budget_policy);
 	RUN(test_producer_poll);
 	RUN(test_stale_queued);
+	RUN(test_exec_coop);
 	if (failures)
 		fprintf(stderr, "test_preempt: %d failure(s)\n", failures);
 	return failures ? 1 : 0;

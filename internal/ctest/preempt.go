@@ -27,7 +27,24 @@ static intptr_t gopt_short(void *arg)
 	return 7;
 }
 
+// Spins until *stop != 0 like gopt_spin, passing a preemption point
+// (xtc_yield_if_due) every few hundred iterations; returns 1 + the number
+// of slice ends it yielded at.
+static intptr_t gopt_coop_spin(void *arg)
+{
+	volatile int *stop = arg;
+	intptr_t yields = 0;
+	uint64_t x = 1;
+	while (!*stop) {
+		for (int k = 0; k < 256; k++)
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+		yields += xtc_yield_if_due();
+	}
+	return yields + 1 + (intptr_t)(x & 0);
+}
+
 static void *gopt_spin_fn(void) { return (void *)gopt_spin; }
+static void *gopt_coop_spin_fn(void) { return (void *)gopt_coop_spin; }
 static void *gopt_short_fn(void) { return (void *)gopt_short; }
 static int *gopt_flag_new(void) { return calloc(1, sizeof(int)); }
 static void gopt_flag_set(int *f) { *(volatile int *)f = 1; }
@@ -70,6 +87,10 @@ func (f Flag) Ptr() unsafe.Pointer { return unsafe.Pointer(f.p) }
 // any call until its Flag is set; ShortFn returns 7 at once.
 func SpinFn() unsafe.Pointer  { return C.gopt_spin_fn() }
 func ShortFn() unsafe.Pointer { return C.gopt_short_fn() }
+
+// CoopSpinFn spins like SpinFn but passes xtc_yield_if_due points; it
+// returns 1 + the slice ends it yielded at.
+func CoopSpinFn() unsafe.Pointer { return C.gopt_coop_spin_fn() }
 
 // YieldFn is xtc_yield's address (runtime code).
 func YieldFn() unsafe.Pointer { return C.gopt_yield_fn() }
