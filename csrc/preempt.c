@@ -21,6 +21,17 @@
  *    last half of the slice, XTC__SLICE_EARLY_DIV: the timer is left there
  *    for the short runs that start meanwhile, monitor.c); an early one
  *    re-arms the timer for the current run.
+ *  - Clock-checked carriers (xtc_exec_set_preempt_coop) take no part in
+ *    any of that: no slot, no timer, no signal, no ring. run_begin keeps
+ *    only the run's slice end (ptls coop_due) and the due check compares
+ *    the clock with it, so code that passes yield points is sliced and
+ *    demoted at the price of a clock read per point, and nothing ever
+ *    interrupts the carrier. Where an interrupt costs tens of us (a
+ *    software-virtualised guest: ~45 us per expiry) that is the only way
+ *    a 50 us slice is worth having. Rejected: keeping the timer and
+ *    checking the clock too (the expiry's stall is the cost to avoid);
+ *    making it the default cooperative path (code without points would
+ *    lose the ticks' telemetry and tests rely on them).
  *  - A preempted fiber yields through xtc__fiber_yield_slice: demoted
  *    (loop_int.h), so new arrivals run before it. Each redirect starts a
  *    cost measurement (lateness + handler-to-next-dispatch) that the next

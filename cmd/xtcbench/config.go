@@ -28,6 +28,7 @@ type Config struct {
 	Slices     []time.Duration // fixed preemption slices of the xtc contenders
 	TailReps   int             // repetitions per tail point (interleaved)
 	Polled     bool            // add the polled-ingress xtc contenders
+	Coop       bool            // add the cooperative pair (yield points, no interrupt)
 	FairDur    time.Duration   // fairness run length (per side)
 	FairWindow time.Duration   // fairness sampling window
 	HogProbes  int             // number of 1 ms sleeps of the probe
@@ -55,6 +56,7 @@ func defaultConfig(mode string) Config {
 		HogSlice:   200 * time.Microsecond,
 		MicroReps:  3,
 		TailReps:   3,
+		Coop:       true,
 		MicroScale: 1,
 		Seed:       1,
 		Progress:   "auto",
@@ -122,6 +124,7 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	slices := fs.String("slices", "", "fixed xtc preemption slices (default 50us,200us)")
 	tailReps := fs.Int("tail-reps", 0, "repetitions per tail point, interleaved, median kept (default 3)")
 	polled := fs.Bool("polled", false, "also run the xtc contenders with polled ingress (diagnostic)")
+	coop := fs.Bool("coop", true, "also run the first slice kept by yield points instead of interrupts, in xtc (clock-checked slices) and Go (runtime.Gosched)")
 	fairDur := fs.Duration("fair-dur", 0, "fairness run length per side (short 2s, full 10s)")
 	fairWin := fs.Duration("fair-window", 0, "fairness sampling window (default 100ms)")
 	hogProbes := fs.Int("hog-probes", 0, "1 ms sleeps of the hog probe (short 500, full 3000)")
@@ -199,6 +202,7 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 		c.TailReps = *tailReps
 	}
 	c.Polled = *polled
+	c.Coop = *coop
 	if set["fair-dur"] {
 		if *fairDur <= 0 {
 			return nil, errors.New("--fair-dur must be > 0")

@@ -253,8 +253,6 @@ func tailVerdicts(t *TailResults) []Verdict {
 		{0.7, 200_000, true, "≤ 200 µs and ≥ 10× lower than Go"},
 	}
 	for _, tg := range targets {
-		gp := t.point("A1", tg.load, "go")
-		cp := t.point("A1", tg.load, "gocgo")
 		for _, c := range t.Contenders {
 			if c.Kind != "xtc" {
 				continue
@@ -262,6 +260,13 @@ func tailVerdicts(t *TailResults) []Verdict {
 			xp := t.point("A1", tg.load, c.Key)
 			if xp == nil {
 				continue
+			}
+			gp := t.point("A1", tg.load, "go")
+			cp := t.point("A1", tg.load, "gocgo")
+			if c.Coop {
+				// like for like: Go with the same cooperative slice; a
+				// cgo call has no yield point
+				gp, cp = t.point("A1", tg.load, "go-gosched"), nil
 			}
 			main := c.Key == "xtc-50µs"
 			v := Verdict{Check: fmt.Sprintf("A1 @ %s: short p99, %s", loadStr(tg.load), c.Label),
@@ -325,6 +330,12 @@ func tailVerdicts(t *TailResults) []Verdict {
 			case "xtc":
 				xs = append(xs, strings.TrimPrefix(c.Key, "xtc-")+" "+s)
 			case "go":
+				if c.Coop {
+					s = "Gosched " + s
+				}
+				if v.Go != "" {
+					s = v.Go + ", " + s
+				}
 				v.Go = s
 			case "gocgo":
 				v.GoCgo = s

@@ -17,6 +17,10 @@ type Contender struct {
 	Slice    time.Duration `json:"slice_ns,omitempty"`
 	Adaptive bool          `json:"adaptive,omitempty"`
 	Polled   bool          `json:"polled_ingress,omitempty"`
+	// Coop: the slice is kept by yield points in the request's busy loop
+	// (about every µs), not by interrupts: xtc's clock-checked slices
+	// (xtc_exec_set_preempt_coop) and, for Go, runtime.Gosched.
+	Coop bool `json:"coop,omitempty"`
 }
 
 func contenders(cfg *Config) []Contender {
@@ -35,6 +39,20 @@ func contenders(cfg *Config) []Contender {
 				Label: "xtc, slice " + fmtDur(s.Nanoseconds()) + ", polled ingress",
 				Kind:  "xtc", Slice: s, Polled: true})
 		}
+	}
+	// Preemption without its interrupt (--coop): the first slice kept by
+	// yield points that the request's busy loop passes about every µs,
+	// in both runtimes. Next to the involuntary row it splits the tail
+	// into what the policy does and what an interrupt costs the machine.
+	if cfg.Coop && len(cfg.Slices) > 0 {
+		s := cfg.Slices[0]
+		cs = append(cs,
+			Contender{Key: "xtc-" + s.String() + "-coop",
+				Label: "xtc, slice " + fmtDur(s.Nanoseconds()) + ", clock-checked (yield points, no interrupt)",
+				Kind:  "xtc", Slice: s, Coop: true},
+			Contender{Key: "go-gosched",
+				Label: "Go, goroutine per request, runtime.Gosched every " + fmtDur(s.Nanoseconds()),
+				Kind:  "go", Slice: s, Coop: true})
 	}
 	cs = append(cs,
 		// The control: the same executor without preemption (FIFO, each
@@ -220,7 +238,7 @@ func summarizeRun(s *Schedule, done, lag []int64, p *TailPoint, warm time.Durati
 // xtc's generator pthread, so both runtimes are fed alike; Go still has no
 // way to give it priority, and when the kernel deschedules it the arrivals
 // it owes queue up, which the generator-lag column shows.
-func goTail(s *Schedule, iters []uint64, cgo bool, carriers int) (done, lag []int64) {
+func goTail(s *Schedule, iters []uint64, cgo bool, carriers int, y goSched) (done, lag []int64) {
 	prev := runtime.GOMAXPROCS(carriers + 1)
 	defer runtime.GOMAXPROCS(prev)
 	n := s.N()
@@ -254,7 +272,11 @@ func goTail(s *Schedule, iters []uint64, cgo bool, carriers int) (done, lag []in
 				}(i)
 			} else {
 				go func(i int) {
-					keep(goSpin(it))
+					if y.chunk > 0 {
+						keep(goSpinSched(it, y))
+					} else {
+						keep(goSpin(it))
+					}
 					done[i] = int64(time.Since(base))
 					wg.Done()
 				}(i)
@@ -296,15 +318,19 @@ func tailSteps(cfg *Config) int {
 
 // runOne is one repetition of one contender at one point.
 func runOne(cfg *Config, c Contender, s *Schedule, cIters, goIters []uint64,
-	dist string, load float64) TailPoint {
+	cal Calibration, dist string, load float64) TailPoint {
 	p := TailPoint{Dist: dist, Load: load, Contender: c.Key, SLO: s.SLO()}
 	warm := warmup(cfg)
 	runtime.GC()
 	t0 := time.Now()
 	switch c.Kind {
 	case "xtc":
+		var chunk uint64
+		if c.Coop {
+			chunk = coopChunk(cal.CItersPerNs)
+		}
 		r, st, why := xtcTail(s.Arrival, cIters, cfg.Carriers, c.Slice,
-			c.Adaptive, c.Polled, adaptPeriod(cfg), drainBound(cfg))
+			c.Adaptive, c.Polled, chunk, adaptPeriod(cfg), drainBound(cfg))
 		p.Status, p.Why = st.String(), why
 		if st == StatusOK {
 			summarizeRun(s, r.Done, r.Lag, &p, warm)
@@ -322,11 +348,15 @@ func runOne(cfg *Config, c Contender, s *Schedule, cIters, goIters []uint64,
 			}
 		}
 	case "go":
-		done, lag := goTail(s, goIters, false, cfg.Carriers)
+		var y goSched
+		if c.Coop {
+			y = goSched{chunk: coopChunk(cal.GoItersPerNs), slice: c.Slice}
+		}
+		done, lag := goTail(s, goIters, false, cfg.Carriers, y)
 		p.Status = StatusOK.String()
 		summarizeRun(s, done, lag, &p, warm)
 	case "gocgo":
-		done, lag := goTail(s, cIters, true, cfg.Carriers)
+		done, lag := goTail(s, cIters, true, cfg.Carriers, goSched{})
 		p.Status = StatusOK.String()
 		summarizeRun(s, done, lag, &p, warm)
 	}
@@ -422,7 +452,7 @@ func runTail(cfg *Config, cal Calibration, floor *Floor, pb *Progress) *TailResu
 						pb.Step(label)
 						continue
 					}
-					p := runOne(cfg, c, s, cIters, goIters, dist, load)
+					p := runOne(cfg, c, s, cIters, goIters, cal, dist, load)
 					if p.Status == StatusUnavail.String() {
 						unavailable[c.Key] = p.Why
 					}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"runtime"
 	"time"
 )
 
@@ -14,6 +15,39 @@ func goSpin(iters uint64) uint64 {
 	x := iters | 1
 	for i := uint64(0); i < iters; i++ {
 		x = x*6364136223846793005 + 1442695040888963407
+	}
+	return x
+}
+
+// coopChunk is about a microsecond of the busy loop at itersPerNs: how
+// often a cooperative contender passes its yield point.
+func coopChunk(itersPerNs float64) uint64 {
+	return max(uint64(1000*itersPerNs), 1)
+}
+
+// goSched: goSpinSched's cooperative slice (zero: none).
+type goSched struct {
+	chunk uint64
+	slice time.Duration
+}
+
+// goSpinSched is goSpin with a cooperative slice, Go's side of xtc's
+// clock-checked slices: every chunk iterations it reads the clock and
+// calls runtime.Gosched once the slice has passed since the goroutine
+// started or last yielded.
+func goSpinSched(iters uint64, y goSched) uint64 {
+	x := iters | 1
+	since := time.Now()
+	for iters > 0 {
+		n := min(iters, y.chunk)
+		for i := uint64(0); i < n; i++ {
+			x = x*6364136223846793005 + 1442695040888963407
+		}
+		iters -= n
+		if iters > 0 && time.Since(since) >= y.slice {
+			runtime.Gosched()
+			since = time.Now()
+		}
 	}
 	return x
 }

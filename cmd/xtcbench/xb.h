@@ -66,6 +66,10 @@ typedef struct xb_tail {
 	int             carriers;
 	int64_t         slice_ns;   /* executor preemption slice */
 	int             adaptive;   /* use the adaptive quantum controller */
+	uint64_t        coop_chunk; /* > 0: clock-checked slices (no signal);
+	                               the requests' busy loop passes a
+	                               xtc_yield_if_due point every this many
+	                               iterations */
 	int64_t         adapt_period_ns; /* its update period */
 	int             ingress;    /* XB_INGRESS_* */
 	int64_t         timeout_ns; /* give up this long after the last arrival */

@@ -2,7 +2,9 @@
  * xb_tail.c - the xtc contender of the tail-latency workload.
  *
  * One executor with `carriers` loops, involuntary preemption at a fixed
- * slice (or the adaptive controller, or none for the control run), service
+ * slice (or the adaptive controller, or none for the control run, or
+ * clock-checked slices: xtc_exec_set_preempt_coop, the request's busy loop
+ * passing a xtc_yield_if_due point about every microsecond), service
  * mode on so that an idle gap between arrivals does not end the run. A
  * load-generator pthread replays the precomputed schedule: it spins until
  * each scheduled arrival and hands the request to the loops in turn, by
@@ -78,7 +80,13 @@ static void tail_req(void *arg)
 {
 	int64_t     i = (int64_t)(intptr_t)arg;
 	tail_run_t *r = tail_cur;
-	xb_spin(r->t->iters[i]);
+	uint64_t    left = r->t->iters[i], chunk = r->t->coop_chunk;
+	if (chunk > 0)
+		for (; left > chunk; left -= chunk) {
+			xb_spin(chunk);
+			(void)xtc_yield_if_due();
+		}
+	xb_spin(left);
 	r->t->done[i] = xb_now() - r->base;
 	atomic_fetch_add_explicit(&r->completed, 1, memory_order_release);
 }
@@ -262,9 +270,15 @@ int xb_tail_run(xb_tail_t *t, char *why)
 	}
 	xtc_exec_set_service_mode(r.ex, 1);
 #if XB_HAVE_PREEMPT
-	if (t->slice_ns > 0)
+	if (t->slice_ns > 0 && t->coop_chunk == 0)
 		xtc_preempt_set_involuntary(1);
 #endif
+	if (t->coop_chunk > 0 && (rc = xtc_exec_set_preempt_coop(r.ex, 1))) {
+		snprintf(why, XB_WHY, "xtc_exec_set_preempt_coop: %s",
+		         xb_strerror(rc));
+		ret = XB_FAIL;
+		goto out;
+	}
 	if (t->slice_ns > 0 && (rc = xtc_exec_set_preempt(r.ex, t->slice_ns))) {
 		snprintf(why, XB_WHY, "xtc_exec_set_preempt: %s",
 		         xb_strerror(rc));

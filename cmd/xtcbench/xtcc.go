@@ -174,8 +174,10 @@ type QPoint struct {
 	Alpha   float64 `json:"tail_index"`
 }
 
+// coopChunk > 0: clock-checked slices, a yield point every coopChunk
+// iterations of the request's busy loop.
 func xtcTail(arrival []int64, iters []uint64, carriers int, slice time.Duration,
-	adaptive, polled bool, adaptPeriod, timeout time.Duration) (*tailResult, Status, string) {
+	adaptive, polled bool, coopChunk uint64, adaptPeriod, timeout time.Duration) (*tailResult, Status, string) {
 	n := len(arrival)
 	if n == 0 || len(iters) != n {
 		return nil, StatusFail, "empty or mismatched schedule"
@@ -199,6 +201,7 @@ func xtcTail(arrival []int64, iters []uint64, carriers int, slice time.Duration,
 	t.iters = (*C.uint64_t)(cIt)
 	t.carriers = C.int(carriers)
 	t.slice_ns = C.int64_t(slice.Nanoseconds())
+	t.coop_chunk = C.uint64_t(coopChunk)
 	if adaptive {
 		t.adaptive = 1
 		t.adapt_period_ns = C.int64_t(adaptPeriod.Nanoseconds())
