@@ -8,7 +8,9 @@
  * class tasks are never demoted (their class queue keeps its order).
  *
  * The slice end is simulated by calling xtc__fiber_yield_slice() (what the
- * trampoline and xtc_yield_if_due call), so the order is exact.
+ * trampoline and xtc_yield_if_due call), so the order is exact; the
+ * clock-checked slice (xtc_exec_set_preempt_coop) is driven by virtual
+ * time instead: its yield points cut the run exactly at its slice end.
  */
 #include <stdatomic.h>
 #include <string.h>
@@ -17,6 +19,7 @@
 #include "xtc_exec.h"
 #include "xtc_sim.h"
 #include "loop_int.h"
+#include "preempt_int.h"
 #include "sched_int.h"
 #include "test_util.h"
 
@@ -237,6 +240,77 @@ static void test_class_not_demoted(void)
 	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
 }
 
+/* ---- clock-checked slices ------------------------------------------------ */
+
+#define COOP_SLICE (50 * 1000) /* virtual ns */
+#define COOP_STEP  1000        /* virtual ns per chunk of the long task */
+
+static int64_t coop_short_at[3];
+static int coop_dues;
+
+static void coop_short(void *a)
+{
+	coop_short_at[(intptr_t)a] = xtc_clock_mono();
+	logc('s');
+}
+
+/* 200 us of work in 1 us chunks with a yield point after each; shorts
+ * arrive at +11, +21 and +121 us */
+static void coop_long(void *a)
+{
+	int64_t t0 = xtc_clock_mono();
+	(void)a;
+	logc('L');
+	for (int i = 0; i < 200; i++) {
+		xtc_sim_clock_advance(COOP_STEP);
+		if (i == 10 || i == 20 || i == 120)
+			CHECK_EQ(xtc_proc_spawn(xtc__loop_current(), coop_short,
+			    (void *)(intptr_t)(i == 10 ? 0 : i == 20 ? 1 : 2),
+			    NULL, NULL), XTC_OK);
+		if (xtc_yield_if_due()) {
+			coop_dues++;
+			logc('y');
+		}
+	}
+	logc('E');
+	for (int k = 0; k < 3; k++)
+		coop_short_at[k] -= t0;
+}
+
+static void test_coop_slice(void)
+{
+	xtc_exec_t *e;
+	xtc_loop_stats_t st;
+
+	n_order = 0;
+	coop_dues = 0;
+	memset(coop_short_at, 0, sizeof(coop_short_at));
+	CHECK_EQ(xtc_exec_init(&e, 1), XTC_OK);
+	preempt_on(xtc_exec_loop(e, 0), COOP_SLICE);
+	xtc__ptls.coop_slice = COOP_SLICE; /* what a coop carrier starts with */
+	CHECK_EQ(xtc_proc_spawn(xtc_exec_loop(e, 0), coop_long, NULL, NULL,
+	    NULL), XTC_OK);
+	CHECK_EQ(xtc_sim_exec_run(e, 19, 100000), XTC_OK);
+	xtc__ptls.coop_slice = 0;
+	fprintf(stderr, "  order %s, shorts at %lld %lld %lld us\n", order,
+	    (long long)coop_short_at[0] / 1000,
+	    (long long)coop_short_at[1] / 1000,
+	    (long long)coop_short_at[2] / 1000);
+	/* slice ends at 50, 100, 150, 200 us of the long task's work: the
+	 * shorts that arrived meanwhile run at the next one, before it
+	 * resumes; with nothing waiting the slice end costs a demotion and
+	 * the task runs on */
+	CHECK(strcmp(order, "LssyysyyE") == 0); /* y: logged on resumption */
+	CHECK_EQ(coop_dues, 4);
+	CHECK_EQ(coop_short_at[0], 50 * 1000);
+	CHECK_EQ(coop_short_at[1], 50 * 1000);
+	CHECK_EQ(coop_short_at[2], 150 * 1000);
+	CHECK_EQ(xtc_exec_loop_stats(e, 0, &st), XTC_OK);
+	CHECK_EQ(st.demotions, 4);
+	CHECK_EQ(xtc_sim_check(e), XTC_OK);
+	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+}
+
 /* ---- the same seed, the same schedule ----------------------------------- */
 
 static void test_replay(void)
@@ -259,6 +333,7 @@ int main(void)
 	RUN(test_aging);
 	RUN(test_yielder);
 	RUN(test_class_not_demoted);
+	RUN(test_coop_slice);
 	RUN(test_replay);
 	return failures ? 1 : 0;
 }
