@@ -551,7 +551,9 @@ func (e *Exec) SetPreempt(slice time.Duration) error {
 // xtc_yield_check, a plain xtc_yield after a slice), which compare the clock
 // with the run's slice end, and a slice end still demotes the run. No timer,
 // no signal, no monitor: nothing interrupts a carrier, so C code without
-// such points is never cut. For code that has them, where an interrupt is
+// such points is never cut, unless the involuntary path is on
+// (PreemptSetInvoluntary): then the signal trigger stays as a backstop at 8
+// times the slice. For code that has the points, where an interrupt is
 // expensive: on a 2-vCPU virtual machine one involuntary preemption cost its
 // carrier 45-57 µs. Setup-only: ErrAgain once the executor runs.
 func (e *Exec) SetPreemptCoop(on bool) error {

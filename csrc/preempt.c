@@ -28,10 +28,14 @@
  *    demoted at the price of a clock read per point, and nothing ever
  *    interrupts the carrier. Where an interrupt costs tens of us (a
  *    software-virtualised guest: ~45 us per expiry) that is the only way
- *    a 50 us slice is worth having. Rejected: keeping the timer and
- *    checking the clock too (the expiry's stall is the cost to avoid);
- *    making it the default cooperative path (code without points would
- *    lose the ticks' telemetry and tests rely on them).
+ *    a 50 us slice is worth having. With the involuntary path on, such a
+ *    carrier also runs the whole trigger above as a backstop, at
+ *    XTC__COOP_BACKSTOP times the slice: code with points is cut at the
+ *    slice without an interrupt, code without points at the backstop
+ *    slice by one. Rejected: a timer at the slice itself (its expiry's
+ *    stall is the cost to avoid); making it the default cooperative path
+ *    (code without points would lose the ticks' telemetry and tests rely
+ *    on them).
  *  - A preempted fiber yields through xtc__fiber_yield_slice: demoted
  *    (loop_int.h), so new arrivals run before it. Each redirect starts a
  *    cost measurement (lateness + handler-to-next-dispatch) that the next
@@ -1615,6 +1619,15 @@ int xtc_preempt_get_budget(void)
 /* A clock-checked carrier's run (xtc_exec_set_preempt_coop): its slice
  * end is all there is. A run of xtc_fn (exact) is not cut: its deadline is
  * the function's, kept by fn.c. */
+static int64_t coop_slice_of(const xtc__ptls_t *p, int64_t slice_ns)
+{
+	int64_t base = atomic_load_explicit(&xtc__preempt_adaptive_slice,
+	                                    memory_order_relaxed);
+	if (base <= 0)
+		base = p->coop_slice;
+	return slice_ns <= 0 || slice_ns > base ? base : slice_ns;
+}
+
 static void coop_begin(xtc__ptls_t *p, int64_t slice_ns, int exact,
                        int64_t now)
 {
@@ -1622,12 +1635,7 @@ static void coop_begin(xtc__ptls_t *p, int64_t slice_ns, int exact,
 		p->coop_due = 0;
 		return;
 	}
-	int64_t base = atomic_load_explicit(&xtc__preempt_adaptive_slice,
-	                                    memory_order_relaxed);
-	if (base <= 0)
-		base = p->coop_slice;
-	if (slice_ns <= 0 || slice_ns > base)
-		slice_ns = base;
+	slice_ns = coop_slice_of(p, slice_ns);
 	if (now <= 0)
 		now = xtc_clock_mono(); /* the simulator's virtual clock */
 	p->run_start = now;
@@ -1653,6 +1661,7 @@ static void run_begin(xtc__fiber_t *f, int64_t slice_ns, int exact,
 			coop_begin(p, slice_ns, exact, now);
 		return;
 	}
+	int64_t asked = slice_ns;
 	if (!exact) {
 		/* the carrier's slice (or the adaptive one); a class latency
 		 * budget may only shorten it */
@@ -1698,6 +1707,10 @@ static void run_begin(xtc__fiber_t *f, int64_t slice_ns, int exact,
 	p->slice = slice_ns;
 	p->early = slice_ns / XTC__SLICE_EARLY_DIV;
 	p->hard = hard;
+	/* clock-checked with an involuntary backstop: the points cut at the
+	 * slice, the interrupts only at the backstop's */
+	if (p->coop_slice > 0)
+		p->coop_due = exact ? 0 : now + coop_slice_of(p, asked);
 	uint32_t g = atomic_load_explicit(&s->gen, memory_order_relaxed);
 	atomic_store_explicit(&s->contended, lazy == 3, memory_order_relaxed);
 	atomic_store_explicit(&s->soft, soft, memory_order_relaxed);
@@ -1864,7 +1877,12 @@ int xtc__preempt_carrier_start(int64_t interval_ns, int on_uring, int coop)
 	if (coop) {
 		xtc__ptls.coop_slice = interval_ns;
 		xtc__ptls.coop_due = 0;
-		return XTC_OK;
+		if (!xtc__preempt_involuntary_on())
+			return XTC_OK;
+		/* the involuntary path as a backstop for code without points:
+		 * the usual trigger at a multiple of the slice */
+		interval_ns = interval_ns > INT64_MAX / XTC__COOP_BACKSTOP ?
+		              INT64_MAX : interval_ns * XTC__COOP_BACKSTOP;
 	}
 	/* Cooperative on io_uring: the tick ring, no signal. The involuntary
 	 * path needs the signal, so it uses the monitor. */

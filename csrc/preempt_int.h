@@ -118,6 +118,10 @@ _Static_assert(sizeof(xtc__pslot_t) == 64, "one cache line per carrier");
 #define XTC__PF_WANT 2
 
 /* Per-thread state. Initial-exec TLS only: the signal handler reads it. */
+/* With the involuntary path on, a clock-checked carrier keeps the signal
+ * trigger as a backstop at this multiple of its slice (preempt.c). */
+#define XTC__COOP_BACKSTOP 8
+
 typedef struct xtc__ptls {
 	xtc__pslot_t *slot;        /* NULL: not armed */
 	xtc__fiber_t *fiber;       /* fiber of the current timed run, or NULL */
@@ -195,8 +199,8 @@ static inline int xtc__tickring_due(void)
 static inline int xtc__preempt_due(void)
 {
 	int64_t due = xtc__ptls.coop_due;
-	if (__builtin_expect(due != 0, 0))
-		return xtc_clock_mono() >= due;
+	if (__builtin_expect(due != 0, 0) && xtc_clock_mono() >= due)
+		return 1;
 	int f = xtc__ptls.pend;
 	if (f) {
 		xtc__ptls.pend = 0;

@@ -1133,6 +1133,50 @@ static void test_exec_coop(void)
 	CHECK(xtc_exec_fini(e) == XTC_OK);
 }
 
+/* The same with the involuntary path on: the clock-checked carrier keeps
+ * the signal trigger as a backstop (at XTC__COOP_BACKSTOP slices), so a
+ * proc without yield points is still cut and the shorts get in. */
+static void test_exec_coop_backstop(void)
+{
+	if (!xtc_preempt_involuntary_supported())
+		return;
+	xtc_exec_t *e = NULL;
+	REQUIRE(xtc_exec_init(&e, 1) == XTC_OK);
+	CHECK(xtc_exec_set_preempt_coop(e, 1) == XTC_OK);
+	CHECK(xtc_exec_set_preempt(e, 100 * US) == XTC_OK);
+	xtc_exec_set_service_mode(e, 1);
+	xtc_preempt_set_involuntary(1);
+	atomic_store(&coop_shorts, 0);
+	ex_stop = 0;
+	ex_ctr[0] = 0;
+	xtc_preempt_stats_t s0, s1;
+	xtc_preempt_stats_global(&s0, NULL);
+	CHECK(xtc_proc_spawn(xtc_exec_loop(e, 0), never_yields_proc, NULL,
+	                     NULL, NULL) == XTC_OK);
+	struct runner r = { e, -1 };
+	pthread_t th;
+	pthread_create(&th, NULL, exec_thread, &r);
+	while (ex_ctr[0] == 0)
+		usleep(100);
+	for (int i = 0; i < COOP_SHORTS; i++) {
+		while (xtc_exec_submit(e, 0, coop_short, NULL) == XTC_E_AGAIN)
+			usleep(100);
+		usleep(200);
+	}
+	for (int w = 0; w < 30000 && atomic_load(&coop_shorts) < COOP_SHORTS;
+	     w++)
+		usleep(1000); /* hang guard only */
+	CHECK(atomic_load(&coop_shorts) == COOP_SHORTS);
+	ex_stop = 1;
+	stop_exec_from_inside(e);
+	pthread_join(th, NULL);
+	xtc_preempt_set_involuntary(0);
+	xtc_preempt_stats_global(&s1, NULL);
+	CHECK(r.rc == XTC_OK);
+	CHECK(s1.preemptions > s0.preemptions);
+	CHECK(xtc_exec_fini(e) == XTC_OK);
+}
+
 static void test_stale_queued(void)
 {
 	if (!xtc_preempt_involuntary_supported())
@@ -1191,6 +1235,7 @@ int main(int argc, char **argv)
 	RUN(test_producer_poll);
 	RUN(test_stale_queued);
 	RUN(test_exec_coop);
+	RUN(test_exec_coop_backstop);
 	if (failures)
 		fprintf(stderr, "test_preempt: %d failure(s)\n", failures);
 	return failures ? 1 : 0;

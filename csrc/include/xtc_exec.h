@@ -100,14 +100,16 @@ XTC_API int  xtc_exec_get_steal_backoff(xtc_exec_t *exec);
  * negative clamps to 0. XTC_E_INVAL for NULL, XTC_E_NOSYS when the build
  * has no tick source (the value is kept). See xtc_preempt(3). */
 XTC_API int  xtc_exec_set_preempt(xtc_exec_t *exec, int64_t interval_ns);
-/* Clock-checked slices: with on, the slice is enforced only at preemption
+/* Clock-checked slices: with on, the slice is enforced at preemption
  * points (xtc_yield_if_due, xtc_yield_check, a plain xtc_yield after a
- * slice), which compare the clock with the run's slice end. No timer, no
- * signal, no monitor: nothing interrupts a carrier, so code without such
- * points is never cut. A slice end still demotes (xtc_preempt(3)). For
- * code that has the points where an interrupt is expensive (a virtual
- * machine: tens of us each). Set before xtc_exec_run: XTC_E_AGAIN while it
- * runs; XTC_E_INVAL for NULL. The getter returns 0 for NULL. */
+ * slice), which compare the clock with the run's slice end; a slice end
+ * still demotes (xtc_preempt(3)). No timer, no signal, no monitor: nothing
+ * interrupts a carrier, so code without such points is never cut, unless
+ * the involuntary path is on (xtc_preempt_set_involuntary): then the
+ * signal trigger stays as a backstop at 8 times the slice. For code that
+ * has the points where an interrupt is expensive (a virtual machine: tens
+ * of us each). Set before xtc_exec_run: XTC_E_AGAIN while it runs;
+ * XTC_E_INVAL for NULL. The getter returns 0 for NULL. */
 XTC_API int  xtc_exec_set_preempt_coop(xtc_exec_t *exec, int on);
 XTC_API int  xtc_exec_get_preempt_coop(xtc_exec_t *exec);
 
