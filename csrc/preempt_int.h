@@ -117,11 +117,11 @@ _Static_assert(sizeof(xtc__pslot_t) == 64, "one cache line per carrier");
 #define XTC__PF_TICK 1
 #define XTC__PF_WANT 2
 
-/* Per-thread state. Initial-exec TLS only: the signal handler reads it. */
 /* With the involuntary path on, a clock-checked carrier keeps the signal
  * trigger as a backstop at this multiple of its slice (preempt.c). */
 #define XTC__COOP_BACKSTOP 8
 
+/* Per-thread state. Initial-exec TLS only: the signal handler reads it. */
 typedef struct xtc__ptls {
 	xtc__pslot_t *slot;        /* NULL: not armed */
 	xtc__fiber_t *fiber;       /* fiber of the current timed run, or NULL */
