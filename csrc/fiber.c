@@ -407,14 +407,29 @@ int xtc__fiber_init(xtc__fiber_t *f, size_t stack_size,
 {
 	if (f == NULL || entry == NULL)
 		return XTC_E_INVAL;
-	memset(f, 0, sizeof *f);
-	if (stack_size != 0 && stack_size < XTC__STACK_MIN)
+	/* Field by field, not memset: the memset (a `rep stos`) cost ~27
+	 * instructions a spawn, and stack is written whole by
+	 * xtc__stack_alloc anyway (cleared on failure). A new field must be
+	 * set here. */
+	f->sp = NULL;
+	f->name = NULL;
+	f->owner_id = 0;
+	f->nopreempt = 0;
+	f->is_root = 0;
+	f->impl = NULL;
+	f->asan_fake = NULL;
+	f->tsan_fiber = NULL;
+	f->asan_bottom = NULL;
+	f->asan_size = 0;
+	f->entry = entry;
+	f->arg = arg;
+	if (stack_size != 0 && stack_size < XTC__STACK_MIN) {
+		memset(&f->stack, 0, sizeof f->stack);
 		return XTC_E_INVAL;
+	}
 	int rc = xtc__stack_alloc(stack_size, &f->stack);
 	if (rc != XTC_OK)
 		return rc;
-	f->entry = entry;
-	f->arg = arg;
 #ifdef XTC__CORO_ASM
 	f->sp = xtc__ctx_make(f->stack.hi, fiber_start, f);
 #else

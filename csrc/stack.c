@@ -258,12 +258,16 @@ int xtc__stack_alloc(size_t usable, xtc__stack_t *out)
 {
 	if (out == NULL)
 		return XTC_E_INVAL;
-	memset(out, 0, sizeof *out);
-	if (usable == 0)
-		usable = xtc__stack_default();
-	if (usable > XTC__STACK_MAX)
+	/* *out is written whole on success and cleared on failure; not
+	 * cleared first (the spawn path writes it once) */
+	if (usable == 0) {
+		usable = xtc__stack_default(); /* page-rounded when set */
+	} else if (usable > XTC__STACK_MAX) {
+		memset(out, 0, sizeof *out);
 		return XTC_E_RANGE;
-	usable = round_page(usable);
+	} else {
+		usable = round_page(usable);
+	}
 	size_t want = usable + xtc__page_size();
 
 	struct stack_cache *c = cache_get();
@@ -283,7 +287,10 @@ int xtc__stack_alloc(size_t usable, xtc__stack_t *out)
 	if (__atomic_load_n(&pool_n, __ATOMIC_RELAXED) > 0 &&
 	    pool_take(want, c, out))
 		return XTC_OK;
-	return map_stack(usable, out);
+	int rc = map_stack(usable, out);
+	if (rc != XTC_OK)
+		memset(out, 0, sizeof *out);
+	return rc;
 }
 
 void xtc__stack_free(xtc__stack_t *st)
