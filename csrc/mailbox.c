@@ -379,8 +379,8 @@ int xtc__mbox_init(xtc__proc_t *p, const xtc_proc_opts_t *opts)
 	                                       : XTC_MAILBOX_DEFAULT_CAP;
 	int pct = opts ? opts->mailbox_watermark_pct : 0;
 
-	memset(&p->in, 0, sizeof p->in);
-	memset(&p->save, 0, sizeof p->save);
+	/* in, save and handoff are empty already: chunks start zeroed and a
+	 * slot is released only emptied (proc_teardown, spawn_abort) */
 	p->cap = (uint32_t)cap;
 	p->peak = 0;
 	atomic_store_explicit(&p->recv_total, 0, memory_order_relaxed);
