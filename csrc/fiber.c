@@ -391,6 +391,22 @@ static inline void san_after(xtc__fiber_t *self)
 #endif
 }
 
+/* ---- spinlock (fiber_int.h) -------------------------------------- */
+
+void xtc__spin_lock_wait(xtc__spin_t *l)
+{
+	unsigned n = 0;
+
+	do {
+		while (atomic_load_explicit(&l->v, memory_order_relaxed)) {
+			if (++n < 128)
+				XTC__CPU_RELAX();
+			else
+				sched_yield();
+		}
+	} while (atomic_exchange_explicit(&l->v, 1, memory_order_acquire));
+}
+
 /* ---- fibers ------------------------------------------------------- */
 
 static void fiber_start(xtc__fiber_t *f)

@@ -194,20 +194,19 @@ xtc__fiber_t *xtc__fiber_current_call(void);
  * again on another. */
 typedef struct { _Atomic uint8_t v; } xtc__spin_t;
 
+/* The contended path (spin, then yield the thread), out of line: inlined
+ * at every lock site it made each caller save every callee-saved register
+ * even when the lock was free (proc spawn/exit takes two slot locks). */
+void xtc__spin_lock_wait(xtc__spin_t *l);
+
 static inline void xtc__spin_lock(xtc__spin_t *l)
 {
 	xtc__fiber_t *f = XTC__FIBER_CUR_MIGRATABLE();
-	unsigned n = 0;
 	if (f)
 		f->nopreempt++;
-	while (atomic_exchange_explicit(&l->v, 1, memory_order_acquire)) {
-		while (atomic_load_explicit(&l->v, memory_order_relaxed)) {
-			if (++n < 128)
-				XTC__CPU_RELAX();
-			else
-				sched_yield();
-		}
-	}
+	if (__builtin_expect(atomic_exchange_explicit(&l->v, 1,
+	                                              memory_order_acquire), 0))
+		xtc__spin_lock_wait(l);
 }
 
 static inline void xtc__spin_unlock(xtc__spin_t *l)
