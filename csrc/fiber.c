@@ -481,6 +481,24 @@ void xtc__fiber_release(xtc__fiber_t *f)
 	f->asan_size = 0;
 }
 
+int xtc__fiber_release_cached(xtc__fiber_t *f)
+{
+	if (!xtc__stack_cache_put(&f->stack))
+		return 0;
+#ifdef XTC__FIBER_TSAN
+	if (f->tsan_fiber != NULL) {
+		__tsan_destroy_fiber(f->tsan_fiber);
+		f->tsan_fiber = NULL;
+	}
+#endif
+	f->sp = NULL;
+	f->impl = NULL;
+	f->asan_fake = NULL;
+	f->asan_bottom = NULL;
+	f->asan_size = 0;
+	return 1;
+}
+
 void xtc__fiber_switch_slow(xtc__fiber_t *to)
 {
 	xtc__fiber_t *from = xtc__fiber_cur;

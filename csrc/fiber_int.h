@@ -94,6 +94,10 @@ int  xtc__stack_alloc(size_t usable, xtc__stack_t *out);
 /* Return a stack to this thread's cache (unmapped if the cache is full).
  * Clears *st. Safe on an empty (zeroed) descriptor. */
 void xtc__stack_free(xtc__stack_t *st);
+/* Into this thread's cache only: 1 (st cleared), or 0 with st untouched
+ * when the cache is full or missing (the reap then spills it to its loop's
+ * pool before it would go to the process pool). */
+int  xtc__stack_cache_put(xtc__stack_t *st);
 void xtc__stack_cache_trim(void); /* unmap this thread's cached stacks */
 size_t xtc__stack_cache_count(void); /* stacks cached by this thread */
 /* Process default usable size behind xtc_stack_size/xtc_set_stack_size.
@@ -228,6 +232,11 @@ int  xtc__fiber_init(xtc__fiber_t *f, size_t stack_size,
 /* Release the stack of a fiber that has exited (or never ran). No-op for a
  * root fiber, the running fiber, or an already released one. */
 void xtc__fiber_release(xtc__fiber_t *f);
+/* The reap's release of an exited fiber (never the running one or a
+ * root): as xtc__fiber_release when the stack fits this thread's cache
+ * (returns 1); 0 with f untouched otherwise. One call where the reap used
+ * three (a cache count, the release, the free). */
+int  xtc__fiber_release_cached(xtc__fiber_t *f);
 
 /* Save the current context into xtc__fiber_current() and resume to.
  * to == current is a no-op. */

@@ -597,8 +597,9 @@ static void task_reap(xtc_loop_t *loop, xtc_task_t *t)
 	loop->live_tasks--;
 	if (t->cleanup != NULL)
 		t->cleanup(t, t->proc);
-	if (t->is_fiber && !t->stack_lazy) {
-		spool_put(loop, &t->fiber);
+	if (t->is_fiber && !t->stack_lazy &&
+	    !xtc__fiber_release_cached(&t->fiber)) {
+		spool_put(loop, &t->fiber); /* the thread cache is full */
 		xtc__fiber_release(&t->fiber);
 	}
 	if (!t->retain) {

@@ -9,7 +9,10 @@
  *
  * Reuse: freed stacks go to a per-thread LIFO cache of at most
  * XTC__STACK_CACHE_MAX entries; a hit needs no syscall and no lock, so
- * spawn/exit cycles run syscall-free once warm. A stack freed on another
+ * spawn/exit cycles run syscall-free once warm. A warm spawn takes the
+ * top entry and a reap pushes one (xtc__stack_cache_put), each a few
+ * dozen instructions; scans, the pool and mmap sit behind an out-of-line
+ * slow path. A stack freed on another
  * thread than the one that mapped it simply joins that thread's cache.
  * Behind the thread caches sits one process-wide pool (a mutex and an
  * array, at most XTC__STACK_POOL_MAX stacks or what xtc_stack_reserve
@@ -254,26 +257,15 @@ static int pool_take(size_t want, struct stack_cache *c, xtc__stack_t *out)
 	return got;
 }
 
-int xtc__stack_alloc(size_t usable, xtc__stack_t *out)
+/* Everything but the top-of-cache hit, out of line so the hit (every warm
+ * spawn) saves no registers. */
+static __attribute__((noinline)) int stack_alloc_slow(size_t usable,
+                                                      size_t want,
+                                                      xtc__stack_t *out)
 {
-	if (out == NULL)
-		return XTC_E_INVAL;
-	/* *out is written whole on success and cleared on failure; not
-	 * cleared first (the spawn path writes it once) */
-	if (usable == 0) {
-		usable = xtc__stack_default(); /* page-rounded when set */
-	} else if (usable > XTC__STACK_MAX) {
-		memset(out, 0, sizeof *out);
-		return XTC_E_RANGE;
-	} else {
-		usable = round_page(usable);
-	}
-	size_t want = usable + xtc__page_size();
-
 	struct stack_cache *c = cache_get();
 	if (c != NULL) {
-		/* LIFO scan: the most recently freed stack is the warmest and,
-		 * with one stack size in use, always the first probe. */
+		/* LIFO scan: the most recently freed stack is the warmest */
 		for (size_t i = c->n; i-- > 0;) {
 			if (c->s[i].map_len != want)
 				continue;
@@ -293,6 +285,35 @@ int xtc__stack_alloc(size_t usable, xtc__stack_t *out)
 	return rc;
 }
 
+int xtc__stack_alloc(size_t usable, xtc__stack_t *out)
+{
+	if (out == NULL)
+		return XTC_E_INVAL;
+	/* *out is written whole on success and cleared on failure; not
+	 * cleared first (the spawn path writes it once) */
+	if (usable == 0) {
+		usable = xtc__stack_default(); /* page-rounded when set */
+	} else if (usable > XTC__STACK_MAX) {
+		memset(out, 0, sizeof *out);
+		return XTC_E_RANGE;
+	} else {
+		usable = round_page(usable);
+	}
+	size_t want = usable + xtc__page_size();
+
+	/* With one stack size in use the most recently freed stack (the
+	 * warmest) always fits. */
+	struct stack_cache *c = tls_cache;
+	if (__builtin_expect(c != NULL && c->n > 0 &&
+	                     c->s[c->n - 1].map_len == want, 1)) {
+		*out = c->s[--c->n];
+		STACK_UNPOISON(out->lo,
+		               (size_t)((char *)out->hi - (char *)out->lo));
+		return XTC_OK;
+	}
+	return stack_alloc_slow(usable, want, out);
+}
+
 void xtc__stack_free(xtc__stack_t *st)
 {
 	if (st == NULL || st->map == NULL)
@@ -309,6 +330,18 @@ void xtc__stack_free(xtc__stack_t *st)
 			unmap_stack(st);
 	}
 	memset(st, 0, sizeof *st);
+}
+
+int xtc__stack_cache_put(xtc__stack_t *st)
+{
+	struct stack_cache *c = tls_cache;
+
+	if (c == NULL || c->n >= XTC__STACK_CACHE_MAX)
+		return 0;
+	STACK_UNPOISON(st->lo, (size_t)((char *)st->hi - (char *)st->lo));
+	c->s[c->n++] = *st;
+	memset(st, 0, sizeof *st);
+	return 1;
 }
 
 /* Touch the top pages of a fresh stack (where a fiber's frames live). */
