@@ -426,16 +426,43 @@ static void notify_exit(xtc_pid_t me, int reason, xtc__relv_t *links,
 		unwatch_target(held->v[i].pid, held->v[i].ref);
 }
 
+/* Under p->lock, which it drops: take the mailbox and the relationships
+ * out, then free and notify. Out of line: the common proc has none of
+ * them, and inlined this made every teardown save all registers and
+ * shuffle the five structs through the stack. */
+static __attribute__((noinline)) void teardown_take(xtc__proc_t *p,
+                                                    xtc_pid_t me, int reason)
+{
+	xtc__relv_t links, watchers, held;
+	xtc__msgq_t in, save;
+
+	links = p->links;
+	watchers = p->watchers;
+	held = p->held;
+	in = p->in;
+	save = p->save;
+	memset(&p->links, 0, sizeof p->links);
+	memset(&p->watchers, 0, sizeof p->watchers);
+	memset(&p->held, 0, sizeof p->held);
+	memset(&p->in, 0, sizeof p->in);
+	memset(&p->save, 0, sizeof p->save);
+	xtc__spin_unlock(&p->lock);
+
+	xtc__msgq_free(&in);
+	xtc__msgq_free(&save);
+	notify_exit(me, reason, &links, &watchers, &held);
+	relv_free(&links);
+	relv_free(&watchers);
+	relv_free(&held);
+}
+
 static void proc_teardown(xtc__proc_t *p, int reason)
 {
 	void (*hook)(void *, int);
 	void *hook_user;
-	xtc__relv_t links, watchers, held;
-	xtc__msgq_t in, save;
 	xtc__msg_t *handoff;
 	xtc_pid_t me;
 	xtc_task_t *t;
-	int rels, mail;
 
 	xtc__spin_lock(&p->lock);
 	me = xtc__proc_pid(p);
@@ -445,44 +472,20 @@ static void proc_teardown(xtc__proc_t *p, int reason)
 	 * under this lock: no exchange needed) */
 	handoff = atomic_load_explicit(&p->handoff, memory_order_relaxed);
 	atomic_store_explicit(&p->handoff, NULL, memory_order_relaxed);
-	/* Most procs end with no link, monitor or mail: a vector that ever
-	 * held an entry keeps its buffer (v) until here, a queue with a
-	 * message has a head, so testing those skips the moves, the frees
-	 * and the notifications (a third of the teardown). */
-	rels = p->links.v != NULL || p->watchers.v != NULL ||
-	       p->held.v != NULL;
-	mail = p->in.head != NULL || p->save.head != NULL;
-	if (rels) {
-		links = p->links;
-		watchers = p->watchers;
-		held = p->held;
-		memset(&p->links, 0, sizeof p->links);
-		memset(&p->watchers, 0, sizeof p->watchers);
-		memset(&p->held, 0, sizeof p->held);
-	}
-	if (mail) {
-		in = p->in;
-		save = p->save;
-		memset(&p->in, 0, sizeof p->in);
-		memset(&p->save, 0, sizeof p->save);
-	}
 	t = p->task;
 	hook = p->on_exit;
 	hook_user = p->on_exit_user;
 	p->on_exit = NULL;
-	xtc__spin_unlock(&p->lock);
-
-	if (mail) {
-		xtc__msgq_free(&in);
-		xtc__msgq_free(&save);
-	}
+	/* Most procs end with no link, monitor or mail: a vector that ever
+	 * held an entry keeps its buffer (v) until here, a queue with a
+	 * message has a head; only then is there anything to take out. */
+	if (XTC__UNLIKELY(p->links.v != NULL || p->watchers.v != NULL ||
+	                  p->held.v != NULL || p->in.head != NULL ||
+	                  p->save.head != NULL))
+		teardown_take(p, me, reason);
+	else
+		xtc__spin_unlock(&p->lock);
 	xtc__hoff_free(handoff);
-	if (rels) {
-		notify_exit(me, reason, &links, &watchers, &held);
-		relv_free(&links);
-		relv_free(&watchers);
-		relv_free(&held);
-	}
 	if (t) {
 		/* the reap then skips proc_task_cleanup, which would find
 		 * nothing left to do */
