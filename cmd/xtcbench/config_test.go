@@ -74,6 +74,18 @@ func TestParseOverridesWinOverMode(t *testing.T) {
 	assert.Equal(t, "off", c.Progress)
 	assert.True(t, c.has("hog"))
 	assert.False(t, c.has("tail"))
+	assert.True(t, c.Coop, "the cooperative pair is on by default")
+	keys := func(c *Config) (ks []string) {
+		for _, x := range contenders(c) {
+			ks = append(ks, x.Key)
+		}
+		return ks
+	}
+	assert.Contains(t, keys(c), "xtc-10µs-coop", "the first slice, kept by yield points")
+	assert.Contains(t, keys(c), "go-gosched")
+	c2, err, _ := parse(t, "--coop=false")
+	require.NoError(t, err)
+	assert.NotContains(t, keys(c2), "go-gosched")
 }
 
 func TestParseErrors(t *testing.T) {

@@ -67,9 +67,22 @@ func TestTinyRunWritesReportAndPlots(t *testing.T) {
 	}
 	assert.Empty(t, res.PlotErrors)
 
+	// The cooperative pair ran next to the others (on by default), and
+	// its xtc row is compared with Go's Gosched row.
+	assert.Contains(t, text, "xtc-100µs-coop")
+	assert.Contains(t, text, "runtime.Gosched every 100")
+	if res.Features.Has(FeatPreempt) {
+		for _, p := range res.Tail.Points {
+			if p.Contender == "xtc-100µs-coop" {
+				assert.Equal(t, "ok", p.Status, p.Why)
+				assert.Zero(t, p.Preemptions, "no involuntary preemption on a clock-checked carrier")
+			}
+		}
+	}
+
 	// Go contenders produced real numbers at every point.
 	for _, p := range res.Tail.Points {
-		if p.Contender == "go" || p.Contender == "gocgo" {
+		if p.Contender == "go" || p.Contender == "gocgo" || p.Contender == "go-gosched" {
 			assert.Equal(t, "ok", p.Status)
 			assert.Equal(t, p.N, p.Completed)
 			assert.Greater(t, p.All.P50, int64(0))
