@@ -319,6 +319,7 @@ func tailVerdicts(t *TailResults) []Verdict {
 	for _, d := range dists {
 		v := Verdict{Check: "max load with p99 ≤ SLO, " + d, Result: resInfo}
 		var xs []string
+		goSched := ""
 		for _, c := range t.Contenders {
 			l := t.MaxLoad[d][c.Key]
 			s := loadStr(l)
@@ -331,17 +332,18 @@ func tailVerdicts(t *TailResults) []Verdict {
 				xs = append(xs, strings.TrimPrefix(c.Key, "xtc-")+" "+s)
 			case "go":
 				if c.Coop {
-					s = "Gosched " + s
+					goSched = "Gosched " + s
+				} else {
+					v.Go = s
 				}
-				if v.Go != "" {
-					s = v.Go + ", " + s
-				}
-				v.Go = s
 			case "gocgo":
 				v.GoCgo = s
 			}
 		}
 		v.Xtc = strings.Join(xs, ", ")
+		if goSched != "" {
+			v.Go += ", " + goSched // plain goroutines first
+		}
 		vs = append(vs, v)
 	}
 	return vs
