@@ -33,6 +33,11 @@
  *                safety net signals it): the cost of preemption being on.
  *          pair: two spinners on one loop. Every slice really switches, so
  *                loss = cost per preemption x preemption rate.
+ *          coop_pair: the pair again, each loop passing a
+ *                xtc_yield_if_due point every 1024 iterations (~1 us), on
+ *                an executor with clock-checked slices
+ *                (xtc_exec_set_preempt_coop): no interrupt; its
+ *                "preemptions" are the slice ends taken at the points.
  *   preempt_loss_wall_<case>_<slice>_pct  the same in wall time (noisy when
  *        the machine is shared; includes the monitor competing for a CPU)
  *   preempt_rate_<case>_<slice>   preemptions per second at that slice
@@ -117,7 +122,22 @@ __attribute__((noinline)) static uint64_t kernel(uint64_t n, uint64_t x)
 	return x;
 }
 
+/* the same loop with a preemption point every 1024 iterations (about a
+ * microsecond): what code that can carry points runs under clock-checked
+ * slices (xtc_exec_set_preempt_coop) */
+__attribute__((noinline)) static uint64_t kernel_points(uint64_t n,
+                                                        uint64_t x)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		if ((i & 1023) == 1023)
+			(void)xtc_yield_if_due();
+	}
+	return x;
+}
+
 static volatile uint64_t sink;
+static int use_points; /* the workers run kernel_points */
 
 /* Both workers run on the one carrier thread: its CPU clock read by the
  * first to start and the last to end is the carrier's CPU time for the
@@ -128,7 +148,8 @@ static intptr_t worker(void *arg)
 	int64_t expect = 0;
 	if (atomic_compare_exchange_strong(&first_start, &expect, t0))
 		atomic_store(&cpu_first, c0);
-	sink += kernel(work_iters, (uint64_t)(uintptr_t)arg);
+	sink += use_points ? kernel_points(work_iters, (uint64_t)(uintptr_t)arg)
+	                   : kernel(work_iters, (uint64_t)(uintptr_t)arg);
 	int64_t t1 = now_ns(), c1 = thread_cpu_ns();
 	atomic_store(&last_end, t1);
 	atomic_store(&cpu_last, c1);
@@ -145,9 +166,11 @@ static struct pair_res run_pair(int64_t slice, int nworkers)
 	xtc_exec_t *e = NULL;
 	if (xtc_exec_init(&e, 1) != XTC_OK)
 		return r;
+	if (use_points)
+		xtc_exec_set_preempt_coop(e, 1); /* slices end at the points */
 	if (slice > 0)
 		xtc_exec_set_preempt(e, slice);
-	xtc_preempt_set_involuntary(slice > 0);
+	xtc_preempt_set_involuntary(slice > 0 && !use_points);
 	atomic_store(&first_start, 0);
 	atomic_store(&last_end, 0);
 	for (int i = 0; i < nworkers; i++)
@@ -158,6 +181,13 @@ static struct pair_res run_pair(int64_t slice, int nworkers)
 	xtc_exec_run(e);
 	int64_t m1 = xtc__monitor_cpu_ns();
 	xtc_preempt_stats_global(&b, NULL);
+	xtc_loop_stats_t ls;
+	if (use_points && xtc_exec_loop_stats(e, 0, &ls) == XTC_OK) {
+		/* no involuntary preemption: count the slice ends taken at
+		 * the points (each one a demotion) */
+		a.preemptions = 0;
+		b.preemptions = ls.demotions;
+	}
 	xtc_exec_fini(e);
 	xtc_preempt_set_involuntary(0);
 	r.wall = (double)(atomic_load(&last_end) - atomic_load(&first_start));
@@ -235,6 +265,11 @@ static void bench_loss(void)
 	bench_loss_case("lone", 1);
 	work_iters /= 2;
 	bench_loss_case("pair", 2);
+	/* the same pair with a point every ~1 us, clock-checked slices: the
+	 * baseline runs the same points with preemption off */
+	use_points = 1;
+	bench_loss_case("coop_pair", 2);
+	use_points = 0;
 }
 
 /* ---- due-check cost ----------------------------------------------------- */
@@ -408,9 +443,11 @@ static double yield_ns(int64_t slice)
 	xtc_exec_t *e = NULL;
 	if (xtc_exec_init(&e, 1) != XTC_OK)
 		return -1;
+	if (use_points)
+		xtc_exec_set_preempt_coop(e, 1); /* slices end at the points */
 	if (slice > 0)
 		xtc_exec_set_preempt(e, slice);
-	xtc_preempt_set_involuntary(slice > 0);
+	xtc_preempt_set_involuntary(slice > 0 && !use_points);
 	xtc_exec_async_on(e, 0, yielder, NULL, NULL);
 	xtc_exec_async_on(e, 0, yielder, NULL, NULL);
 	int64_t t0 = now_ns();
