@@ -5,6 +5,7 @@ package xtc
 import (
 	"context"
 	"debug/elf"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -319,4 +320,36 @@ func TestPreemptNoSignalDuringGoCallback(t *testing.T) {
 	assert.Equal(t, sent0, sent1)
 	require.NoError(t, e.Stop())
 	require.NoError(t, run.Wait(context.Background()))
+}
+
+// A service whose C kernels carry preemption points (xtc_yield_if_due in
+// their loops) slices them without any interrupt: the executor's slices
+// are clock-checked, so a request submitted while a kernel runs is served
+// at the kernel's next slice end, and no signal is ever sent.
+func ExampleExec_SetPreemptCoop() {
+	e, _ := ExecInit(1)
+	defer e.Fini()
+	e.SetServiceMode(true)
+	_ = e.SetPreemptCoop(true)
+	_ = e.SetPreempt(200 * time.Microsecond)
+	_, sent0 := PreemptStatsGlobal()
+	run, _ := e.Start()
+
+	stop := ctest.NewFlag()
+	defer stop.Free()
+	kernel, _ := Submit(e.Loop(0), ctest.CoopSpinFn(), stop.Ptr()) // runs until stopped
+	time.Sleep(5 * time.Millisecond)
+	short, _ := Submit(e.Loop(0), ctest.ShortFn(), nil)
+	v, err := short.Wait(context.Background())
+	fmt.Println("short request:", v, err, "kernel still running:", !kernel.Ready())
+
+	stop.Set()
+	yields, _ := kernel.Wait(context.Background())
+	_, sent1 := PreemptStatsGlobal()
+	fmt.Println("kernel yielded at slice ends:", yields > 1, "signals sent:", sent1-sent0)
+	_ = e.Stop()
+	_ = run.Wait(context.Background())
+	// Output:
+	// short request: 7 <nil> kernel still running: true
+	// kernel yielded at slice ends: true signals sent: 0
 }
