@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -201,6 +202,32 @@ func TestPreemptQuantum(t *testing.T) {
 	require.NoError(t, q.SetLoad(-1))
 }
 
+// shortsBesideKernel starts kernel (a spinner polling stop) on the
+// executor's loop 0, then serves 20 short requests one after the other;
+// each must complete while the kernel still runs. Returns the kernel's
+// future (the caller sets stop).
+func shortsBesideKernel(t *testing.T, e *Exec, kernel unsafe.Pointer, stop ctest.Flag) *Future {
+	t.Helper()
+	spin, err := Submit(e.Loop(0), kernel, stop.Ptr())
+	require.NoError(t, err)
+	time.Sleep(5 * time.Millisecond) // the kernel owns the loop now
+	for i := 0; i < 20; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		f, err := Submit(e.Loop(0), ctest.ShortFn(), nil)
+		require.NoError(t, err)
+		v, err := f.Wait(ctx)
+		cancel()
+		if err != nil {
+			st, sent := PreemptStatsGlobal()
+			t.Logf("stats %+v sent %d", st, sent)
+		}
+		require.NoError(t, err)
+		assert.Equal(t, int64(7), v)
+	}
+	assert.False(t, spin.Ready(), "the kernel must still be spinning")
+	return spin
+}
+
 // A C kernel that never yields shares its loop with short requests: with
 // the involuntary path on, the requests complete while it spins.
 func TestPreemptTimeSlicesNeverYieldingKernel(t *testing.T) {
@@ -219,23 +246,7 @@ func TestPreemptTimeSlicesNeverYieldingKernel(t *testing.T) {
 
 	stop := ctest.NewFlag()
 	defer stop.Free()
-	spin, err := Submit(e.Loop(0), ctest.SpinFn(), stop.Ptr())
-	require.NoError(t, err)
-	time.Sleep(5 * time.Millisecond) // the kernel owns the loop now
-	for i := 0; i < 20; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		f, err := Submit(e.Loop(0), ctest.ShortFn(), nil)
-		require.NoError(t, err)
-		v, err := f.Wait(ctx)
-		cancel()
-		if err != nil {
-			st, sent := PreemptStatsGlobal()
-			t.Logf("stats %+v sent %d", st, sent)
-		}
-		require.NoError(t, err)
-		assert.Equal(t, int64(7), v)
-	}
-	assert.False(t, spin.Ready(), "the kernel must still be spinning")
+	spin := shortsBesideKernel(t, e, ctest.SpinFn(), stop)
 	stop.Set()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -267,19 +278,7 @@ func TestExecPreemptCoop(t *testing.T) {
 
 	stop := ctest.NewFlag()
 	defer stop.Free()
-	spin, err := Submit(e.Loop(0), ctest.CoopSpinFn(), stop.Ptr())
-	require.NoError(t, err)
-	time.Sleep(5 * time.Millisecond) // the kernel owns the loop now
-	for i := 0; i < 20; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		f, err := Submit(e.Loop(0), ctest.ShortFn(), nil)
-		require.NoError(t, err)
-		v, err := f.Wait(ctx)
-		cancel()
-		require.NoError(t, err)
-		assert.Equal(t, int64(7), v)
-	}
-	assert.False(t, spin.Ready(), "the kernel must still be spinning")
+	spin := shortsBesideKernel(t, e, ctest.CoopSpinFn(), stop)
 	stop.Set()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -113,6 +113,22 @@ func stepWork(itersPerNs float64, members int) {
 	keep(goSpin(uint64(ns * itersPerNs)))
 }
 
+// batchStep is the xtc variants' Step (on the loop's carrier): the step
+// work, then each member's round; rounds is indexed by request.
+func batchStep(m batchMix, ipn float64, rounds []int) func([]xtc.BatchItem, []xtc.BatchResult) error {
+	return func(items []xtc.BatchItem, res []xtc.BatchResult) error {
+		stepWork(ipn, len(items))
+		for i, it := range items {
+			r := it.Request.(int)
+			rounds[r]++
+			if rounds[r] == m.length[r] {
+				res[i].State = xtc.BatchDone
+			}
+		}
+		return nil
+	}
+}
+
 // xtc, the engine alone: a Batch group with a Go Step; the requests are
 // handed in before the clock (SubmitMT: lock-free, no trip to the loop's
 // thread) and each completion is recorded by the Complete callback on the
@@ -124,23 +140,12 @@ func runBatchXtc(m batchMix, ipn float64) ([]time.Duration, time.Duration, error
 	}
 	defer loop.Fini()
 	n := len(m.length)
-	rounds := make([]int, n)
 	doneAt := make([]time.Duration, n)
 	var t0 time.Time
 	b, err := xtc.BatchCreate(loop, &xtc.BatchOpts{
 		Capacity: n, MaxActive: batchMaxActive, ResourceCapacity: batchMaxActive,
 		Name: "xtcbench-batch",
-		Step: func(items []xtc.BatchItem, res []xtc.BatchResult) error {
-			stepWork(ipn, len(items))
-			for i, it := range items {
-				r := it.Request.(int)
-				rounds[r]++
-				if rounds[r] == m.length[r] {
-					res[i].State = xtc.BatchDone
-				}
-			}
-			return nil
-		},
+		Step: batchStep(m, ipn, make([]int, n)),
 		Complete: func(h uint64, req any, outcome error) {
 			doneAt[req.(int)] = time.Since(t0)
 		},
@@ -178,22 +183,11 @@ func runBatchXtcDo(m batchMix, ipn float64) ([]time.Duration, time.Duration, err
 	}
 	defer loop.Fini()
 	n := len(m.length)
-	rounds := make([]int, n)
 	doneAt := make([]time.Duration, n)
 	b, err := xtc.BatchCreate(loop, &xtc.BatchOpts{
 		Capacity: n, MaxActive: batchMaxActive, ResourceCapacity: batchMaxActive,
 		Name: "xtcbench-batch",
-		Step: func(items []xtc.BatchItem, res []xtc.BatchResult) error {
-			stepWork(ipn, len(items))
-			for i, it := range items {
-				r := it.Request.(int)
-				rounds[r]++
-				if rounds[r] == m.length[r] {
-					res[i].State = xtc.BatchDone
-				}
-			}
-			return nil
-		},
+		Step: batchStep(m, ipn, make([]int, n)),
 		// required; Do's completions go to their callers instead
 		Complete: func(uint64, any, error) {},
 	})
@@ -303,6 +297,24 @@ func runBatchGo(m batchMix, ipn float64) ([]time.Duration, time.Duration, error)
 	return doneAt, total, nil
 }
 
+// advance runs one step over the active requests and keeps those not
+// done, recording completions: the batcher loop of the Go engine and of
+// static batching.
+func advance(m batchMix, ipn float64, active, rounds []int, doneAt []time.Duration, t0 time.Time) []int {
+	stepWork(ipn, len(active))
+	k := 0
+	for _, r := range active {
+		rounds[r]++
+		if rounds[r] == m.length[r] {
+			doneAt[r] = time.Since(t0)
+		} else {
+			active[k] = r
+			k++
+		}
+	}
+	return active[:k]
+}
+
 // Go, the engine alone: the same batcher loop over requests queued
 // before the clock, each completion recorded by the batcher (no goroutine
 // per request, no channel): the Go twin of runBatchXtc.
@@ -318,18 +330,7 @@ func runBatchGoEngine(m batchMix, ipn float64) ([]time.Duration, time.Duration, 
 			active = append(active, next)
 			next++
 		}
-		stepWork(ipn, len(active))
-		k := 0
-		for _, r := range active {
-			rounds[r]++
-			if rounds[r] == m.length[r] {
-				doneAt[r] = time.Since(t0)
-			} else {
-				active[k] = r
-				k++
-			}
-		}
-		active = active[:k]
+		active = advance(m, ipn, active, rounds, doneAt, t0)
 	}
 	return doneAt, time.Since(t0), nil
 }
@@ -347,18 +348,7 @@ func runBatchStatic(m batchMix, ipn float64) ([]time.Duration, time.Duration, er
 			act = append(act, i)
 		}
 		for len(act) > 0 {
-			stepWork(ipn, len(act))
-			k := 0
-			for _, i := range act {
-				rounds[i]++
-				if rounds[i] == m.length[i] {
-					doneAt[i] = time.Since(t0)
-				} else {
-					act[k] = i
-					k++
-				}
-			}
-			act = act[:k]
+			act = advance(m, ipn, act, rounds, doneAt, t0)
 		}
 	}
 	return doneAt, time.Since(t0), nil
