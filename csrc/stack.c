@@ -318,17 +318,15 @@ void xtc__stack_free(xtc__stack_t *st)
 {
 	if (st == NULL || st->map == NULL)
 		return;
-	struct stack_cache *c = cache_get();
+	/* cache_get creates this thread's cache on first use */
+	if (cache_get() != NULL && xtc__stack_cache_put(st))
+		return;
 	STACK_UNPOISON(st->lo, (size_t)((char *)st->hi - (char *)st->lo));
-	if (c != NULL && c->n < XTC__STACK_CACHE_MAX) {
-		c->s[c->n++] = *st;
-	} else {
-		pthread_mutex_lock(&pool_mu);
-		int kept = pool_put_locked(st);
-		pthread_mutex_unlock(&pool_mu);
-		if (!kept)
-			unmap_stack(st);
-	}
+	pthread_mutex_lock(&pool_mu);
+	int kept = pool_put_locked(st);
+	pthread_mutex_unlock(&pool_mu);
+	if (!kept)
+		unmap_stack(st);
 	memset(st, 0, sizeof *st);
 }
 

@@ -113,20 +113,27 @@ func stepWork(itersPerNs float64, members int) {
 	keep(goSpin(uint64(ns * itersPerNs)))
 }
 
-// batchStep is the xtc variants' Step (on the loop's carrier): the step
-// work, then each member's round; rounds is indexed by request.
-func batchStep(m batchMix, ipn float64, rounds []int) func([]xtc.BatchItem, []xtc.BatchResult) error {
-	return func(items []xtc.BatchItem, res []xtc.BatchResult) error {
-		stepWork(ipn, len(items))
-		for i, it := range items {
-			r := it.Request.(int)
-			rounds[r]++
-			if rounds[r] == m.length[r] {
-				res[i].State = xtc.BatchDone
+// newXtcBatch is the xtc variants' group on loop: n requests, the Step
+// (on the loop's carrier) doing the step work and each member's round, and
+// complete for Complete.
+func newXtcBatch(loop *xtc.Loop, m batchMix, ipn float64, complete func(uint64, any, error)) (*xtc.Batch, error) {
+	rounds := make([]int, len(m.length))
+	return xtc.BatchCreate(loop, &xtc.BatchOpts{
+		Capacity: len(m.length), MaxActive: batchMaxActive, ResourceCapacity: batchMaxActive,
+		Name: "xtcbench-batch",
+		Step: func(items []xtc.BatchItem, res []xtc.BatchResult) error {
+			stepWork(ipn, len(items))
+			for i, it := range items {
+				r := it.Request.(int)
+				rounds[r]++
+				if rounds[r] == m.length[r] {
+					res[i].State = xtc.BatchDone
+				}
 			}
-		}
-		return nil
-	}
+			return nil
+		},
+		Complete: complete,
+	})
 }
 
 // xtc, the engine alone: a Batch group with a Go Step; the requests are
@@ -142,13 +149,8 @@ func runBatchXtc(m batchMix, ipn float64) ([]time.Duration, time.Duration, error
 	n := len(m.length)
 	doneAt := make([]time.Duration, n)
 	var t0 time.Time
-	b, err := xtc.BatchCreate(loop, &xtc.BatchOpts{
-		Capacity: n, MaxActive: batchMaxActive, ResourceCapacity: batchMaxActive,
-		Name: "xtcbench-batch",
-		Step: batchStep(m, ipn, make([]int, n)),
-		Complete: func(h uint64, req any, outcome error) {
-			doneAt[req.(int)] = time.Since(t0)
-		},
+	b, err := newXtcBatch(loop, m, ipn, func(h uint64, req any, outcome error) {
+		doneAt[req.(int)] = time.Since(t0)
 	})
 	if err != nil {
 		return nil, 0, err
@@ -184,13 +186,8 @@ func runBatchXtcDo(m batchMix, ipn float64) ([]time.Duration, time.Duration, err
 	defer loop.Fini()
 	n := len(m.length)
 	doneAt := make([]time.Duration, n)
-	b, err := xtc.BatchCreate(loop, &xtc.BatchOpts{
-		Capacity: n, MaxActive: batchMaxActive, ResourceCapacity: batchMaxActive,
-		Name: "xtcbench-batch",
-		Step: batchStep(m, ipn, make([]int, n)),
-		// required; Do's completions go to their callers instead
-		Complete: func(uint64, any, error) {},
-	})
+	// Complete is required; Do's completions go to their callers instead
+	b, err := newXtcBatch(loop, m, ipn, func(uint64, any, error) {})
 	if err != nil {
 		return nil, 0, err
 	}
