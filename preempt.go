@@ -62,6 +62,9 @@ type PreemptStats struct {
 	OwnArms    uint64 // those arms
 	Stretches  uint64 // budget windows that lengthened the slice
 	StretchMax uint64 // largest slice multiplier reached (0: none)
+	// The tick net: expiries of a carrier's CPU-clock timer (they ride the
+	// kernel tick) that found its run overdue.
+	TickNets uint64
 }
 
 func statsFromC(s *C.xtc_preempt_stats_t) PreemptStats {
@@ -92,6 +95,8 @@ func statsFromC(s *C.xtc_preempt_stats_t) PreemptStats {
 		OwnArms:    uint64(s.own_arms),
 		Stretches:  uint64(s.stretches),
 		StretchMax: uint64(s.stretch_max),
+
+		TickNets: uint64(s.tick_nets),
 	}
 }
 

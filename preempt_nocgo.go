@@ -12,6 +12,7 @@ type PreemptStats struct {
 	TimerFires, TimerEarly, TimerArms, Direct, TimerFallbacks, CostNs               uint64
 	RefusedCtx, RefusedNoPreempt, RefusedStack, RefusedPC                           uint64
 	OverheadNs, ArmNs, OwnArms, Stretches, StretchMax                               uint64
+	TickNets                                                                        uint64
 }
 
 type QuantumOpts struct {

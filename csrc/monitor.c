@@ -210,7 +210,10 @@ static void send_tick(int tid, uint32_t gen)
  * (the slice end) once other work contends for the carrier. */
 static int64_t effective_deadline(xtc__pslot_t *s, int64_t d)
 {
-	if (atomic_load_explicit(&s->timer, memory_order_relaxed))
+	int tm = atomic_load_explicit(&s->timer, memory_order_relaxed);
+	if (tm & XTC__TIMER_TICK)
+		return INT64_MAX; /* the tick net covers it */
+	if (tm)
 		return atomic_load_explicit(&s->net, memory_order_relaxed);
 	if (atomic_load_explicit(&s->contended, memory_order_relaxed)) {
 		int64_t sd = atomic_load_explicit(&s->soft, memory_order_relaxed);
@@ -241,8 +244,9 @@ static int64_t scan(int64_t now, int64_t *min_slice, int *any, int *sliced)
 		if (sl > 0 && sl < *min_slice)
 			*min_slice = sl;
 		int64_t d = atomic_load_explicit(&s->deadline, memory_order_acquire);
-		if (d == INT64_MAX)
-			continue;
+		if (d == INT64_MAX || (atomic_load_explicit(&s->timer,
+		    memory_order_relaxed) & XTC__TIMER_TICK))
+			continue; /* idle, or its timers and tick net time it */
 		*any = 1;
 		uint32_t g = atomic_load_explicit(&s->gen, memory_order_acquire);
 		int64_t eff = effective_deadline(s, d);
@@ -307,8 +311,11 @@ static int64_t earliest_deadline(void)
 			continue;
 		int64_t d = atomic_load_explicit(&slots[i].deadline,
 		                                 memory_order_relaxed);
-		if (d != INT64_MAX &&
-		    atomic_load_explicit(&slots[i].timer, memory_order_relaxed))
+		int tm = atomic_load_explicit(&slots[i].timer,
+		                              memory_order_relaxed);
+		if (tm & XTC__TIMER_TICK)
+			continue;
+		if (d != INT64_MAX && tm)
 			d = atomic_load_explicit(&slots[i].net,
 			                         memory_order_relaxed);
 		if (d == INT64_MAX || (sent[i].deadline == d &&
@@ -417,6 +424,7 @@ void xtc__monitor_after_fork(void)
 		atomic_store(&slots[i].timer_at, INT64_MAX);
 		slots[i].ktimer = NULL;
 	}
+	xtc__ptls.kticker = NULL; /* nor is the tick net */
 	atomic_store(&slot_hwm, 0);
 	atomic_store(&wake_at, 0);
 	atomic_store(&monitor_started, 0);
@@ -464,27 +472,64 @@ void xtc__monitor_slot_put(xtc__pslot_t *s)
 /* Carrier timers and the direct signal                                 */
 /* ------------------------------------------------------------------ */
 
-int xtc__ctimer_create(xtc__pslot_t *s, int tid)
+static int thread_timer(clockid_t clk, int tid, int sival, timer_t *out)
 {
 	struct sigevent ev;
-	timer_t t;
 
-	if (s == NULL)
-		return XTC_E_INVAL;
 	memset(&ev, 0, sizeof ev);
 	ev.sigev_notify = SIGEV_THREAD_ID;
 	ev.sigev_signo = xtc__preempt_signo();
+	ev.sigev_value.sival_int = sival;
 #ifdef sigev_notify_thread_id
 	ev.sigev_notify_thread_id = tid;
 #else
 	ev._sigev_un._tid = tid; /* glibc < 2.38 has no name for it */
 #endif
-	if (timer_create(CLOCK_MONOTONIC, &ev, &t) != 0)
+	if (timer_create(clk, &ev, out) != 0)
 		return errno == EAGAIN ? XTC_E_RESOURCE : XTC_E_INTERNAL;
+	return XTC_OK;
+}
+
+/* The tick net (design note, 3.): a periodic timer on the carrier's own
+ * CPU clock. The kernel checks such timers only from its tick, on the CPU
+ * the thread runs on, so it expires at most once per tick and only while
+ * the carrier is busy: no interrupt of its own, no third thread. Called
+ * by the carrier itself (its CPU clock is the caller's). */
+static void tick_net_create(xtc__pslot_t *s, int tid)
+{
+	clockid_t clk;
+	timer_t t;
+	struct itimerspec its;
+
+	if (pthread_getcpuclockid(pthread_self(), &clk) != 0 ||
+	    thread_timer(clk, tid, XTC__TICK_NET_SIVAL, &t) != XTC_OK)
+		return; /* the monitor keeps watching the nets */
+	memset(&its, 0, sizeof its);
+	its.it_value.tv_nsec = XTC__TICK_NET_NS;
+	its.it_interval.tv_nsec = XTC__TICK_NET_NS;
+	if (timer_settime(t, 0, &its, NULL) != 0) {
+		timer_delete(t);
+		return;
+	}
+	xtc__ptls.kticker = (void *)t;
+	atomic_fetch_or(&s->timer, XTC__TIMER_TICK);
+}
+
+int xtc__ctimer_create(xtc__pslot_t *s, int tid)
+{
+	timer_t t;
+
+	if (s == NULL)
+		return XTC_E_INVAL;
+	int rc = thread_timer(CLOCK_MONOTONIC, tid, 0, &t);
+	if (rc != XTC_OK)
+		return rc;
 	s->ktimer = (void *)t;
 	atomic_store(&s->timer_at, INT64_MAX);
 	atomic_store(&s->net, INT64_MAX);
-	atomic_store_explicit(&s->timer, 1, memory_order_release);
+	atomic_store_explicit(&s->timer, XTC__TIMER_MONO, memory_order_release);
+	if (tid == (int)syscall(SYS_gettid))
+		tick_net_create(s, tid);
 	return XTC_OK;
 }
 
@@ -496,6 +541,17 @@ void xtc__ctimer_delete(xtc__pslot_t *s)
 	atomic_store(&s->timer_at, INT64_MAX);
 	timer_delete((timer_t)s->ktimer);
 	s->ktimer = NULL;
+	if (xtc__ptls.kticker != NULL) {
+		timer_delete((timer_t)xtc__ptls.kticker);
+		xtc__ptls.kticker = NULL;
+	}
+}
+
+void xtc__monitor_net(xtc__pslot_t *s, int64_t net)
+{
+	if (!(atomic_load_explicit(&s->timer, memory_order_relaxed) &
+	      XTC__TIMER_TICK))
+		xtc__monitor_kick(net);
 }
 
 void xtc__ctimer_arm(xtc__pslot_t *s, int64_t at)

@@ -681,6 +681,27 @@ static int timer_due(xtc__ptls_t *p, xtc__pslot_t *s, int64_t now,
 	return 0;
 }
 
+/* The tick net expired (monitor.c, trigger 3.): 1 if the current run
+ * overran its slice end (contended) or its hard deadline, or a deferred
+ * preemption waits; the safety net producers' polls and the slice timer
+ * leave behind, at the price of no interrupt of its own. */
+static int tick_net_due(xtc__ptls_t *p, xtc__pslot_t *s, int64_t *now,
+                        int64_t *due_at)
+{
+	int64_t d = atomic_load_explicit(&s->deadline, memory_order_relaxed);
+	if (d == INT64_MAX || p->fiber == NULL || xtc__gocb_depth > 0)
+		return 0;
+	if (atomic_load_explicit(&s->contended, memory_order_relaxed)) {
+		int64_t soft = atomic_load_explicit(&s->soft,
+		                                    memory_order_relaxed);
+		if (soft < d)
+			d = soft;
+	}
+	*now = now_ns();
+	*due_at = d;
+	return *now >= d || (p->pend & XTC__PF_WANT);
+}
+
 /* An expiry that landed outside the run's fiber: time the run again
  * without moving its published deadline. */
 static void redo_timer(xtc__ptls_t *p, xtc__pslot_t *s, int64_t now)
@@ -828,9 +849,18 @@ static void handler(int sig, siginfo_t *si, void *ucv)
 	xtc__ptls_t *p = &xtc__ptls;
 	xtc__pslot_t *s = p->slot;
 	int64_t now, due_at = 0;
+	int tick = 0;
 	if (s == NULL)
 		goto out;
-	if (si->si_code == SI_TIMER) {
+	if (si->si_code == SI_TIMER &&
+	    si->si_value.sival_int == XTC__TICK_NET_SIVAL) {
+		/* the tick net: periodic, nothing to re-arm or count when the
+		 * run is on time */
+		if (!tick_net_due(p, s, &now, &due_at))
+			goto out;
+		tick = 1;
+		p->st.tick_nets++;
+	} else if (si->si_code == SI_TIMER) {
 		/* this carrier's own timer (SIGEV_THREAD_ID) */
 		if (!atomic_load_explicit(&s->timer, memory_order_relaxed))
 			goto out;
@@ -865,6 +895,8 @@ static void handler(int sig, siginfo_t *si, void *ucv)
 	int invol = (atomic_load_explicit(&involuntary_on, memory_order_relaxed) ||
 	             p->force_invol) && ARCH_INVOLUNTARY;
 	if (!invol || p->fiber == NULL) {
+		if (tick)
+			goto out; /* the next tick asks again */
 		/* seam semantics: tick again one interval later */
 		int64_t sl = p->fiber ? p->slice :
 		             atomic_load_explicit(&s->slice_ns, memory_order_relaxed);
@@ -891,7 +923,9 @@ static void handler(int sig, siginfo_t *si, void *ucv)
 		 * a storm of expiries landing here again (a 50 us slice at 10%
 		 * load collapsed). */
 		p->st.deferrals++;
-		if (si->si_code == SI_TIMER)
+		if (tick)
+			; /* the next tick asks again */
+		else if (si->si_code == SI_TIMER)
 			/* the run keeps being timed, from its slice end or half
 			 * a slice from now, whichever is later */
 			redo_timer(p, s, now);
@@ -925,6 +959,10 @@ static void handler(int sig, siginfo_t *si, void *ucv)
 	p->pc_late = due_at > 0 && due_at < now ? now - due_at : 0;
 	if (si->si_code != SI_TIMER && p->pc_late > p->fire_late)
 		p->pc_late = p->fire_late;
+	/* the tick net's expiry rides the kernel tick: its lateness is the
+	 * tick's period, not a stall of this carrier */
+	if (tick)
+		p->pc_late = 0;
 out:
 	errno = saved;
 }
@@ -1090,6 +1128,7 @@ static void stats_add(xtc_preempt_stats_t *a, const xtc_preempt_stats_t *b)
 	a->refused_nopreempt += b->refused_nopreempt;
 	a->refused_stack += b->refused_stack;
 	a->refused_pc += b->refused_pc;
+	a->tick_nets += b->tick_nets;
 	a->overhead_ns += b->overhead_ns;
 	a->arm_ns += b->arm_ns;
 	a->own_arms += b->own_arms;
@@ -1387,7 +1426,7 @@ static void net_watch(xtc__pslot_t *s, uint32_t g, int64_t soft)
 		if (atomic_compare_exchange_weak(&s->net, &cur, n)) {
 			if (atomic_load_explicit(&s->gen,
 			                         memory_order_acquire) == g)
-				xtc__monitor_kick(n);
+				xtc__monitor_net(s, n);
 			break;
 		}
 }
@@ -1474,7 +1513,7 @@ static void trigger_run(xtc__pslot_t *s, int64_t soft, int64_t hard,
 		 * the monitor is the safety net; no timer syscall per run */
 		int64_t n = soft + net_grace(s);
 		atomic_store_explicit(&s->net, n, memory_order_release);
-		xtc__monitor_kick(n);
+		xtc__monitor_net(s, n);
 		/* an expiry left armed by an earlier run that lands before
 		 * this run's slice-end window would be an early fire: a
 		 * ~40 us stall on a slow hypervisor, against one far
@@ -1494,7 +1533,7 @@ static void trigger_run(xtc__pslot_t *s, int64_t soft, int64_t hard,
 	}
 	if (hard >= cap) {
 		atomic_store_explicit(&s->net, hard, memory_order_release);
-		xtc__monitor_kick(hard);
+		xtc__monitor_net(s, hard);
 	} else if (lazy == 1) {
 		/* long work's turn among demoted work: the turn's end exactly
 		 * (one arm per turn) */
@@ -1513,7 +1552,7 @@ static void trigger_run(xtc__pslot_t *s, int64_t soft, int64_t hard,
 		if (n < hard)
 			n = hard;
 		atomic_store_explicit(&s->net, n, memory_order_release);
-		xtc__monitor_kick(n);
+		xtc__monitor_net(s, n);
 		return;
 	} else {
 		/* a loop timer is the deadline: arm it exactly (an earlier
@@ -1762,7 +1801,7 @@ static void republish(xtc__pslot_t *s, int64_t soft, int64_t hard)
 	                                         memory_order_relaxed);
 	if (d == hard && hard >= cap && soft != hard) {
 		atomic_store_explicit(&s->net, hard, memory_order_release);
-		xtc__monitor_kick(hard);
+		xtc__monitor_net(s, hard);
 		return;
 	}
 	atomic_store_explicit(&s->net, INT64_MAX, memory_order_relaxed);

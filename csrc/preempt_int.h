@@ -103,16 +103,28 @@ typedef struct xtc__pslot {
 	_Atomic int64_t soft;                  /* slice end (<= deadline) */
 	_Atomic int contended;                 /* soft deadline applies; 2: a
 	                                          producer signalled the run */
-	/* Carrier timer (monitor.c, "trigger"): 1 when the carrier owns a
-	 * CLOCK_MONOTONIC timer that signals it (SIGEV_THREAD_ID); then the
-	 * timer delivers the soft deadline and the hard ones it covers, and
-	 * the monitor only watches `net` (the safety net of alone runs). */
+	/* Carrier timers (monitor.c, "trigger"): XTC__TIMER_MONO when the
+	 * carrier owns a CLOCK_MONOTONIC timer that signals it
+	 * (SIGEV_THREAD_ID); then the timer delivers the soft deadline and the
+	 * hard ones it covers, and the monitor only watches `net` (the safety
+	 * net of runs producers time). XTC__TIMER_TICK as well when it also
+	 * owns the tick net (a timer on its own thread CPU clock): the nets
+	 * then ride the kernel tick and the monitor leaves the slot alone. */
 	_Atomic int timer;
 	_Atomic int64_t timer_at;              /* armed expiry, INT64_MAX: none */
 	_Atomic int64_t net;                   /* monitor's deadline (timer slots) */
 	void *ktimer;                          /* timer_t, set before timer = 1 */
 } xtc__pslot_t;
 _Static_assert(sizeof(xtc__pslot_t) == 64, "one cache line per carrier");
+
+#define XTC__TIMER_MONO 1
+#define XTC__TIMER_TICK 2
+/* si_value of the tick net's expiries (the slice timer's is 0) */
+#define XTC__TICK_NET_SIVAL 0x78746e /* "xtn" */
+/* CPU time between two tick-net expiries: the kernel checks thread CPU
+ * timers at its tick, so any value up to a tick means "every tick the
+ * carrier was busy through" */
+#define XTC__TICK_NET_NS 1000000
 
 #define XTC__PF_TICK 1
 #define XTC__PF_WANT 2
@@ -164,6 +176,9 @@ typedef struct xtc__ptls {
 	 * slice, and the current run's slice end (0: none). No slot, timer,
 	 * signal or monitor: the preemption points compare the clock. */
 	int64_t coop_slice, coop_due;
+	/* the tick net's timer_t (monitor.c), created and deleted by this
+	 * carrier; NULL: none */
+	void *kticker;
 	/* counters */
 	xtc_preempt_stats_t st;
 } xtc__ptls_t;
@@ -331,6 +346,10 @@ void xtc__ctimer_delete(xtc__pslot_t *s);
 void xtc__ctimer_arm(xtc__pslot_t *s, int64_t at);
 void xtc__ctimer_want(xtc__pslot_t *s, int64_t at, int64_t early,
                       int64_t now);
+/* The safety net of a run that s's carrier times with its timers: the
+ * monitor must watch `net` (already stored) unless the tick net covers
+ * the slot. */
+void xtc__monitor_net(xtc__pslot_t *s, int64_t net);
 /* Any thread: signal the carrier of s now for its current run (a producer
  * contending an overdue run). 1 if sent. */
 int  xtc__monitor_signal_run(xtc__pslot_t *s);

@@ -94,6 +94,9 @@ typedef struct xtc_preempt_stats {
 	                         too) */
 	uint64_t stretches;   /* budget windows that lengthened the slice */
 	uint64_t stretch_max; /* largest slice multiplier reached (0: none) */
+	/* tick net: expiries of a carrier's CPU-clock timer that found its
+	 * run overdue (the safety net behind producers' polls) */
+	uint64_t tick_nets;
 } xtc_preempt_stats_t;
 
 /* Overhead budget: a carrier busy at least 90% of a window of
