@@ -47,17 +47,36 @@
  *     polling they are a few hundred. The carrier's own timer (1.) stays
  *     for what no producer comes back for: work its run made ready, ready
  *     work that was not just submitted (procs sharing a loop), loop timers.
- *  3. The monitor thread: only for the safety nets, field `net`: a run
- *     timed by producers' polls XTC__PREEMPT_NET_GRACE_NS (or four
- *     slices) after its slice end, in case no producer comes back; an
- *     alone run (nothing else to run on its loop) at XTC__PREEMPT_ALONE_NS;
- *     and everything for carriers whose
- *     timer could not be created (they keep the old monitor-driven path,
- *     counted in timer_fallbacks). It sleeps on a futex with an absolute
- *     timeout and PR_SET_TIMERSLACK 1 (the default 50 us slack was most of
- *     its lateness), sends at most one signal per (generation, deadline),
- *     and publishes when it will wake (wake_at) so a carrier that
- *     publishes an earlier deadline wakes it (xtc__monitor_kick).
+ *  3. The tick net: the safety net behind producers' polls (a run they
+ *     time whose producers went quiet) and of alone runs (nothing else to
+ *     run on the loop; their hard deadline, XTC__PREEMPT_ALONE_NS). Each
+ *     carrier also owns a periodic timer on its own thread CPU clock
+ *     (XTC__TICK_NET_NS, si_value XTC__TICK_NET_SIVAL). The kernel checks
+ *     thread CPU timers only from its tick, on the thread's CPU, so it
+ *     expires at most once per tick and only while the carrier runs: no
+ *     interrupt of its own (measured on the software-virtualised guest:
+ *     7.05% of a spinning thread lost with it, 7.29% without), no third
+ *     thread, nothing while idle. An expiry preempts a run past its slice
+ *     end while contended, past its hard deadline, or with a deferral
+ *     pending (preempt.c tick_net_due); else it does nothing. Rejected:
+ *     the monitor's net per run (below; it woke for every run's net, ~1000
+ *     times a second on a busy carrier: each wake-up a context switch on
+ *     the carrier's CPU or the load generator's, 8-15% of a carrier
+ *     serving 5 us requests); a CLOCK_MONOTONIC net timer (an interrupt
+ *     per net, ~40 us each on that guest). The price: a quiet producer's
+ *     run is cut at the first tick after its slice end (up to a tick, 4
+ *     ms at HZ=250) instead of 1 ms after it.
+ *  4. The monitor thread: the nets of a carrier without a tick net (field
+ *     `net`: XTC__PREEMPT_NET_GRACE_NS, or four slices, after the slice
+ *     end; an alone run at its hard deadline), everything for carriers
+ *     whose timer could not be created (they keep the old monitor-driven
+ *     path, counted in timer_fallbacks), threads armed with
+ *     xtc_preempt_arm, and the adaptive quantum's periods. It sleeps on a
+ *     futex with an absolute timeout and PR_SET_TIMERSLACK 1 (the default
+ *     50 us slack was most of its lateness), sends at most one signal per
+ *     (generation, deadline), and publishes when it will wake (wake_at) so
+ *     a carrier that publishes an earlier deadline wakes it
+ *     (xtc__monitor_kick).
  *
  * Costs measured on a 2-vCPU VM with hardware virtualisation
  * (bench/bench_preempt.c, docs/xtcbench): a carrier-armed timer lands ~12

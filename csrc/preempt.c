@@ -13,9 +13,12 @@
  *    end, a far hard deadline) until someone contends for the carrier:
  *    preempting it would only dispatch it again, at the price of a signal.
  *  - Who signals (monitor.c, "the trigger"): an executor carrier's own
- *    slice timer, a producer contending an overdue run, or the monitor
- *    (safety net, plain armed threads, carriers without a timer). The
- *    handler tells a timer expiry (SI_TIMER) from a queued signal: an
+ *    slice timer, a producer contending an overdue run, the carrier's
+ *    tick net (a timer on its CPU clock that rides the kernel tick: the
+ *    safety net of runs producers time, and of alone runs), or the
+ *    monitor (plain armed threads, carriers without those timers). The
+ *    handler tells the tick net (its si_value) from the slice timer, and
+ *    a timer expiry (SI_TIMER) from a queued signal: an
  *    expiry carries no generation, so it is due only if the slot's current
  *    deadline passed, or for a slice end once it is in its window (the
  *    last half of the slice, XTC__SLICE_EARLY_DIV: the timer is left there
@@ -1406,9 +1409,10 @@ static void poll_overdue(xtc__pslot_t *s)
 		(void)xtc__monitor_signal_run(s);
 }
 
-/* The monitor's safety net for a run that producers time by polling: if no
- * producer comes back after its slice end, the monitor signals it this
- * much later. */
+/* The safety net for a run that producers time by polling: if no producer
+ * comes back after its slice end, the monitor signals it this much later
+ * (a carrier with a tick net is cut by the first tick after its slice end
+ * instead: monitor.c, trigger 3.). */
 static int64_t net_grace(xtc__pslot_t *s)
 {
 	int64_t g = 4 * atomic_load_explicit(&s->slice_ns, memory_order_relaxed);

@@ -1048,6 +1048,77 @@ static void test_producer_poll(void)
 	atomic_store(&xtc__preempt_alone_ns, net);
 }
 
+/* The tick net (monitor.c, trigger 3.): a run that starts while producers
+ * are active is timed by their polls, and when they go quiet only its
+ * safety net is left. The net rides the kernel tick (a timer on the
+ * carrier's CPU clock), not the monitor: with the monitor's grace and the
+ * alone cap raised out of reach, a spinner that a burst left in front of
+ * other work must still be preempted and that work run while it spins;
+ * the tick-net counter says who did it. Progress and counts, no timing
+ * (the hang guard is 20 s; the tick comes every few ms). */
+static atomic_int net_ran;
+static void net_short(void *arg)
+{
+	(void)arg;
+	atomic_fetch_add(&net_ran, 1);
+}
+
+static void net_burst_cb(void *arg)
+{
+	xtc_proc_opts_t o;
+	memset(&o, 0, sizeof o);
+	xtc_loop_t *l = xtc_exec_loop((xtc_exec_t *)arg, 0);
+	/* a burst: the spinner first, the shorts queued behind it */
+	(void)xtc_proc_spawn(l, never_yields_proc, (void *)0, &o, NULL);
+	for (int i = 0; i < 20; i++)
+		(void)xtc_proc_spawn(l, net_short, NULL, &o, NULL);
+}
+
+static void test_tick_net(void)
+{
+	if (!xtc_preempt_involuntary_supported())
+		return;
+	int64_t grace = atomic_load(&xtc__preempt_net_grace_ns);
+	int64_t net = atomic_load(&xtc__preempt_alone_ns);
+	atomic_store(&xtc__preempt_net_grace_ns, 100000 * MS);
+	atomic_store(&xtc__preempt_alone_ns, 100000 * MS);
+	xtc_exec_t *e = NULL;
+	REQUIRE(xtc_exec_init(&e, 1) == XTC_OK);
+	CHECK(xtc_exec_set_preempt(e, 200 * US) == XTC_OK);
+	xtc_preempt_set_involuntary(1);
+	ex_stop = 0;
+	ex_ctr[0] = 0;
+	atomic_store(&net_ran, 0);
+	xtc_preempt_stats_t a, b;
+	xtc_preempt_stats_global(&a, NULL);
+	struct runner r = { e, -1 };
+	pthread_t th;
+	pthread_create(&th, NULL, exec_thread, &r);
+	CHECK(xtc_exec_submit(e, 0, net_burst_cb, e) == XTC_OK);
+	int64_t t0 = xtc_clock_mono();
+	while (atomic_load(&net_ran) < 20 && xtc_clock_mono() - t0 < 20000 * MS)
+		usleep(1000); /* quiet: no submission polls the run */
+	int ran = atomic_load(&net_ran);
+	int spinning = !ex_stop && ex_ctr[0] > 0;
+	ex_stop = 1;
+	stop_exec_from_inside(e);
+	pthread_join(th, NULL);
+	xtc_preempt_stats_global(&b, NULL);
+	fprintf(stderr, "test_preempt: tick net: %d shorts ran, %llu tick-net "
+	        "preemptions asked, %llu preemptions, %llu direct\n", ran,
+	        (unsigned long long)(b.tick_nets - a.tick_nets),
+	        (unsigned long long)(b.preemptions - a.preemptions),
+	        (unsigned long long)(b.direct - a.direct));
+	CHECK(r.rc == XTC_OK);
+	CHECK(spinning && ran == 20);
+	CHECK(b.tick_nets > a.tick_nets);
+	CHECK(b.preemptions > a.preemptions);
+	xtc_preempt_set_involuntary(0);
+	CHECK(xtc_exec_fini(e) == XTC_OK);
+	atomic_store(&xtc__preempt_net_grace_ns, grace);
+	atomic_store(&xtc__preempt_alone_ns, net);
+}
+
 /* A queued preemption signal (a producer's poll, the monitor's net) for a
  * run that has no deadline any more (ended, or already redirected by an
  * expiry and on its way through the trampoline) is stale: no deferral, no
@@ -1236,6 +1307,7 @@ int main(int argc, char **argv)
 	RUN(test_gocb);
 	RUN(test_budget_policy);
 	RUN(test_producer_poll);
+	RUN(test_tick_net);
 	RUN(test_stale_queued);
 	RUN(test_exec_coop);
 	RUN(test_exec_coop_backstop);
