@@ -60,13 +60,24 @@
  *        per xtc_yield of two fibers that always yield in time (executor
  *        loop; the run clock read, deadline publication and fence with
  *        preemption on; no signal is ever sent)
+ *   capacity_<svc>_<mode>_ns / _overhead_pct
+ *        what preemption being on costs a carrier that serves short
+ *        requests back to back: a generator thread (CPU 0) submits
+ *        requests of svc ns of work (0 and 5 us) to a one-carrier
+ *        executor (CPU 1) as fast as its ring takes them; each spawns a
+ *        proc. ns per request at saturation, and the extra over `none` in
+ *        the same round (median of interleaved rounds). Modes: none,
+ *        invol (involuntary, 50 us slice), adaptive (the quantum
+ *        controller, 100 us initial), coop (clock-checked 50 us slices).
+ *        No request overruns: the cost is the trigger's bookkeeping and
+ *        whatever wakes up next to the carrier.
  *   slice_expiry_to_next_p50_us / _p99_us
  *        from a run's deadline to the next fiber of the loop running
  *        (200 us slice, two spinners)
  *
  * XTC_BENCH_QUICK=1 shrinks the counts; the argument `loss` runs only the
  * throughput-loss cases, `floor` only the floor (which a full run prints
- * first).
+ * first), `capacity` only the capacity cases.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -85,7 +96,9 @@
 
 #include "bench_util.h"
 #include "xtc_exec.h"
+#include "xtc_fn.h"
 #include "xtc_preempt.h"
+#include "xtc_proc.h"
 
 static int quick;
 
@@ -270,6 +283,149 @@ static void bench_loss(void)
 	use_points = 1;
 	bench_loss_case("coop_pair", 2);
 	use_points = 0;
+}
+
+/* ---- capacity ------------------------------------------------------------ */
+
+enum { CAP_NONE, CAP_INVOL, CAP_ADAPTIVE, CAP_COOP, CAP_MODES };
+static const char *cap_names[CAP_MODES] = { "none", "invol", "adaptive",
+                                            "coop" };
+static struct {
+	xtc_exec_t *ex;
+	int64_t n, svc_ns, t0, t1;
+	_Atomic int64_t done;
+	_Atomic int pinned;
+	int rc;
+} cap;
+
+static void cap_pin(int cpu)
+{
+	cpu_set_t m;
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		return;
+	CPU_ZERO(&m);
+	CPU_SET(cpu, &m);
+	(void)sched_setaffinity(0, sizeof m, &m);
+}
+
+static void cap_req(void *arg)
+{
+	(void)arg;
+	int64_t end = now_ns() + cap.svc_ns;
+	while (cap.svc_ns > 0 && now_ns() < end)
+		;
+	if (atomic_fetch_add(&cap.done, 1) + 1 == cap.n)
+		cap.t1 = now_ns();
+}
+
+static void cap_spawn(void *arg)
+{
+	(void)arg;
+	if (!atomic_exchange(&cap.pinned, 1))
+		cap_pin(1); /* the carrier */
+	if (xtc_proc_spawn(xtc_exec_loop(cap.ex, 0), cap_req, NULL, NULL,
+	                   NULL) != XTC_OK)
+		atomic_fetch_add(&cap.done, 1); /* counted, never hangs */
+}
+
+static void *cap_gen(void *arg)
+{
+	(void)arg;
+	cap_pin(0);
+	cap.t0 = now_ns();
+	for (int64_t i = 0; i < cap.n; i++) {
+		int rc;
+		while ((rc = xtc_exec_submit(cap.ex, 0, cap_spawn, NULL)) ==
+		       XTC_E_AGAIN)
+			;
+		if (rc != XTC_OK) {
+			cap.rc = rc;
+			atomic_store(&cap.done, cap.n);
+			break;
+		}
+	}
+	while (atomic_load(&cap.done) < cap.n) {
+		struct timespec ts = { 0, 100000 };
+		nanosleep(&ts, NULL);
+	}
+	xtc_exec_stop(cap.ex);
+	return NULL;
+}
+
+/* ns per request at saturation, or < 0 if the run failed */
+static double cap_run(int mode, int64_t n, int64_t svc_ns)
+{
+	xtc_fn_quantum_t *q = NULL;
+	memset(&cap, 0, sizeof cap);
+	cap.n = n;
+	cap.svc_ns = svc_ns;
+	if (xtc_exec_init(&cap.ex, 1) != XTC_OK)
+		return -1;
+	xtc_exec_set_service_mode(cap.ex, 1);
+	if (mode == CAP_INVOL || mode == CAP_ADAPTIVE)
+		xtc_preempt_set_involuntary(1);
+	if (mode == CAP_COOP)
+		(void)xtc_exec_set_preempt_coop(cap.ex, 1);
+	if (mode != CAP_NONE)
+		(void)xtc_exec_set_preempt(cap.ex, 50000);
+	if (mode == CAP_ADAPTIVE) {
+		xtc_fn_quantum_opts_t qo;
+		memset(&qo, 0, sizeof qo);
+		qo.initial_ns = 100000;
+		qo.period_ns = 20000000;
+		qo.workers = 1;
+		if (xtc_fn_quantum_create(&qo, &q) == XTC_OK)
+			(void)xtc_exec_set_preempt_adaptive(cap.ex, q);
+	}
+	pthread_t g;
+	int rc = pthread_create(&g, NULL, cap_gen, NULL) == 0 ? XTC_OK : -1;
+	if (rc == XTC_OK) {
+		rc = xtc_exec_run(cap.ex);
+		pthread_join(g, NULL);
+	}
+	xtc_preempt_set_involuntary(0);
+	if (q != NULL)
+		(void)xtc_exec_set_preempt_adaptive(cap.ex, NULL);
+	xtc_exec_fini(cap.ex);
+	if (q != NULL)
+		xtc_fn_quantum_destroy(q);
+	if (rc != XTC_OK || cap.rc != XTC_OK || cap.t1 <= cap.t0)
+		return -1;
+	return (double)(cap.t1 - cap.t0) / (double)n;
+}
+
+static void bench_capacity(void)
+{
+	static const int64_t svcs[] = { 0, 5000 };
+	int rounds = quick ? 3 : 5;
+	(void)xtc_stack_reserve(4096);
+	for (size_t k = 0; k < sizeof svcs / sizeof svcs[0]; k++) {
+		int64_t svc = svcs[k];
+		/* runs of 0.4 s (quick) or 1 s: shorter ones measured the
+		 * carrier's start (timers, first stacks) more than its rate */
+		int64_t n = (quick ? 400 : 1000) * 1000000LL / (svc + 600);
+		double ns[CAP_MODES][5], ovh[CAP_MODES][5];
+		(void)cap_run(CAP_NONE, n / 4, svc); /* warm-up */
+		for (int r = 0; r < rounds; r++)
+			for (int m = 0; m < CAP_MODES; m++)
+				ns[m][r] = cap_run(m, n, svc);
+		for (int m = 0; m < CAP_MODES; m++) {
+			for (int r = 0; r < rounds; r++)
+				ovh[m][r] = 100.0 * (ns[m][r] / ns[CAP_NONE][r] - 1);
+			double med = median(ns[m], rounds);
+			if (med < 0) {
+				printf("capacity_%lldus_%s_ns failed\n",
+				       (long long)svc / 1000, cap_names[m]);
+				continue;
+			}
+			printf("capacity_%lldus_%s_ns %.1f ns\n",
+			       (long long)svc / 1000, cap_names[m], med);
+			if (m != CAP_NONE)
+				printf("capacity_%lldus_%s_overhead_pct %.1f %%\n",
+				       (long long)svc / 1000, cap_names[m],
+				       median(ovh[m], rounds));
+		}
+	}
 }
 
 /* ---- due-check cost ----------------------------------------------------- */
@@ -843,6 +999,10 @@ int main(int argc, char **argv)
 		bench_floor();
 		return 0;
 	}
+	if (only && !strcmp(only, "capacity")) {
+		bench_capacity();
+		return 0;
+	}
 	bench_floor();
 	if (!xtc_preempt_involuntary_supported()) {
 		fprintf(stderr, "bench_preempt: no involuntary path here\n");
@@ -853,5 +1013,6 @@ int main(int argc, char **argv)
 	bench_yield();
 	bench_latency();
 	bench_loss();
+	bench_capacity();
 	return 0;
 }

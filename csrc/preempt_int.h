@@ -179,6 +179,12 @@ typedef struct xtc__ptls {
 	/* the tick net's timer_t (monitor.c), created and deleted by this
 	 * carrier; NULL: none */
 	void *kticker;
+	/* batched publication (preempt.c run_begin): the slot still carries
+	 * the deadline (batch_soft) and generation published for an earlier
+	 * run producers time, which the runs since then share */
+	int batch;
+	uint32_t batch_gen;
+	int64_t batch_soft;
 	/* counters */
 	xtc_preempt_stats_t st;
 } xtc__ptls_t;
@@ -397,6 +403,7 @@ extern uint32_t xtc__xsave_mode;   /* 1 xsave, 0 fxsave */
 static inline void xtc__preempt_set_deadline(int64_t d)
 {
 	xtc__pslot_t *s = xtc__ptls.slot;
+	xtc__ptls.batch = 0;
 	if (s != NULL) {
 		atomic_store_explicit(&s->soft, d, memory_order_relaxed);
 		atomic_store_explicit(&s->deadline, d, memory_order_relaxed);
