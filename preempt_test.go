@@ -295,7 +295,8 @@ func TestExecPreemptCoop(t *testing.T) {
 }
 
 // A Go callback that runs long on a carrier with a 200 us slice receives no
-// preemption signal: Go code is never interrupted by xtc.
+// preemption signal and is never preempted (the tick net's one expiry in
+// it, at a kernel tick, only stops the tick net until it returns).
 func TestPreemptNoSignalDuringGoCallback(t *testing.T) {
 	e, err := ExecInit(1)
 	require.NoError(t, err)
@@ -306,7 +307,7 @@ func TestPreemptNoSignalDuringGoCallback(t *testing.T) {
 	defer PreemptSetInvoluntary(false)
 	run, err := e.Start()
 	require.NoError(t, err)
-	_, sent0 := PreemptStatsGlobal()
+	st0, sent0 := PreemptStatsGlobal()
 	done := make(chan struct{})
 	require.NoError(t, e.Submit(0, func() {
 		t0 := time.Now()
@@ -315,8 +316,10 @@ func TestPreemptNoSignalDuringGoCallback(t *testing.T) {
 		close(done)
 	}))
 	<-done
-	_, sent1 := PreemptStatsGlobal()
+	st1, sent1 := PreemptStatsGlobal()
 	assert.Equal(t, sent0, sent1)
+	assert.Equal(t, st0.Preemptions, st1.Preemptions)
+	assert.Equal(t, st0.TickNets, st1.TickNets)
 	require.NoError(t, e.Stop())
 	require.NoError(t, run.Wait(context.Background()))
 }

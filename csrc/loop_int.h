@@ -469,8 +469,9 @@ extern XTC__TLS __thread xtc_task_t *xtc__tls_task;
 /* Bracket a C->Go call made on the carrier stack (Go wrappers of stackless
  * task bodies, stall and policy callbacks). */
 /* The outer level also withdraws the preemption deadline of the current
- * run (preempt.c registers the hooks), so no preemption signal lands while
- * Go code runs. */
+ * run (preempt.c registers the hooks), so no preemption signal is sent
+ * while Go code runs; the tick net's first expiry in a long callback stops
+ * it until the callback returns (monitor.c). */
 static inline void xtc__gocb_enter(void)
 {
 	if (xtc__gocb_depth++ == 0)

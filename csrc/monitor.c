@@ -515,24 +515,54 @@ static int thread_timer(clockid_t clk, int tid, int sival, timer_t *out)
  * the thread runs on, so it expires at most once per tick and only while
  * the carrier is busy: no interrupt of its own, no third thread. Called
  * by the carrier itself (its CPU clock is the caller's). */
+static int tick_net_set(timer_t t, int on)
+{
+	struct itimerspec its;
+
+	memset(&its, 0, sizeof its);
+	if (on) {
+		its.it_value.tv_nsec = XTC__TICK_NET_NS;
+		its.it_interval.tv_nsec = XTC__TICK_NET_NS;
+	}
+	return timer_settime(t, 0, &its, NULL);
+}
+
 static void tick_net_create(xtc__pslot_t *s, int tid)
 {
 	clockid_t clk;
 	timer_t t;
-	struct itimerspec its;
 
 	if (pthread_getcpuclockid(pthread_self(), &clk) != 0 ||
 	    thread_timer(clk, tid, XTC__TICK_NET_SIVAL, &t) != XTC_OK)
 		return; /* the monitor keeps watching the nets */
-	memset(&its, 0, sizeof its);
-	its.it_value.tv_nsec = XTC__TICK_NET_NS;
-	its.it_interval.tv_nsec = XTC__TICK_NET_NS;
-	if (timer_settime(t, 0, &its, NULL) != 0) {
+	if (tick_net_set(t, 1) != 0) {
 		timer_delete(t);
 		return;
 	}
 	xtc__ptls.kticker = (void *)t;
+	xtc__ptls.tick_paused = 0;
 	atomic_fetch_or(&s->timer, XTC__TIMER_TICK);
+}
+
+/* Go code must not keep taking the tick net's expiries (xtc_preempt(3),
+ * GO PROGRAMS): the first one that lands in a Go callback stops it, and
+ * the carrier starts it again when the callback returns. Stopping it at
+ * every callback instead would cost two system calls per callback, and a
+ * Go service makes one per request. */
+void xtc__tick_net_pause(void)
+{
+	if (xtc__ptls.kticker != NULL && !xtc__ptls.tick_paused) {
+		xtc__ptls.tick_paused = 1;
+		(void)tick_net_set((timer_t)xtc__ptls.kticker, 0);
+	}
+}
+
+void xtc__tick_net_resume(void)
+{
+	if (xtc__ptls.kticker != NULL && xtc__ptls.tick_paused) {
+		xtc__ptls.tick_paused = 0;
+		(void)tick_net_set((timer_t)xtc__ptls.kticker, 1);
+	}
 }
 
 int xtc__ctimer_create(xtc__pslot_t *s, int tid)

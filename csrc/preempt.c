@@ -883,7 +883,12 @@ static void handler(int sig, siginfo_t *si, void *ucv)
 	if (si->si_code == SI_TIMER &&
 	    si->si_value.sival_int == XTC__TICK_NET_SIVAL) {
 		/* the tick net: periodic, nothing to re-arm or count when the
-		 * run is on time */
+		 * run is on time; in Go code it stops until the callback
+		 * returns (xtc__tick_net_pause) */
+		if (xtc__gocb_depth > 0) {
+			xtc__tick_net_pause();
+			goto out;
+		}
 		if (!tick_net_due(p, s, &now, &due_at))
 			goto out;
 		tick = 1;
@@ -1938,6 +1943,7 @@ void xtc__preempt_gocb_resume(void)
 {
 	xtc__ptls_t *p = &xtc__ptls;
 	xtc__pslot_t *s = p->slot;
+	xtc__tick_net_resume();
 	if (s == NULL || p->fiber == NULL)
 		return;
 	/* the run continues: its deadline (maybe past: then the monitor asks

@@ -179,6 +179,7 @@ typedef struct xtc__ptls {
 	/* the tick net's timer_t (monitor.c), created and deleted by this
 	 * carrier; NULL: none */
 	void *kticker;
+	int tick_paused;           /* stopped in Go code until it returns */
 	/* batched publication (preempt.c run_begin): the slot still carries
 	 * the deadline (batch_soft) and generation published for an earlier
 	 * run producers time, which the runs since then share */
@@ -356,6 +357,10 @@ void xtc__ctimer_want(xtc__pslot_t *s, int64_t at, int64_t early,
  * monitor must watch `net` (already stored) unless the tick net covers
  * the slot. */
 void xtc__monitor_net(xtc__pslot_t *s, int64_t net);
+/* The calling carrier's tick net: stop it (async-signal-safe: the handler
+ * does it when an expiry lands in Go code) and start it again. */
+void xtc__tick_net_pause(void);
+void xtc__tick_net_resume(void);
 /* Any thread: signal the carrier of s now for its current run (a producer
  * contending an overdue run). 1 if sent. */
 int  xtc__monitor_signal_run(xtc__pslot_t *s);

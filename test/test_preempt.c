@@ -836,21 +836,28 @@ static void test_tick_ring(void)
 /* Go callbacks: no yield (XTC_E_DEADLK) and no signal while one runs. */
 static atomic_int gocb_rc;
 static _Atomic uint64_t gocb_sig_delta;
+static _Atomic int gocb_tick_paused, gocb_tick_after;
 static void fake_go_callback(void *arg)
 {
 	(void)arg;
 	xtc_preempt_stats_t a, b;
 	xtc_preempt_stats(&a);
 	atomic_store(&gocb_rc, xtc_yield_ex());
-	spin_ns(20 * MS); /* way past the 200 us slice */
+	spin_ns(20 * MS); /* way past the 200 us slice, and kernel ticks */
 	xtc_preempt_stats(&b);
 	atomic_store(&gocb_sig_delta, b.signals - a.signals);
+	/* the tick net's first expiry in Go code stopped it */
+	atomic_store(&gocb_tick_paused, xtc__ptls.kticker == NULL ||
+	                                xtc__ptls.tick_paused);
 }
 
 static intptr_t calls_go(void *arg)
 {
 	(void)arg;
-	return xtc__carrier_call(fake_go_callback, NULL);
+	intptr_t rc = xtc__carrier_call(fake_go_callback, NULL);
+	/* ... and the carrier started it again when the callback returned */
+	atomic_store(&gocb_tick_after, !xtc__ptls.tick_paused);
+	return rc;
 }
 
 static void test_gocb(void)
@@ -865,6 +872,8 @@ static void test_gocb(void)
 	CHECK(xtc_exec_run(e) == XTC_OK);
 	CHECK(atomic_load(&gocb_rc) == XTC_E_DEADLK);
 	CHECK(atomic_load(&gocb_sig_delta) == 0);
+	CHECK(atomic_load(&gocb_tick_paused));
+	CHECK(atomic_load(&gocb_tick_after));
 	xtc_preempt_set_involuntary(0);
 	CHECK(xtc_exec_fini(e) == XTC_OK);
 }
@@ -995,21 +1004,58 @@ static void poll_task(void *arg)
 	atomic_fetch_add(&poll_ran, 1);
 }
 
+/* The monitor's safety nets out of reach (grace and alone cap 100 s) and
+ * one carrier preempting involuntarily at `slice`: what a test then sees
+ * is producers' polls, the slice timer and the tick net. nets_done undoes
+ * it. */
+struct nets_saved {
+	int64_t grace, alone;
+};
+
+static xtc_exec_t *nets_exec(int64_t slice, struct nets_saved *sv)
+{
+	xtc_exec_t *e = NULL;
+	sv->grace = atomic_load(&xtc__preempt_net_grace_ns);
+	sv->alone = atomic_load(&xtc__preempt_alone_ns);
+	atomic_store(&xtc__preempt_net_grace_ns, 100000 * MS);
+	atomic_store(&xtc__preempt_alone_ns, 100000 * MS);
+	if (xtc_exec_init(&e, 1) != XTC_OK)
+		return NULL;
+	CHECK(xtc_exec_set_preempt(e, slice) == XTC_OK);
+	xtc_preempt_set_involuntary(1);
+	ex_stop = 0;
+	ex_ctr[0] = 0;
+	return e;
+}
+
+/* Stops the spinner and the executor run by th; 1 if the spinner was
+ * still spinning (everything the test counted ran beside it). */
+static int nets_stop(xtc_exec_t *e, pthread_t th, xtc_preempt_stats_t *b)
+{
+	int spinning = !ex_stop && ex_ctr[0] > 0;
+	ex_stop = 1;
+	stop_exec_from_inside(e);
+	pthread_join(th, NULL);
+	xtc_preempt_stats_global(b, NULL);
+	return spinning;
+}
+
+static void nets_done(xtc_exec_t *e, const struct nets_saved *sv)
+{
+	xtc_preempt_set_involuntary(0);
+	CHECK(xtc_exec_fini(e) == XTC_OK);
+	atomic_store(&xtc__preempt_net_grace_ns, sv->grace);
+	atomic_store(&xtc__preempt_alone_ns, sv->alone);
+}
+
 static void test_producer_poll(void)
 {
 	if (!xtc_preempt_involuntary_supported())
 		return;
 	enum { TASKS = 20 };
-	int64_t grace = atomic_load(&xtc__preempt_net_grace_ns);
-	int64_t net = atomic_load(&xtc__preempt_alone_ns);
-	atomic_store(&xtc__preempt_net_grace_ns, 100000 * MS);
-	atomic_store(&xtc__preempt_alone_ns, 100000 * MS);
-	xtc_exec_t *e = NULL;
-	REQUIRE(xtc_exec_init(&e, 1) == XTC_OK);
-	CHECK(xtc_exec_set_preempt(e, 500 * US) == XTC_OK);
-	xtc_preempt_set_involuntary(1);
-	ex_stop = 0;
-	ex_ctr[0] = 0;
+	struct nets_saved sv;
+	xtc_exec_t *e = nets_exec(500 * US, &sv);
+	REQUIRE(e != NULL);
 	atomic_store(&poll_ran, 0);
 	CHECK(xtc_exec_async_on(e, 0, never_yields, (void *)0, NULL) == XTC_OK);
 	xtc_preempt_stats_t a, b;
@@ -1029,11 +1075,7 @@ static void test_producer_poll(void)
 		usleep(200);
 	}
 	int ran = atomic_load(&poll_ran);
-	int spinning = !ex_stop;
-	ex_stop = 1;
-	stop_exec_from_inside(e);
-	pthread_join(th, NULL);
-	xtc_preempt_stats_global(&b, NULL);
+	int spinning = nets_stop(e, th, &b);
 	fprintf(stderr, "test_preempt: producer poll: %d tasks ran, %llu "
 	        "direct signals, %llu preemptions\n", ran,
 	        (unsigned long long)(b.direct - a.direct),
@@ -1042,10 +1084,7 @@ static void test_producer_poll(void)
 	CHECK(spinning && ran >= TASKS);
 	CHECK(b.direct > a.direct);
 	CHECK(b.preemptions > a.preemptions);
-	xtc_preempt_set_involuntary(0);
-	CHECK(xtc_exec_fini(e) == XTC_OK);
-	atomic_store(&xtc__preempt_net_grace_ns, grace);
-	atomic_store(&xtc__preempt_alone_ns, net);
+	nets_done(e, &sv);
 }
 
 /* The tick net (monitor.c, trigger 3.): a run that starts while producers
@@ -1078,16 +1117,9 @@ static void test_tick_net(void)
 {
 	if (!xtc_preempt_involuntary_supported())
 		return;
-	int64_t grace = atomic_load(&xtc__preempt_net_grace_ns);
-	int64_t net = atomic_load(&xtc__preempt_alone_ns);
-	atomic_store(&xtc__preempt_net_grace_ns, 100000 * MS);
-	atomic_store(&xtc__preempt_alone_ns, 100000 * MS);
-	xtc_exec_t *e = NULL;
-	REQUIRE(xtc_exec_init(&e, 1) == XTC_OK);
-	CHECK(xtc_exec_set_preempt(e, 200 * US) == XTC_OK);
-	xtc_preempt_set_involuntary(1);
-	ex_stop = 0;
-	ex_ctr[0] = 0;
+	struct nets_saved sv;
+	xtc_exec_t *e = nets_exec(200 * US, &sv);
+	REQUIRE(e != NULL);
 	atomic_store(&net_ran, 0);
 	xtc_preempt_stats_t a, b;
 	xtc_preempt_stats_global(&a, NULL);
@@ -1099,11 +1131,7 @@ static void test_tick_net(void)
 	while (atomic_load(&net_ran) < 20 && xtc_clock_mono() - t0 < 20000 * MS)
 		usleep(1000); /* quiet: no submission polls the run */
 	int ran = atomic_load(&net_ran);
-	int spinning = !ex_stop && ex_ctr[0] > 0;
-	ex_stop = 1;
-	stop_exec_from_inside(e);
-	pthread_join(th, NULL);
-	xtc_preempt_stats_global(&b, NULL);
+	int spinning = nets_stop(e, th, &b);
 	fprintf(stderr, "test_preempt: tick net: %d shorts ran, %llu tick-net "
 	        "preemptions asked, %llu preemptions, %llu direct\n", ran,
 	        (unsigned long long)(b.tick_nets - a.tick_nets),
@@ -1113,10 +1141,7 @@ static void test_tick_net(void)
 	CHECK(spinning && ran == 20);
 	CHECK(b.tick_nets > a.tick_nets);
 	CHECK(b.preemptions > a.preemptions);
-	xtc_preempt_set_involuntary(0);
-	CHECK(xtc_exec_fini(e) == XTC_OK);
-	atomic_store(&xtc__preempt_net_grace_ns, grace);
-	atomic_store(&xtc__preempt_alone_ns, net);
+	nets_done(e, &sv);
 }
 
 /* A queued preemption signal (a producer's poll, the monitor's net) for a
