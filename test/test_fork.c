@@ -112,14 +112,28 @@ static int pool_on_fresh_exec(void)
 	                                                                     : 3;
 }
 
+/* Where the child was when its hang guard fired: the parent then sees
+ * exit status 100 + stage instead of a bare SIGALRM. */
+static volatile sig_atomic_t child_stage;
+
+static void child_alarm(int sig)
+{
+	(void)sig;
+	_exit(100 + child_stage);
+}
+
 static int child_main(xtc_exec_t *parent_exec, xtc_loop_t *parent_loop)
 {
+	signal(SIGALRM, child_alarm);
 	alarm(30); /* a hang is a failure (SIGALRM), not a stuck test */
+	child_stage = 1;
 	/* blocking pool: clean, re-created lazily */
 	if (xtc_blocking_threads() != 0)
 		return 10;
+	child_stage = 2;
 	if (pool_on_fresh_exec() != 0)
 		return 11;
+	child_stage = 3;
 	atomic_store(&sub_ran, 0);
 	if (xtc_blocking_submit(sub_job, NULL) != XTC_OK)
 		return 12;
@@ -128,6 +142,7 @@ static int child_main(xtc_exec_t *parent_exec, xtc_loop_t *parent_loop)
 	if (atomic_load(&sub_ran) != 1)
 		return 13;
 	/* the parent's loop and executor: a documented error, no hang */
+	child_stage = 4;
 	if (xtc_exec_run(parent_exec) != XTC_E_INVAL)
 		return 20;
 	if (xtc_exec_spawn(parent_exec, nop_task, NULL, NULL) != XTC_E_INVAL)
@@ -138,6 +153,7 @@ static int child_main(xtc_exec_t *parent_exec, xtc_loop_t *parent_loop)
 	if (xtc_loop_run(parent_loop) != XTC_E_INVAL)
 		return 23;
 	/* a new executor with preemption: a new monitor thread */
+	child_stage = 5;
 	if (xtc_preempt_involuntary_supported()) {
 		xtc_exec_t *e;
 		pthread_t th;
