@@ -156,7 +156,9 @@ static xtc__ptab_t *tab_get(xtc_loop_t *loop)
 		t = g_tab_free;
 		if (t) {
 			g_tab_free = t->next_tab;
-		} else if ((t = calloc(1, sizeof *t)) != NULL) {
+		} else if ((t = aligned_alloc(_Alignof(xtc__ptab_t),
+		                              sizeof *t)) != NULL) {
+			memset(t, 0, sizeof *t); /* `users` is line-aligned */
 			g_tab_headers++;
 		}
 		if (t) {

@@ -206,7 +206,6 @@ _Static_assert(offsetof(xtc__proc_t, tab) == 64,
 
 struct xtc__ptab {
 	atomic_int live;         /* 1 while the owner loop accepts lookups */
-	atomic_int users;        /* foreign-thread lookups in flight */
 	xtc_loop_t *loop;
 	uint16_t loop_id;
 	xtc__spin_t lock;        /* free list and chunk growth */
@@ -218,6 +217,14 @@ struct xtc__ptab {
 	uint32_t gen_floor;      /* slots of a reused loop id start above it */
 	xtc__ptab_t *next_tab;   /* free list of finalised headers (proc.c) */
 	xtc__proc_t *_Atomic chunks[XTC__PROC_NCHUNKS];
+	/* foreign-thread lookups in flight, alone on its line: every send
+	 * from another loop does an RMW on it, and sharing a line with `live`
+	 * (which the owner's own lookups read) made each cross-loop message
+	 * pay a cache miss for the owner's read before it. bench_xloop,
+	 * interleaved, 3 rounds each way: round trip 1.42-1.46 -> 1.23-1.27
+	 * us where the machine's cross-core floor is ~500 ns, 485-539 ->
+	 * 361-441 ns where its two CPUs share a core (floor ~110 ns) */
+	_Alignas(64) atomic_int users;
 };
 
 /* Table headers in existence (live or recycled): bounded by the loops with
