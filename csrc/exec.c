@@ -120,34 +120,41 @@ typedef struct sub_slot {
 } sub_slot_t;
 
 typedef struct xtc__carrier {
+	/* Line 0: what a producer reads per submission (submit_once,
+	 * carrier_kick), written at setup and when preemption is armed or
+	 * disarmed only. The carrier's per-step fields used to share a line
+	 * with ring and pslot, so every request moved that line from the
+	 * carrier's CPU to the producer's and back (perf: the drain credit's
+	 * update was the carrier's costliest load at saturation). */
 	xtc_exec_t *exec;
 	xtc_loop_t *loop;
+	sub_slot_t *ring;
+	_Atomic(xtc__pslot_t *) pslot; /* preemption slot, NULL: none */
 	int idx;
-	pthread_t th;
 	int started;
 	int rc;
-	uint64_t rng;
+	pthread_t th;
+	/* the carrier's own (peers touch steal_inflight on a steal only) */
+	_Alignas(64) uint64_t rng;
 	int idle_turns;
+	int busy_steps;
+	int drain_credit;       /* loop steps since the last ring drain */
+	int kslice;            /* kernel slice: -1 untouched, 0 default, 1 short */
 	uint64_t gen_next;
 	uint64_t enq_seq;      /* FIFO order across the private queue and deque */
 	uint64_t input_until;  /* loop->runs up to which runs serve work just
 	                          drained from the ring (preempt_begin) */
 	int64_t input_at;      /* last run start that saw producers' work */
 	int64_t spin_since;    /* xtc_exec_set_spin: this idle spell's start */
-	_Atomic int steal_inflight; /* a stolen task is on its way here */
-	xtc__deque_t dq;
-	uint64_t *dq_seq;      /* enqueue sequence per deque slot (owner only) */
-	sub_slot_t *ring;
 	int64_t gap_avg;       /* recent idle gaps ended by input (ns) */
 	int64_t busy_since;    /* end of the last idle episode */
-	int busy_steps;
-	int drain_credit;       /* loop steps since the last ring drain */
-	int kslice;            /* kernel slice: -1 untouched, 0 default, 1 short */
-	_Atomic(xtc__pslot_t *) pslot; /* preemption slot, NULL: none */
+	uint64_t *dq_seq;      /* enqueue sequence per deque slot (owner only) */
 	/* parks and their wake-ups (carrier-written, read relaxed by
 	 * xtc_exec_loop_stats) */
 	uint64_t parks, wakes, slow_wakes;
 	int64_t wake_ns, wake_max;
+	_Atomic int steal_inflight; /* a stolen task is on its way here */
+	xtc__deque_t dq;
 	_Alignas(64) _Atomic uint64_t idle_gen; /* 0 = busy */
 	_Alignas(64) _Atomic uint64_t sub_tail; /* producers */
 	_Alignas(64) _Atomic uint64_t sub_head; /* consumer */
@@ -1109,11 +1116,15 @@ int xtc_exec_init(xtc_exec_t **out, int n_loops)
 	e = calloc(1, sizeof(*e));
 	if (e == NULL)
 		return XTC_E_NOMEM;
-	e->c = calloc((size_t)n_loops, sizeof(*e->c));
+	/* line-aligned: the carrier's layout keeps what producers read
+	 * apart from what the carrier writes per step */
+	e->c = aligned_alloc(_Alignof(xtc__carrier_t),
+	                     (size_t)n_loops * sizeof(*e->c));
 	if (e->c == NULL) {
 		free(e);
 		return XTC_E_NOMEM;
 	}
+	memset(e->c, 0, (size_t)n_loops * sizeof(*e->c));
 	e->magic = EXEC_MAGIC;
 	for (int i = 0; i < n_loops && rc == XTC_OK; i++) {
 		xtc__carrier_t *c = &e->c[i];

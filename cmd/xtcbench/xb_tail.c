@@ -65,12 +65,15 @@ typedef struct tail_run {
 	xb_tail_t      *t;
 	xtc_exec_t     *ex;
 	int64_t         base;
-	_Atomic int64_t completed; /* finished or dropped */
-	_Atomic int64_t dropped;
 	_Atomic int     stop;      /* polled ingress: dispatchers exit */
 	_Atomic int     ready;     /* carriers that have started running */
 	int             gen_rc;
 	poll_ring_t    *rings;     /* polled ingress: one per carrier */
+	/* bumped by the carriers per request: off the line the generator
+	 * reads per arrival (sharing it cost both sides a miss per request) */
+	_Alignas(64) _Atomic int64_t completed; /* finished or dropped */
+	_Atomic int64_t dropped;
+	_Alignas(64) char pad;
 } tail_run_t;
 
 /* One run at a time: the request procs find their run here. */
