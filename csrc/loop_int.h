@@ -587,7 +587,6 @@ struct xtc_loop {
 	 * syscall); the owner reads it once awake: the wake's latency
 	 * (exec.c: parks, slow wakes). 0: no wake pending. */
 	_Atomic int64_t wake_at;
-	int in_step;
 	/* set by the first xtc__loop_enter (run, step, carrier, await
 	 * driving) and never cleared: "setup-only" calls (batch groups, lane
 	 * policies) return XTC_E_AGAIN once it is set */
