@@ -42,6 +42,13 @@
  *    thread's cache cannot take at reap wait in a per-loop overflow pool
  *    and go back to the cache at the next spawn; stacks the pool did not
  *    need for XTC__SPOOL_TRIM_NS are unmapped when the loop idles.
+ *  - Task structs: reaped ones are recycled, first into a short list of
+ *    spares for spawns from other threads (loop->spare: the owner pushes,
+ *    a foreign spawner pops under spare_lock), then into the owner's own
+ *    list. A foreign spawn used to calloc its struct and the owner to free
+ *    it: a malloc on one thread and a free into its arena from another per
+ *    spawn, with arena lock contention and heap trims (a pthread spawning
+ *    tiny tasks into a one-loop executor: 1.2-1.6 -> 0.85-0.9 us each).
  *  - Fini vs other threads: fini swaps XTC__INBOX_CLOSED into the inbox, so
  *    a later post fails (XTC_E_INVAL, the node stays the poster's), then
  *    waits until every node it ever took has its poster's posts_done
@@ -85,6 +92,7 @@ XTC__TLS __thread xtc_task_t *xtc__tls_task;
 static XTC__TLS __thread char tls_anchor;
 
 #define TASK_FREE_MAX 512
+#define SPARE_MAX 256 /* task structs kept for foreign spawners */
 
 /* ------------------------------------------------------------------ */
 /* upcalls: the layers above that the loop reaches (loop_int.h)         */
@@ -395,6 +403,67 @@ static void task_reset(xtc_task_t *t)
 	t->detach_arg = NULL;
 }
 
+/* A task struct for a spawn from another thread: a spare the owner
+ * returned, else calloc. Each calloc'd struct used to be freed by the
+ * owner's thread, so every foreign spawn paid a malloc on one thread and a
+ * free into that thread's arena from the other: arena lock contention,
+ * heap growth and trims (madvise, a TLB shootdown) on both sides (a
+ * pthread spawning into a 1-loop executor: ~40% of the samples in malloc
+ * and the kernel under it). The spares hold what the owner reaped. */
+static xtc_task_t *spare_pop(xtc_loop_t *loop)
+{
+	xtc_task_t *t;
+
+	if (atomic_load_explicit(&loop->spare, memory_order_relaxed) == NULL)
+		return NULL;
+	xtc__spin_lock(&loop->spare_lock);
+	t = atomic_load_explicit(&loop->spare, memory_order_acquire);
+	while (t != NULL && !atomic_compare_exchange_weak_explicit(
+	    &loop->spare, &t, (xtc_task_t *)t->node.next,
+	    memory_order_acquire, memory_order_acquire))
+		;
+	xtc__spin_unlock(&loop->spare_lock);
+	if (t != NULL) {
+		atomic_fetch_sub_explicit(&loop->spare_n, 1,
+		                          memory_order_relaxed);
+		memset(t, 0, sizeof(*t));
+	}
+	return t;
+}
+
+/* Owner: offer a reaped struct to foreign spawners (1) or not (0). */
+static int spare_push(xtc_loop_t *loop, xtc_task_t *t)
+{
+	xtc_task_t *h;
+
+	if (atomic_load_explicit(&loop->spare_n, memory_order_relaxed) >=
+	    SPARE_MAX)
+		return 0;
+	atomic_fetch_add_explicit(&loop->spare_n, 1, memory_order_relaxed);
+	h = atomic_load_explicit(&loop->spare, memory_order_relaxed);
+	do
+		t->node.next = (xtc__post_t *)h;
+	while (!atomic_compare_exchange_weak_explicit(&loop->spare, &h, t,
+	    memory_order_release, memory_order_relaxed));
+	return 1;
+}
+
+/* fini, on the owner: no spawner pops once the list is empty (under the
+ * lock, so a pop in flight finishes first) */
+static void spare_drain(xtc_loop_t *loop)
+{
+	xtc_task_t *t, *next;
+
+	xtc__spin_lock(&loop->spare_lock);
+	t = atomic_exchange_explicit(&loop->spare, NULL, memory_order_acquire);
+	atomic_store_explicit(&loop->spare_n, 0, memory_order_relaxed);
+	xtc__spin_unlock(&loop->spare_lock);
+	for (; t != NULL; t = next) {
+		next = (xtc_task_t *)t->node.next;
+		free(t);
+	}
+}
+
 static xtc_task_t *task_alloc(xtc_loop_t *loop, int on_owner)
 {
 	xtc_task_t *t = NULL;
@@ -406,12 +475,23 @@ static xtc_task_t *task_alloc(xtc_loop_t *loop, int on_owner)
 		task_reset(t);
 		return t;
 	}
+	if (!on_owner && (t = spare_pop(loop)) != NULL)
+		return t;
 	return calloc(1, sizeof(*t));
 }
 
+/* Owner. Foreign spawners' spares first while they are short, so a loop
+ * fed from other threads recycles what they allocated; then the owner's
+ * own list. */
 static void task_free(xtc_loop_t *loop, xtc_task_t *t)
 {
-	if (loop->task_free_len < TASK_FREE_MAX && loop->magic == XTC__LOOP_LIVE) {
+	if (loop->magic != XTC__LOOP_LIVE) {
+		free(t);
+		return;
+	}
+	if (spare_push(loop, t))
+		return;
+	if (loop->task_free_len < TASK_FREE_MAX) {
 		t->node.next = (xtc__post_t *)loop->task_free;
 		loop->task_free = t;
 		loop->task_free_len++;
@@ -1657,6 +1737,7 @@ static void release_all_tasks(xtc_loop_t *loop)
 	}
 	loop->task_free = NULL;
 	loop->task_free_len = 0;
+	spare_drain(loop);
 	loop->rq_head = loop->rq_tail = NULL;
 	loop->low_head = loop->low_tail = NULL;
 }

@@ -635,6 +635,14 @@ struct xtc_loop {
 	xtc_task_t *all;               /* live + retained tasks */
 	xtc_task_t *task_free;         /* recyclable task structs */
 	uint32_t task_free_len;
+	/* Task structs for spawns from other threads (loop.c task_alloc):
+	 * the owner pushes reaped ones, a foreign spawner pops one under
+	 * spare_lock (one popper at a time: no ABA; the owner's push needs
+	 * no lock). Own line: foreign spawners write it. */
+	_Alignas(64) xtc_task_t *_Atomic spare;
+	_Atomic uint32_t spare_n;
+	xtc__spin_t spare_lock;
+	_Alignas(64) char spare_end_;  /* nothing else on that line */
 
 	/* yield budget: the effective budget is the smaller non-zero of
 	 * yield_budget (xtc_yield_set_budget) and lat_budget (latency classes,

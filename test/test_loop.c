@@ -588,10 +588,15 @@ static void test_cross_spawn(void)
 	CHECK(xtc_loop_run(l) == 0);
 	CHECK(spawned_runs == s.n);
 	CHECK(l->live_tasks == 0);
+	/* The owner kept reaped task structs for foreign spawners, and the
+	 * next foreign spawns take them instead of calloc. */
+	uint32_t spares = atomic_load(&l->spare_n);
+	CHECK(spares > 0);
 	/* Spawned before run from this thread (inbox path), never run:
-	 * fini releases them. */
+	 * fini releases them, and the spares left. */
 	CHECK(xtc__task_spawn_fiber(l, count_fiber, NULL, NULL, NULL) == 0);
 	CHECK(xtc_task_spawn(l, count_task, NULL, NULL) == 0);
+	CHECK(atomic_load(&l->spare_n) == spares - 2);
 	CHECK(xtc_loop_fini(l) == 0);
 }
 
