@@ -324,7 +324,10 @@ static void cap_req(void *arg)
 static void cap_spawn(void *arg)
 {
 	(void)arg;
-	if (!atomic_exchange(&cap.pinned, 1))
+	/* a load first: an exchange per request would write the line the
+	 * generator reads per submission */
+	if (!atomic_load_explicit(&cap.pinned, memory_order_relaxed) &&
+	    !atomic_exchange(&cap.pinned, 1))
 		cap_pin(1); /* the carrier */
 	if (xtc_proc_spawn(xtc_exec_loop(cap.ex, 0), cap_req, NULL, NULL,
 	                   NULL) != XTC_OK)
