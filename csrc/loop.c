@@ -475,14 +475,16 @@ static xtc_task_t *task_alloc(xtc_loop_t *loop, int on_owner)
 		task_reset(t);
 		return t;
 	}
-	if (!on_owner && (t = spare_pop(loop)) != NULL)
+	/* the owner too, once its own list is empty: a loop that only
+	 * spawns locally parks its first reaped structs there */
+	if ((t = spare_pop(loop)) != NULL)
 		return t;
 	return calloc(1, sizeof(*t));
 }
 
-/* Owner. Foreign spawners' spares first while they are short, so a loop
- * fed from other threads recycles what they allocated; then the owner's
- * own list. */
+/* Owner. The spares first while they are short, so a loop fed from
+ * other threads recycles what they allocated; then the owner's own
+ * list. */
 static void task_free(xtc_loop_t *loop, xtc_task_t *t)
 {
 	if (loop->magic != XTC__LOOP_LIVE) {
