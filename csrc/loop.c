@@ -422,12 +422,12 @@ static xtc_task_t *spare_pop(xtc_loop_t *loop)
 	    &loop->spare, &t, (xtc_task_t *)t->node.next,
 	    memory_order_acquire, memory_order_acquire))
 		;
-	xtc__spin_unlock(&loop->spare_lock);
-	if (t != NULL) {
+	if (t != NULL) /* under the lock: spare_drain zeroes the count */
 		atomic_fetch_sub_explicit(&loop->spare_n, 1,
 		                          memory_order_relaxed);
+	xtc__spin_unlock(&loop->spare_lock);
+	if (t != NULL)
 		memset(t, 0, sizeof(*t));
-	}
 	return t;
 }
 

@@ -11,6 +11,7 @@
 
 #include "xtc.h"
 #include "xtc_exec.h"
+#include "io_int.h"   /* what the poller has armed (wait_sleeping) */
 #include "loop_int.h" /* loop->sleeping: how a parked carrier sleeps */
 #include "test_util.h"
 
@@ -677,13 +678,27 @@ static void park_reader(void *a)
 	}
 }
 
+/* Progress with a generous guard (20000 x 500 us: 10 s): under parallel
+ * suites next to CPU hogs one such wait once ran out at 1 s. On a miss it
+ * says what it saw instead, and what the poller had armed (an armed fd
+ * or a pending disarm makes the carrier sleep in the poller, not on the
+ * futex). */
+#define WAIT_ROUNDS 20000
 static int wait_sleeping(xtc_loop_t *l, int how)
 {
-	for (int i = 0; i < 2000; i++) {
-		if (atomic_load(&l->sleeping) == how)
+	int seen[4] = { 0 };
+	for (int i = 0; i < WAIT_ROUNDS; i++) {
+		int v = atomic_load(&l->sleeping);
+		if (v == how)
 			return 1;
+		seen[v & 3]++;
 		usleep(500);
 	}
+	fprintf(stderr, "wait_sleeping(%d): saw awake %d, poll %d, futex %d, "
+	        "run %d times; io armed %d, pending %s\n", how, seen[0],
+	        seen[XTC__SLEEP_POLL], seen[XTC__SLEEP_FUTEX],
+	        seen[XTC__SLEEP_RUN], l->io->armed,
+	        l->io->pending != NULL ? "yes" : "no");
 	return 0;
 }
 
@@ -711,12 +726,13 @@ static void test_park_modes(void)
 	CHECK(wait_sleeping(l, XTC__SLEEP_FUTEX));
 	CHECK_EQ(xtc_loop_wake(l), XTC_OK);
 	CHECK_EQ(xtc_exec_spawn(e, rec_task, NULL, NULL), XTC_OK);
-	for (int i = 0; i < 2000 && atomic_load(&rec.ran) < 1; i++)
+	for (int i = 0; i < WAIT_ROUNDS && atomic_load(&rec.ran) < 1; i++)
 		usleep(500);
 	CHECK_EQ(atomic_load(&rec.ran), 1);
 	/* a proc waits on the pipe: the poller */
 	CHECK_EQ(xtc_proc_spawn(l, park_reader, NULL, NULL, NULL), XTC_OK);
-	for (int i = 0; i < 2000 && atomic_load(&park_timeouts) < 1; i++)
+	for (int i = 0; i < WAIT_ROUNDS && atomic_load(&park_timeouts) < 1;
+	     i++)
 		usleep(500);
 	CHECK_EQ(atomic_load(&park_timeouts), 1);
 	for (int k = 0; k < 20; k++) {
@@ -724,21 +740,22 @@ static void test_park_modes(void)
 		if (k % 2 == 0) { /* a spawn wakes the poller, not only the fd */
 			int want = atomic_load(&rec.ran) + 1;
 			CHECK_EQ(xtc_exec_spawn(e, rec_task, NULL, NULL), XTC_OK);
-			for (int i = 0; i < 2000 && atomic_load(&rec.ran) < want;
-			     i++)
+			for (int i = 0; i < WAIT_ROUNDS &&
+			     atomic_load(&rec.ran) < want; i++)
 				usleep(500);
 			CHECK_EQ(atomic_load(&rec.ran), want);
 			CHECK(wait_sleeping(l, XTC__SLEEP_POLL));
 		}
 		CHECK_EQ(write(fds[1], "x", 1), 1);
-		for (int i = 0; i < 2000 && atomic_load(&park_reads) <= k; i++)
+		for (int i = 0; i < WAIT_ROUNDS &&
+		     atomic_load(&park_reads) <= k; i++)
 			usleep(500);
 		CHECK_EQ(atomic_load(&park_reads), k + 1);
 	}
 	/* the reader is gone, nothing armed: the futex again */
 	CHECK(wait_sleeping(l, XTC__SLEEP_FUTEX));
 	CHECK_EQ(xtc_exec_spawn(e, rec_task, NULL, NULL), XTC_OK);
-	for (int i = 0; i < 2000 && atomic_load(&rec.ran) < 12; i++)
+	for (int i = 0; i < WAIT_ROUNDS && atomic_load(&rec.ran) < 12; i++)
 		usleep(500);
 	CHECK_EQ(atomic_load(&rec.ran), 12);
 	CHECK_EQ(xtc_exec_stop(e), XTC_OK);
