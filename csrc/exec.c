@@ -579,19 +579,23 @@ static int ring_peek(xtc__carrier_t *c)
 	                            memory_order_relaxed) == head + 1;
 }
 
+static int stopping(xtc__carrier_t *c)
+{
+	return atomic_load_explicit(&c->exec->stop, memory_order_relaxed) ||
+	    atomic_load_explicit(&c->loop->stop, memory_order_relaxed);
+}
+
+/* the spin's poll: a hint, the park's re-check below is the Dekker */
 static int spin_input(xtc__carrier_t *c)
 {
 	return atomic_load_explicit(&c->loop->inbox, memory_order_relaxed) !=
-	    NULL || ring_peek(c) ||
-	    atomic_load_explicit(&c->exec->stop, memory_order_relaxed) ||
-	    atomic_load_explicit(&c->loop->stop, memory_order_relaxed);
+	    NULL || ring_peek(c) || stopping(c);
 }
 
 static int has_input(xtc__carrier_t *c)
 {
 	return atomic_load(&c->loop->inbox) != NULL || ring_nonempty(c) ||
-	    atomic_load_explicit(&c->exec->stop, memory_order_relaxed) ||
-	    atomic_load_explicit(&c->loop->stop, memory_order_relaxed);
+	    stopping(c);
 }
 
 /*

@@ -33,8 +33,9 @@
  *    work 59% dearer than without preemption before this and the tick
  *    net, 14.5% after; 5 us requests 16.7% and 8.5%). A run may then be
  *    cut up to half a slice early (the slice-end window allows that
- *    anyway); a signal between two runs is stale. Only carriers with a tick net batch: the monitor would take
- *    a deadline that outlives its run for an overrun.
+ *    anyway); a signal between two runs is stale. Only carriers with a
+ *    tick net batch: the monitor would take a deadline that outlives its
+ *    run for an overrun.
  *  - Clock-checked carriers (xtc_exec_set_preempt_coop) take no part in
  *    any of that: no slot, no timer, no signal, no ring. run_begin keeps
  *    only the run's slice end (ptls coop_due) and the due check compares
@@ -704,7 +705,7 @@ static int tick_net_due(xtc__ptls_t *p, xtc__pslot_t *s, int64_t *now,
 {
 	int64_t d = atomic_load_explicit(&s->deadline, memory_order_relaxed);
 	if (d == INT64_MAX || p->fiber == NULL)
-		return 0; /* (the handler left Go code out before) */
+		return 0; /* (Go code: the handler paused the net already) */
 	if (atomic_load_explicit(&s->contended, memory_order_relaxed)) {
 		int64_t soft = atomic_load_explicit(&s->soft,
 		                                    memory_order_relaxed);

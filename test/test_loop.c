@@ -997,13 +997,6 @@ static void fr_cleanup(xtc_task_t *t, void *proc)
 	atomic_fetch_add(&fr_cleanups, 1);
 }
 
-static int fr_task(xtc_task_t *self, void *u)
-{
-	(void)self;
-	(void)u;
-	return XTC_TASK_DONE;
-}
-
 static void fr_post_fn(xtc_loop_t *l, xtc__post_t *p)
 {
 	(void)l;
@@ -1029,7 +1022,7 @@ static void *fr_poster(void *a)
 			if (rc != 0)
 				free(p); /* not taken: still ours */
 		} else {
-			rc = xtc__task_spawn_fn(l, fr_task, NULL, &o, NULL);
+			rc = xtc__task_spawn_fn(l, nop_task, NULL, &o, NULL);
 			if (rc == 0)
 				atomic_fetch_add(&fr_spawned, 1);
 			else if (rc == XTC_E_AGAIN)
