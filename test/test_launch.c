@@ -142,7 +142,10 @@ static intptr_t slow_child(void *arg)
 {
 	(void)arg;
 	atomic_store(&child_started, 1);
-	xtc_proc_sleep(30 * MS);
+	/* long enough that no stall of the loop's thread lets it wake
+	 * before the kill reaches it (30 ms did: a 40 ms freeze woke both
+	 * timers in one step, and the child ran before its killed caller) */
+	xtc_proc_sleep(10 * SEC);
 	atomic_store(&child_finished, 1);
 	return 9;
 }
