@@ -72,7 +72,9 @@
  *     end; an alone run at its hard deadline), everything for carriers
  *     whose timer could not be created (they keep the old monitor-driven
  *     path, counted in timer_fallbacks), threads armed with
- *     xtc_preempt_arm, and the adaptive quantum's periods. It sleeps on a
+ *     xtc_preempt_arm, deadline functions outside carriers (their thread's
+ *     own timer is the backstop a grace later, preempt.c trigger_exact),
+ *     and the adaptive quantum's periods. It sleeps on a
  *     futex with an absolute timeout and PR_SET_TIMERSLACK 1 (the default
  *     50 us slack was most of its lateness), sends at most one signal per
  *     (generation, deadline), and publishes when it will wake (wake_at) so
@@ -158,6 +160,7 @@ static pid_t self_pid;
 static uid_t self_uid;
 static _Atomic uint64_t n_fires, n_early, n_arms, n_direct;
 _Atomic uint64_t xtc__ctimer_fallbacks;
+_Atomic int xtc__monitor_muted;
 static pthread_t monitor_thread;
 
 static int64_t mono_now(void)
@@ -284,6 +287,9 @@ static int64_t scan(int64_t now, int64_t *min_slice, int *any, int *sliced)
 		}
 		if (sent[i].gen == g && sent[i].deadline == d)
 			continue; /* already asked; the handler re-arms if it defers */
+		if (atomic_load_explicit(&xtc__monitor_muted,
+		                         memory_order_relaxed))
+			continue; /* a test standing in for a starved monitor */
 		sent[i].gen = g;
 		sent[i].deadline = d;
 		send_tick(tid, g);
@@ -565,20 +571,26 @@ void xtc__tick_net_resume(void)
 	}
 }
 
-int xtc__ctimer_create(xtc__pslot_t *s, int tid)
+int xtc__ctimer_create(xtc__pslot_t *s, int tid, int tick_net)
 {
 	timer_t t;
 
 	if (s == NULL)
 		return XTC_E_INVAL;
-	int rc = thread_timer(CLOCK_MONOTONIC, tid, 0, &t);
-	if (rc != XTC_OK)
-		return rc;
-	s->ktimer = (void *)t;
-	atomic_store(&s->timer_at, INT64_MAX);
-	atomic_store(&s->net, INT64_MAX);
-	atomic_store_explicit(&s->timer, XTC__TIMER_MONO, memory_order_release);
-	if (tid == (int)syscall(SYS_gettid))
+	if (!atomic_load(&s->timer)) {
+		int rc = thread_timer(CLOCK_MONOTONIC, tid, 0, &t);
+		if (rc != XTC_OK)
+			return rc;
+		s->ktimer = (void *)t;
+		atomic_store(&s->timer_at, INT64_MAX);
+		atomic_store(&s->net, INT64_MAX);
+		atomic_store_explicit(&s->timer, XTC__TIMER_MONO,
+		                      memory_order_release);
+	}
+	/* a thread that ran deadline functions first has the slice timer
+	 * alone; as a carrier it gets the net too */
+	if (tick_net && xtc__ptls.kticker == NULL &&
+	    tid == (int)syscall(SYS_gettid))
 		tick_net_create(s, tid);
 	return XTC_OK;
 }

@@ -1236,6 +1236,10 @@ int xtc_preempt_arm(int64_t interval_ns)
 	if (rc != XTC_OK)
 		return rc;
 	xtc__ptls_t *p = &xtc__ptls;
+	/* periodic ticks come from the monitor, which does not watch a slot
+	 * with a timer: drop the backstop deadline functions left (fn.c) */
+	if (atomic_load(&p->slot->timer) == XTC__TIMER_MONO)
+		xtc__ctimer_delete(p->slot);
 	if (interval_ns < XTC__PREEMPT_MIN_SLICE_NS)
 		interval_ns = XTC__PREEMPT_MIN_SLICE_NS;
 	if (p->fiber == NULL) {
@@ -1742,6 +1746,37 @@ static int batch_keeps(xtc__ptls_t *p, xtc__pslot_t *s, int lazy,
 	return 1;
 }
 
+/* A thread with its own slice timer and no tick net: one that runs
+ * deadline functions outside any carrier (fn.c). */
+static inline int plain_timer(xtc__pslot_t *s)
+{
+	return atomic_load_explicit(&s->timer, memory_order_relaxed) ==
+	       XTC__TIMER_MONO;
+}
+
+/* A deadline function's run on such a thread: the monitor signals it at
+ * its deadline (net = deadline), and the thread's own timer is the
+ * backstop a grace later, for when the monitor is not scheduled in time
+ * (an oversubscribed machine woke it 16-250 ms late: a 200 us function
+ * then ran 35 ms uncut). The backstop stays armed across runs while it
+ * falls within [deadline, deadline + grace] of the new run, so
+ * back-to-back functions arm it about once per grace of busy time, and it
+ * expires between runs (stale, ignored) at most as often. Rejected: the
+ * timer at the deadline itself (an arm per launch whose deadline moved,
+ * and an expiry per function that finished early: ~13 and ~40 us each
+ * where the hypervisor is slow). */
+static void trigger_exact(xtc__pslot_t *s, int64_t hard, int64_t slice_ns)
+{
+	atomic_store_explicit(&s->net, hard, memory_order_release);
+	xtc__monitor_kick(hard);
+	int64_t grace = 4 * slice_ns;
+	if (grace < XTC__PREEMPT_NET_GRACE_NS)
+		grace = XTC__PREEMPT_NET_GRACE_NS;
+	int64_t at = atomic_load_explicit(&s->timer_at, memory_order_relaxed);
+	if (at < hard || at > hard + grace)
+		xtc__ctimer_arm(s, hard + grace);
+}
+
 /* until: 0 = a contended run (hard = soft); > 0 see run_begin_alone.
  * lazy: 1 see run_begin_alone, 2 see run_begin_full. */
 static void run_begin(xtc__fiber_t *f, int64_t slice_ns, int exact,
@@ -1821,7 +1856,10 @@ static void run_begin(xtc__fiber_t *f, int64_t slice_ns, int exact,
 	p->batch_gen = g + 1;
 	p->batch_soft = soft;
 	/* an alone run that gets contended kicks the trigger itself */
-	trigger_run(s, soft, hard, now, cap, lazy);
+	if (exact && plain_timer(s))
+		trigger_exact(s, hard, slice_ns);
+	else
+		trigger_run(s, soft, hard, now, cap, lazy);
 }
 
 static void run_clear(xtc__ptls_t *p)
@@ -2012,8 +2050,8 @@ int xtc__preempt_carrier_start(int64_t interval_ns, int on_uring, int coop)
 	/* the carrier's own slice timer (monitor.c); without one the carrier
 	 * stays on the monitor-driven path, counted */
 	xtc__pslot_t *s = xtc__ptls.slot;
-	if (!atomic_load(&s->timer) &&
-	    xtc__ctimer_create(s, (int)syscall(SYS_gettid)) != XTC_OK)
+	if (!(atomic_load(&s->timer) & XTC__TIMER_TICK) &&
+	    xtc__ctimer_create(s, (int)syscall(SYS_gettid), 1) != XTC_OK)
 		atomic_fetch_add(&xtc__ctimer_fallbacks, 1);
 	/* its parks wake for loop timers: no 50 us coalescing either */
 	(void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);

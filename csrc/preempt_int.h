@@ -342,13 +342,15 @@ typedef struct xtc__quantum_ops {
 extern xtc__quantum_ops_t xtc__quantum;
 
 /* Carrier timers (monitor.c). create: 0, or a negative code (the carrier
- * then stays on the monitor, counted in timer_fallbacks). arm: absolute
+ * then stays on the monitor, counted in timer_fallbacks); tick_net: the
+ * calling thread's tick net as well (carriers; a thread that only runs
+ * deadline functions has the slice timer alone, fn.c). arm: absolute
  * CLOCK_MONOTONIC expiry, INT64_MAX disarms; async-signal-safe, any thread.
  * want: arm unless the timer already fires in [at - early, at] (and after
  * now): a run's slice end may come up to `early` before its deadline
  * (XTC__SLICE_EARLY), so back-to-back short runs re-arm once per `early`
  * of busy time and an expiry never finds a run that is not due. */
-int  xtc__ctimer_create(xtc__pslot_t *s, int tid);
+int  xtc__ctimer_create(xtc__pslot_t *s, int tid, int tick_net);
 void xtc__ctimer_delete(xtc__pslot_t *s);
 void xtc__ctimer_arm(xtc__pslot_t *s, int64_t at);
 void xtc__ctimer_want(xtc__pslot_t *s, int64_t at, int64_t early,
@@ -367,6 +369,9 @@ int  xtc__monitor_signal_run(xtc__pslot_t *s);
 /* Trigger counters for xtc_preempt_stats_global. */
 void xtc__monitor_trigger_stats(xtc_preempt_stats_t *out);
 extern _Atomic uint64_t xtc__ctimer_fallbacks;
+/* Tests: the monitor sends no signal while set (a monitor thread the
+ * machine does not schedule in time). */
+extern _Atomic int xtc__monitor_muted;
 /* The calling carrier's timer syscalls on its own slot, measured around
  * the call (stats only: they follow busy periods, not slices, so
  * lengthening the slice would not reduce them). */
