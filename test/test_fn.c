@@ -425,11 +425,21 @@ static intptr_t ad_feeder(void *arg)
 	}
 	return 0;
 }
+/* Stops the run after 400 ms once the controller made two updates and
+ * shortened the slice: updates are the monitor thread's, which a busy
+ * machine may not schedule for a while (progress, not a timing: at most
+ * 10 s, then the checks below report what was reached). */
 static void *ad_stopper(void *arg)
 {
-	(void)arg;
-	struct timespec ts = { 0, 400 * 1000000 };
+	xtc_fn_quantum_t *q = arg;
+	struct timespec ts = { 0, 400 * 1000000 }, tick = { 0, 10 * 1000000 };
 	nanosleep(&ts, NULL);
+	int64_t end = xtc_clock_mono() + 10 * SEC;
+	xtc_fn_quantum_point_t tr[4];
+	while (xtc_clock_mono() < end &&
+	       (xtc_fn_quantum_trajectory(q, tr, 4) < 2 ||
+	        xtc_fn_quantum_get(q) >= 1 * MS))
+		nanosleep(&tick, NULL);
 	atomic_store(&ad_stop, 1);
 	return NULL;
 }
@@ -451,7 +461,7 @@ static void test_adaptive_exec(void)
 	CHECK(xtc_exec_async_on(e, 0, ad_spin, NULL, NULL) == XTC_OK);
 	CHECK(xtc_exec_async_on(e, 0, ad_feeder, NULL, NULL) == XTC_OK);
 	pthread_t th;
-	pthread_create(&th, NULL, ad_stopper, NULL);
+	pthread_create(&th, NULL, ad_stopper, q);
 	CHECK(xtc_exec_run(e) == XTC_OK);
 	pthread_join(th, NULL);
 	xtc_preempt_set_involuntary(0);
