@@ -857,7 +857,15 @@ static void fake_go_callback(void *arg)
 	xtc_preempt_stats_t a, b;
 	xtc_preempt_stats(&a);
 	atomic_store(&gocb_rc, xtc_yield_ex());
-	spin_ns(20 * MS); /* way past the 200 us slice, and kernel ticks */
+	/* way past the 200 us slice, and kernel ticks: counted in this
+	 * thread's CPU time, which the tick net rides (wall time is not
+	 * enough: a thread descheduled for 20 ms saw no tick) */
+	struct timespec c0, c1;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+	do
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+	while ((c1.tv_sec - c0.tv_sec) * SEC + (c1.tv_nsec - c0.tv_nsec) <
+	       20 * MS);
 	xtc_preempt_stats(&b);
 	atomic_store(&gocb_sig_delta, b.signals - a.signals);
 	/* the tick net's first expiry in Go code stopped it */
