@@ -53,7 +53,7 @@ GO_ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 RUN_CMD = $(GO) run ./examples/go/preempt && \
 	cd cmd/xtcbench && $(GO) run . --short --out ../../xtcbench-out
 
-.PHONY: all setup build c-build go-build test c-test sim-test ucontext-test nopolicy-test go-test \
+.PHONY: all setup build c-build go-build test c-test sim-test ucontext-test nopolicy-test go-test freeze-hunt \
 	test-asan test-tsan bench run shims check-shims generate clean
 
 all: build
@@ -200,6 +200,18 @@ bench:
 
 run:
 	$(RUN_CMD)
+
+# Hunting, not part of `make test`: the unit and stress tests of build/,
+# each run FREEZE_RUNS times while frozen at random points
+# (tools/freeze-hunt.sh).
+FREEZE_RUNS ?= 5
+FREEZE_TESTS ?= basics fiber loop timer io async proc mailbox class stall \
+	exec_class sched batch blocking future osproc launch fn preempt \
+	sigmask exec migrate stop fork faults proc_stress churn exec_stress \
+	submit_wake exit_race pacing
+freeze-hunt: c-build
+	tools/freeze-hunt.sh -n $(FREEZE_RUNS) \
+		$(addprefix $(BUILD)/test/test_,$(FREEZE_TESTS))
 
 # ------------------------------------------------------------------ go glue
 shims:
