@@ -569,6 +569,12 @@ struct xtc_loop {
 	int low_turn;                  /* the last pick was an aged one */
 	int64_t demote_ns;             /* a plain yield after this much run
 	                                  time since the last park demotes */
+	/* the receiver that parked here last, whose wake an idle executor
+	 * carrier polls instead of its inbox (xtc__loop_watch_*) */
+	atomic_uchar *watch_flag;
+	xtc__post_t *watch_post;
+	_Atomic uint64_t watch_hits;   /* wakes taken that way (owner
+	                                  writes; tests read) */
 
 	/* carrier requests from a fiber back to the root */
 	xtc_task_t *reap;              /* DONE fiber to reap on the root stack */
@@ -672,6 +678,65 @@ struct xtc_loop {
 		struct xtc__ptab *procs;      /* proc table (proc.c, freed in xtc__proc_loop_fini) */
 	} up;
 };
+
+/* Watched wakes. A cross-thread wake is a post on the loop's inbox: the
+ * waker moves the inbox's line, the post count's and the wake flag's to
+ * its CPU, and the owner's poll moves them back, on top of the line the
+ * wake is about (a mailbox slot: proc_int.h). An idle executor carrier
+ * that spins (exec.c carrier_spin) instead watches the one waiter that
+ * parked on its loop last: it stores WATCH_ON in a flag on the waiter's
+ * own line, and a waker that finds ON swaps it to WATCH_HIT and posts
+ * nothing; the carrier sees HIT in its poll and runs the post's callback
+ * itself. One line moves per wake: the cross-loop ping-pong's. The end of
+ * a watch swaps the flag back to OFF, so exactly one of the two acts: a
+ * waker that comes later finds OFF and posts. A stale watch (the waiter
+ * woke another way, or migrated) is harmless: the callback re-checks its
+ * target and wakes it through its real loop. Owner thread only, except
+ * the waker's xtc__watch_claim. */
+enum { XTC__WATCH_OFF = 0, XTC__WATCH_ON = 1, XTC__WATCH_HIT = 2 };
+static inline void xtc__loop_watch_set(xtc_loop_t *l, atomic_uchar *flag,
+                                       xtc__post_t *post)
+{
+	l->watch_flag = flag;
+	l->watch_post = post;
+}
+static inline void xtc__loop_watch_clear(xtc_loop_t *l, xtc__post_t *post)
+{
+	if (l->watch_post == post) {
+		l->watch_flag = NULL;
+		l->watch_post = NULL;
+	}
+}
+static inline atomic_uchar *xtc__loop_watch_begin(xtc_loop_t *l)
+{
+	atomic_uchar *f = l->watch_flag;
+	if (f != NULL)
+		atomic_store_explicit(f, XTC__WATCH_ON, memory_order_relaxed);
+	return f;
+}
+static inline int xtc__loop_watch_hit(const atomic_uchar *f)
+{
+	return f != NULL && atomic_load_explicit((atomic_uchar *)f,
+	                        memory_order_relaxed) == XTC__WATCH_HIT;
+}
+/* Ends the watch begun with f; runs the wake a waker left to it (1). */
+static inline int xtc__loop_watch_end(xtc_loop_t *l, atomic_uchar *f)
+{
+	if (f == NULL || atomic_exchange(f, XTC__WATCH_OFF) != XTC__WATCH_HIT)
+		return 0;
+	atomic_store_explicit(&l->watch_hits, atomic_load_explicit(
+	    &l->watch_hits, memory_order_relaxed) + 1, memory_order_relaxed);
+	l->watch_post->fn(l, l->watch_post);
+	return 1;
+}
+/* Any thread, instead of posting the wake: 1 if the watching carrier
+ * took it. */
+static inline int xtc__watch_claim(atomic_uchar *f)
+{
+	unsigned char on = XTC__WATCH_ON;
+	return atomic_load_explicit(f, memory_order_relaxed) == on &&
+	       atomic_compare_exchange_strong(f, &on, XTC__WATCH_HIT);
+}
 
 static inline int xtc__loop_admit(xtc_loop_t *loop)
 {

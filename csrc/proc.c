@@ -328,6 +328,7 @@ static void proc_post_fn(xtc_loop_t *loop, xtc__post_t *n)
 	xtc__proc_t *p = (xtc__proc_t *)((char *)n - offsetof(xtc__proc_t, post));
 
 	atomic_store_explicit(&p->post_queued, 0, memory_order_release);
+	xtc__loop_watch_clear(loop, n);
 	if (loop->magic != XTC__LOOP_LIVE)
 		return; /* fini: the tasks are being released */
 	xtc__spin_lock(&p->lock);
@@ -338,6 +339,8 @@ static void proc_post_fn(xtc_loop_t *loop, xtc__post_t *n)
 
 void xtc__proc_wake_post(xtc__proc_t *p, xtc_loop_t *loop)
 {
+	if (xtc__watch_claim(&p->watch))
+		return; /* the spinning carrier runs proc_post_fn itself */
 	if (xtc__loop_post(loop, &p->post) != XTC_OK)
 		atomic_store(&p->post_queued, 0); /* loop finalised */
 }

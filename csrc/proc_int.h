@@ -96,7 +96,8 @@ enum { XTC__PROC_FREE = 0, XTC__PROC_ALIVE = 1, XTC__PROC_DEAD = 2 };
 /* slot->mflags: what the handoff path needs to know of the fields it does
  * not read (they are on the owner's line) */
 enum { XTC__MF_WM = 1,       /* a watermark is set (wm_level != 0) */
-       XTC__MF_PEAKED = 2 }; /* peak >= 1 already */
+       XTC__MF_PEAKED = 2,   /* peak >= 1 already */
+       XTC__MF_WM_FIRED = 4 }; /* watermark reported, re-armed below level */
 
 /* Inline handoff: a payload this small travels in the slot's first line
  * (hbuf), which the send moves anyway; the receiver copies it into a
@@ -142,7 +143,10 @@ typedef struct xtc__proc {
 	                          * XTC__WAIT_RECV also accepts a handoff */
 	atomic_uchar post_queued;/* `post` sits in a loop inbox */
 	uint8_t kill_pending;    /* under lock; first xtc_exit_pid wins */
-	uint8_t wm_fired;        /* watermark reported, re-armed below level */
+	/* the spinning carrier of the receiver's loop watches this line
+	 * (xtc__loop_watch_*): XTC__WATCH_ON, and a waker that finds it so
+	 * swaps it to XTC__WATCH_HIT instead of posting the wake */
+	atomic_uchar watch;
 	uint8_t migratable;      /* spawn option: 0 = the task never leaves
 	                          * tab->loop (the wake need not read it) */
 	uint8_t mflags;          /* XTC__MF_*, under lock */

@@ -5,6 +5,8 @@
  * mode, knobs, loop ids, pinning and migration only at yield points.
  */
 #include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
@@ -839,6 +841,90 @@ static void test_spin(void)
 	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
 }
 
+/* Watched wakes (loop_int.h): a cross-loop ping-pong between procs on
+ * spinning carriers takes its wakes from the receiver's own line, and
+ * every message still arrives, in order. Progress, not timing: it runs
+ * until both carriers took some wakes that way (bounded). */
+#define WW_MAX 200000
+static xtc_pid_t ww_pid[2];
+static atomic_int ww_ready, ww_bad;
+static atomic_long ww_rounds;
+static xtc_exec_t *ww_exec;
+
+static int ww_both_hit(void)
+{
+	return atomic_load(&xtc_exec_loop(ww_exec, 0)->watch_hits) > 0 &&
+	       atomic_load(&xtc_exec_loop(ww_exec, 1)->watch_hits) > 0;
+}
+
+static void ww_side(void *arg)
+{
+	int me = (int)(intptr_t)arg;
+	ww_pid[me] = xtc_self();
+	atomic_fetch_add(&ww_ready, 1);
+	while (atomic_load(&ww_ready) < 2)
+		xtc_yield();
+	for (long i = 0;; i++) {
+		if (me == 0) {
+			/* the client decides when to stop: a negative value
+			 * ends the server */
+			long v = (i >= WW_MAX || (i % 1024 == 1023 &&
+			          ww_both_hit())) ? -1 : i;
+			if (xtc_send(ww_pid[1], &v, sizeof v) != XTC_OK) {
+				atomic_fetch_add(&ww_bad, 1);
+				return;
+			}
+			if (v < 0)
+				return;
+		}
+		void *m = NULL;
+		size_t sz = 0;
+		long v = -2;
+		if (xtc_recv(&m, &sz, -1) != XTC_OK || sz != sizeof v) {
+			atomic_fetch_add(&ww_bad, 1);
+			return;
+		}
+		memcpy(&v, m, sizeof v);
+		xtc_free(m);
+		if (me == 1) {
+			if (v < 0)
+				return;
+			if (v != i)
+				atomic_fetch_add(&ww_bad, 1);
+			if (xtc_send(ww_pid[0], &v, sizeof v) != XTC_OK) {
+				atomic_fetch_add(&ww_bad, 1);
+				return;
+			}
+		} else {
+			if (v != i)
+				atomic_fetch_add(&ww_bad, 1);
+			atomic_store(&ww_rounds, i + 1);
+		}
+	}
+}
+
+static void test_watched_wake(void)
+{
+	CHECK_EQ(xtc_exec_init(&ww_exec, 2), XTC_OK);
+	CHECK_EQ(xtc_exec_set_spin(ww_exec, 50LL * 1000 * 1000), XTC_OK);
+	atomic_store(&ww_ready, 0);
+	for (int i = 0; i < 2; i++)
+		CHECK_EQ(xtc_proc_spawn(xtc_exec_loop(ww_exec, i), ww_side,
+		                        (void *)(intptr_t)i, NULL, NULL), XTC_OK);
+	CHECK_EQ(xtc_exec_run(ww_exec), XTC_OK);
+	CHECK_EQ(atomic_load(&ww_bad), 0);
+	CHECK(atomic_load(&ww_rounds) > 0);
+	CHECK(ww_both_hit());
+	fprintf(stderr, "test_exec: watched wakes: %llu + %llu of %ld round "
+	        "trips\n",
+	        (unsigned long long)atomic_load(
+	            &xtc_exec_loop(ww_exec, 0)->watch_hits),
+	        (unsigned long long)atomic_load(
+	            &xtc_exec_loop(ww_exec, 1)->watch_hits),
+	        atomic_load(&ww_rounds));
+	CHECK_EQ(xtc_exec_fini(ww_exec), XTC_OK);
+}
+
 int main(void)
 {
 	RUN(test_errors);
@@ -856,5 +942,6 @@ int main(void)
 	RUN(test_preempt_slice);
 	RUN(test_park_modes);
 	RUN(test_spin);
+	RUN(test_watched_wake);
 	return failures ? 1 : 0;
 }
