@@ -68,8 +68,10 @@
  * Since then the wake of a receiver parked on a loop whose carrier is
  * idle skips the inbox (loop_int.h, watched wakes; proc.c
  * xtc__proc_wake_post): the carrier polls a flag on the slot's first
- * line, so one line moves per one-way message. bench_xloop, 5 alternating
- * runs, carriers sharing a core: 323-339 -> 274-285 ns per round trip.
+ * line, so one line moves per one-way message. bench_xloop, alternating
+ * runs, per round trip: carriers sharing a core 323-339 -> 274-285 ns (5
+ * runs), on two cores 1126-1215 -> 861-880 ns (4 runs; floor 451-556 ns,
+ * so 2.35-2.65x -> 1.56-1.82x the floor).
  * Tried and kept out, no difference above the noise (segment timings
  * within 2%, 11-run medians within 5%): the proc table's `users` count
  * on a line of its own, the inbox's posts_done off the inbox line, a
