@@ -690,8 +690,10 @@ struct xtc_loop {
  * itself. One line moves per wake: the cross-loop ping-pong's. The end of
  * a watch swaps the flag back to OFF, so exactly one of the two acts: a
  * waker that comes later finds OFF and posts. A stale watch (the waiter
- * woke another way, or migrated) is harmless: the callback re-checks its
- * target and wakes it through its real loop. Owner thread only, except
+ * woke another way, or migrated, and two carriers watch one line) is
+ * harmless: only a watch's end takes a HIT off the flag (a begin turns
+ * OFF to ON, never HIT), and whichever end takes it runs the callback,
+ * which re-checks its target and wakes it through its real loop. Owner thread only, except
  * the waker's xtc__watch_claim. */
 enum { XTC__WATCH_OFF = 0, XTC__WATCH_ON = 1, XTC__WATCH_HIT = 2 };
 static inline void xtc__loop_watch_set(xtc_loop_t *l, atomic_uchar *flag,
@@ -707,11 +709,15 @@ static inline void xtc__loop_watch_clear(xtc_loop_t *l, xtc__post_t *post)
 		l->watch_post = NULL;
 	}
 }
+/* OFF -> ON only: a stale watch of another loop's carrier on the same
+ * line may hold a HIT, and overwriting it would lose that wake (whoever
+ * ends a watch on a HIT runs the callback, so this end takes it). */
 static inline atomic_uchar *xtc__loop_watch_begin(xtc_loop_t *l)
 {
 	atomic_uchar *f = l->watch_flag;
+	unsigned char off = XTC__WATCH_OFF;
 	if (f != NULL)
-		atomic_store_explicit(f, XTC__WATCH_ON, memory_order_relaxed);
+		(void)atomic_compare_exchange_strong(f, &off, XTC__WATCH_ON);
 	return f;
 }
 static inline int xtc__loop_watch_hit(const atomic_uchar *f)

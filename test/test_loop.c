@@ -1071,6 +1071,63 @@ static void test_post_fini_race(void)
 	CHECK(atomic_load(&fr_spawned) > 0);
 }
 
+/* ---- watched wakes ----------------------------------------------------- */
+
+/* The protocol of loop_int.h's watched wakes, one thread: a claim takes
+ * the wake only while a watch is on; whichever watch end finds the HIT
+ * runs the callback, exactly once, even when two loops (one stale) watch
+ * the same line and the second begins after the claim. */
+static int ww_runs;
+static xtc_loop_t *ww_ran_on;
+static void ww_cb(xtc_loop_t *loop, xtc__post_t *p)
+{
+	(void)p;
+	ww_runs++;
+	ww_ran_on = loop;
+}
+
+static void test_watch_protocol(void)
+{
+	xtc_loop_t *a = new_loop(), *b = new_loop();
+	atomic_uchar flag = XTC__WATCH_OFF;
+	xtc__post_t post = { .next = NULL, .fn = ww_cb };
+
+	ww_runs = 0;
+	CHECK(!xtc__watch_claim(&flag)); /* nobody watches: post it */
+	xtc__loop_watch_set(a, &flag, &post);
+	atomic_uchar *f = xtc__loop_watch_begin(a);
+	CHECK(f == &flag && !xtc__loop_watch_hit(f));
+	CHECK(xtc__loop_watch_end(a, f) == 0 && ww_runs == 0);
+	CHECK(!xtc__watch_claim(&flag)); /* ended: post it */
+
+	f = xtc__loop_watch_begin(a);
+	CHECK(xtc__watch_claim(&flag));  /* taken by the watch */
+	CHECK(!xtc__watch_claim(&flag)); /* once */
+	CHECK(xtc__loop_watch_hit(f));
+	CHECK(xtc__loop_watch_end(a, f) == 1 && ww_runs == 1 && ww_ran_on == a);
+	CHECK(atomic_load(&flag) == XTC__WATCH_OFF);
+
+	/* a stale watch of b on the same line begins after a's HIT */
+	xtc__loop_watch_set(b, &flag, &post);
+	f = xtc__loop_watch_begin(a);
+	CHECK(xtc__watch_claim(&flag));
+	atomic_uchar *g = xtc__loop_watch_begin(b);
+	CHECK(atomic_load(&flag) == XTC__WATCH_HIT); /* not overwritten */
+	CHECK(xtc__loop_watch_end(b, g) == 1 && ww_runs == 2 && ww_ran_on == b);
+	CHECK(xtc__loop_watch_end(a, f) == 0 && ww_runs == 2);
+
+	/* clear forgets only its own post */
+	xtc__post_t other = { .next = NULL, .fn = ww_cb };
+	xtc__loop_watch_clear(a, &other);
+	CHECK(a->watch_flag == &flag);
+	xtc__loop_watch_clear(a, &post);
+	CHECK(a->watch_flag == NULL && xtc__loop_watch_begin(a) == NULL);
+	CHECK(xtc__loop_watch_end(a, NULL) == 0);
+	xtc__loop_watch_clear(b, &post);
+	CHECK(xtc_loop_fini(a) == 0);
+	CHECK(xtc_loop_fini(b) == 0);
+}
+
 /* ---- backends -------------------------------------------------------- */
 
 static int run_all(void)
@@ -1089,6 +1146,7 @@ static int run_all(void)
 	test_wake_race();
 	test_spawn_backpressure();
 	test_post_fini_race();
+	test_watch_protocol();
 	return failures;
 }
 
