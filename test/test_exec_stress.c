@@ -7,7 +7,9 @@
  *    back and forth with xtc_proc_wake; a lost wake hangs the pair (caught by
  *    the watchdog), a duplicate shows up as a wrong count;
  *  - pinned procs never change loop; migratable ones change only across a
- *    yield (never between two points of one run).
+ *    yield (never between two points of one run);
+ *  - migratable ping-pong pairs on spinning, stealing carriers: watched
+ *    wakes (loop_int.h) lose and duplicate nothing.
  * Under ThreadSanitizer the counts are divided by 10.
  */
 #include <pthread.h>
@@ -249,6 +251,113 @@ static void test_migrate_fini_race(void)
 	    MF_ROUNDS, mf_steals);
 }
 
+/* ---- watched wakes under migration ----------------------------------------
+ * Migratable ping-pong pairs on spinning carriers, next to migratable
+ * spinners that keep the carriers stealing: receivers park on one loop
+ * and wake on another, so carriers watch stale slots and two carriers
+ * watch one (loop_int.h, watched wakes). Every message arrives once, in
+ * order; a lost wake hangs a pair (the guard stops the run and fails). */
+
+#define WW_PAIRS  4
+#define WW_ROUNDS (20000 / SCALE)
+
+static xtc_pid_t ww_pid[WW_PAIRS][2];
+static atomic_int ww_ready, ww_bad, ww_done, ww_spin_stop;
+
+static void ww_proc(void *a)
+{
+	int k = (int)(intptr_t)a, pair = k / 2, me = k % 2;
+
+	ww_pid[pair][me] = xtc_self();
+	atomic_fetch_add(&ww_ready, 1);
+	while (atomic_load(&ww_ready) < 2 * WW_PAIRS)
+		xtc_yield();
+	for (long i = 0; i < WW_ROUNDS; i++) {
+		if (me == 0 && xtc_send(ww_pid[pair][1], &i, sizeof i) != 0)
+			goto bad;
+		void *m = NULL;
+		size_t sz = 0;
+		long v;
+		if (xtc_recv(&m, &sz, -1) != 0 || sz != sizeof v)
+			goto bad;
+		memcpy(&v, m, sizeof v);
+		xtc_free(m);
+		if (v != i)
+			goto bad;
+		if (me == 1 && xtc_send(ww_pid[pair][0], &v, sizeof v) != 0)
+			goto bad;
+	}
+	if (atomic_fetch_add(&ww_done, 1) + 1 == 2 * WW_PAIRS)
+		atomic_store(&ww_spin_stop, 1);
+	return;
+bad:
+	atomic_fetch_add(&ww_bad, 1);
+	atomic_fetch_add(&ww_done, 1);
+	atomic_store(&ww_spin_stop, 1);
+}
+
+/* bursts of ready work on one loop while the other idles: steals */
+static void ww_spinner(void *a)
+{
+	(void)a;
+	while (!atomic_load(&ww_spin_stop)) {
+		for (int y = 0; y < 20; y++) {
+			for (volatile int k = 0; k < 500; k++)
+				;
+			xtc_yield();
+		}
+		xtc_proc_sleep(100 * 1000);
+	}
+}
+
+static void *ww_guard(void *a)
+{
+	for (int i = 0; i < 1200 && atomic_load(&ww_done) < 2 * WW_PAIRS; i++)
+		usleep(100000);
+	if (atomic_load(&ww_done) < 2 * WW_PAIRS) {
+		atomic_fetch_add(&ww_bad, 1000);
+		atomic_store(&ww_spin_stop, 1);
+		xtc_exec_stop(a);
+	}
+	return NULL;
+}
+
+static void test_watched_wakes_migrating(void)
+{
+	xtc_exec_t *e;
+	xtc_proc_opts_t o;
+	pthread_t g;
+	xtc_loop_stats_t st[2];
+
+	CHECK_EQ(xtc_exec_init(&e, 2), XTC_OK);
+	CHECK_EQ(xtc_exec_set_spin(e, 20LL * 1000 * 1000), XTC_OK);
+	xtc_exec_set_eager_rebalance(e, 1);
+	memset(&o, 0, sizeof o);
+	o.migratable = 1;
+	for (int k = 0; k < 2 * WW_PAIRS; k++)
+		CHECK_EQ(xtc_proc_spawn(xtc_exec_loop(e, k % 2), ww_proc,
+		    (void *)(intptr_t)k, &o, NULL), XTC_OK);
+	for (int k = 0; k < 2; k++)
+		CHECK_EQ(xtc_proc_spawn(xtc_exec_loop(e, 0), ww_spinner, NULL,
+		    &o, NULL), XTC_OK);
+	CHECK_EQ(pthread_create(&g, NULL, ww_guard, e), 0);
+	CHECK_EQ(xtc_exec_run(e), XTC_OK);
+	/* a lost wake leaves its pair parked: the run ends at quiescence */
+	int finished = atomic_load(&ww_done);
+	atomic_store(&ww_done, 2 * WW_PAIRS); /* release the guard */
+	pthread_join(g, NULL);
+	CHECK_EQ(finished, 2 * WW_PAIRS);
+	CHECK_EQ(atomic_load(&ww_bad), 0);
+	for (int i = 0; i < 2; i++)
+		CHECK_EQ(xtc_exec_loop_stats(e, i, &st[i]), XTC_OK);
+	fprintf(stderr, "watched wakes, migrating: %d pairs x %d round trips, "
+	    "%llu + %llu watched, %llu steals\n", WW_PAIRS, WW_ROUNDS,
+	    (unsigned long long)atomic_load(&xtc_exec_loop(e, 0)->watch_hits),
+	    (unsigned long long)atomic_load(&xtc_exec_loop(e, 1)->watch_hits),
+	    (unsigned long long)(st[0].steals + st[1].steals));
+	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+}
+
 /* ---- watchdog --------------------------------------------------------------- */
 
 static atomic_int done, timed_out;
@@ -331,5 +440,6 @@ int main(void)
 	    (unsigned long long)(s0.steals + s1.steals), (t1 - t0) / 1e9);
 	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
 	test_migrate_fini_race();
+	test_watched_wakes_migrating();
 	return failures ? 1 : 0;
 }
