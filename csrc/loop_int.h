@@ -683,18 +683,21 @@ struct xtc_loop {
  * waker moves the inbox's line, the post count's and the wake flag's to
  * its CPU, and the owner's poll moves them back, on top of the line the
  * wake is about (a mailbox slot: proc_int.h). An idle executor carrier
- * that spins (exec.c carrier_spin) instead watches the one waiter that
- * parked on its loop last: it stores WATCH_ON in a flag on the waiter's
- * own line, and a waker that finds ON swaps it to WATCH_HIT and posts
- * nothing; the carrier sees HIT in its poll and runs the post's callback
- * itself. One line moves per wake: the cross-loop ping-pong's. The end of
- * a watch swaps the flag back to OFF, so exactly one of the two acts: a
- * waker that comes later finds OFF and posts. A stale watch (the waiter
- * woke another way, or migrated, and two carriers watch one line) is
- * harmless: only a watch's end takes a HIT off the flag (a begin turns
- * OFF to ON, never HIT), and whichever end takes it runs the callback,
- * which re-checks its target and wakes it through its real loop. Owner thread only, except
- * the waker's xtc__watch_claim. */
+ * (exec.c carrier_idle, from its steal attempt to its park) instead
+ * watches the one waiter that parked on its loop last: it stores WATCH_ON
+ * in a flag on the waiter's own line, and a waker that finds ON swaps it
+ * to WATCH_HIT and posts nothing; the carrier sees HIT in its spin's poll
+ * and runs the post's callback itself. One line moves per wake: the
+ * cross-loop ping-pong's. The end of a watch swaps the flag back to OFF,
+ * so exactly one of the two acts: a waker that comes later finds OFF and
+ * posts. A stale watch (the waiter woke another way, or migrated, and two
+ * carriers watch one line) is harmless: only a watch's end takes a HIT
+ * off the flag (a begin turns OFF to ON, never HIT), and whichever end
+ * takes it runs the callback, which re-checks its target and wakes it
+ * through its real loop. Rejected: the waiter turning the watch on as it
+ * parks (every loop step, not only an idle carrier, would then have to
+ * poll the flag, or a wake could wait behind a busy carrier's whole
+ * run). Owner thread only, except the waker's xtc__watch_claim. */
 enum { XTC__WATCH_OFF = 0, XTC__WATCH_ON = 1, XTC__WATCH_HIT = 2 };
 static inline void xtc__loop_watch_set(xtc_loop_t *l, atomic_uchar *flag,
                                        xtc__post_t *post)

@@ -26,7 +26,9 @@
  * loop thread under the lock (a run-queue push, no syscall; an ALIVE slot's
  * task is never reaped), from any other thread by queueing the slot's own
  * post node on the loop inbox after the lock is dropped (so the eventfd
- * write never extends the critical section the receiver spins on).
+ * write never extends the critical section the receiver spins on), or by
+ * handing the wake to the loop's idle carrier when it watches this slot
+ * (loop_int.h, watched wakes).
  * Every wake a mailbox wait needs thus comes through the slot lock, so an
  * untimed wait lock-parks (loop_int.h): PARKED is stored under the lock
  * and the waker makes the task READY with plain stores, no fence or CAS

@@ -340,7 +340,7 @@ static void proc_post_fn(xtc_loop_t *loop, xtc__post_t *n)
 void xtc__proc_wake_post(xtc__proc_t *p, xtc_loop_t *loop)
 {
 	if (xtc__watch_claim(&p->watch))
-		return; /* the spinning carrier runs proc_post_fn itself */
+		return; /* the watching carrier runs proc_post_fn itself */
 	if (xtc__loop_post(loop, &p->post) != XTC_OK)
 		atomic_store(&p->post_queued, 0); /* loop finalised */
 }
