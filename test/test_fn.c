@@ -214,6 +214,45 @@ static void test_backstop(void)
 	CHECK(rc == XTC_OK && g.result == expect_sum(n));
 }
 
+/* POSIX timers of this process (/proc/self/timers: one "ID:" line each),
+ * -1 where the kernel does not list them. */
+static int count_timers(void)
+{
+	FILE *f = fopen("/proc/self/timers", "r");
+	char line[256];
+	int n = 0;
+
+	if (f == NULL)
+		return -1;
+	while (fgets(line, sizeof line, f))
+		n += strncmp(line, "ID:", 3) == 0;
+	fclose(f);
+	return n;
+}
+
+static void *fn_thread(void *arg)
+{
+	xtc_fn_t f = { 0 };
+	(void)arg;
+	CHECK(xtc_fn_launch(&f, sum_to, (void *)100, 200 * US) == XTC_OK);
+	return NULL;
+}
+
+/* A thread that ran deadline functions takes its backstop timer with it
+ * when it exits: none is left behind, however many threads come and go
+ * (a Go program runs functions on whatever threads it has). */
+static void test_backstop_thread_exit(void)
+{
+	int before = count_timers();
+	for (int i = 0; i < 32; i++) {
+		pthread_t th;
+		REQUIRE(pthread_create(&th, NULL, fn_thread, NULL) == 0);
+		pthread_join(th, NULL);
+	}
+	if (before >= 0)
+		CHECK_EQ(count_timers(), before);
+}
+
 /* LibPreemptible Figure 7: a worker round-robins over its functions. */
 static void test_round_robin(void)
 {
@@ -503,6 +542,7 @@ int main(void)
 	test_errors();
 	test_preempt_resume();
 	test_backstop();
+	test_backstop_thread_exit();
 	test_round_robin();
 	test_yield_cancel_reuse();
 	test_inside_fiber();
