@@ -65,9 +65,14 @@
  *    measurements, plus the stall of expiries that found nothing due) and
  *    its idle time. A carrier busy >= 90% of a window on which preemption
  *    spent more than the budget doubles the slice it applies, as many
- *    times as the overrun calls for (cost ~ 1/slice), up to 64x; it halves
- *    back one step a window once busy < 75% or the cost is under a
- *    quarter of the budget. Measured on a software-virtualised 2-vCPU
+ *    times as the overrun calls for (cost ~ 1/slice), up to 64x, without
+ *    waiting for the window's end once it spent a whole window's budget
+ *    (overload builds backlog by the millisecond); it halves back one
+ *    step a window once busy plus the cost (what a halving adds) < 75%,
+ *    or the cost is under a quarter of the budget: the room a stretch
+ *    made is not room for the shorter slice (the oscillation that
+ *    halving on busy < 75% alone caused at 50-70% load fed the tail).
+ *    Measured on a software-virtualised 2-vCPU
  *    guest (an expiry stalls the carrier ~41 us, a near re-arm 13 us), a
  *    50 us slice cut each 500 us request ten times and A1 at 10-70% load
  *    never drained its backlog (362 ms p99 at 10%); a slice that pays for
@@ -1642,10 +1647,28 @@ int xtc__preempt_budget_next(int stretch, int64_t w, int64_t idle,
 		stretch += k;
 		return stretch > STRETCH_MAX ? STRETCH_MAX : stretch;
 	}
-	if (stretch > 0 && (busy * 100 < w * BUDGET_IDLE_PCT ||
+	/* a halving doubles the overhead: shorten only where the carrier
+	 * stays under the hysteresis mark with that added (a carrier at
+	 * 50-70% load that halved from its measured room alone fell back
+	 * into overload, built a backlog for a window, and stretched again:
+	 * the oscillation was the tail), or the cost stays under half the
+	 * budget */
+	if (stretch > 0 && ((busy + ovh) * 100 < w * BUDGET_IDLE_PCT ||
 	                    ovh * 400 < w * pct))
 		return stretch - 1;
 	return stretch;
+}
+
+/* Whether the window so far already spent the budget of a whole one while
+ * the carrier was saturated: close it now. At overload every window's
+ * worth of waiting builds backlog (a 10 ms window at twice the capacity
+ * left ~3 ms of it, most of a short point's p99); the decision on a
+ * partial window of at least a tenth is the same ratio. */
+int xtc__preempt_budget_early(int64_t w, int64_t idle, int64_t ovh, int pct)
+{
+	return pct > 0 && ovh * 100 > XTC_PREEMPT_BUDGET_WINDOW_NS * pct &&
+	       w >= XTC_PREEMPT_BUDGET_WINDOW_NS / 10 &&
+	       (w - idle) * 100 >= w * BUDGET_BUSY_PCT;
 }
 
 /* Close a budget window (design note: "Overhead budget"). The simulator's
@@ -1810,13 +1833,9 @@ static void run_begin(xtc__fiber_t *f, int64_t slice_ns, int exact,
 		now = now_ns();
 	if (p->pc_at != 0)
 		cost_close(p, now);
-	if (!exact) {
-		if (now - p->ovh_win >= XTC_PREEMPT_BUDGET_WINDOW_NS)
-			budget_window(p, now);
-		slice_ns <<= p->stretch;
-	}
 	if (p->idle_at != 0) {
-		/* idle time: the adaptive quantum's load and the budget's */
+		/* idle time: the adaptive quantum's load and the budget's (the
+		 * spell that ends now belongs to the window it ends in) */
 		if (now > p->idle_at) {
 			p->ovh_idle += now - p->idle_at;
 			if (atomic_load_explicit(&xtc__preempt_adaptive_slice,
@@ -1824,6 +1843,14 @@ static void run_begin(xtc__fiber_t *f, int64_t slice_ns, int exact,
 				xtc__quantum.idle(now - p->idle_at);
 		}
 		p->idle_at = 0;
+	}
+	if (!exact) {
+		if (now - p->ovh_win >= XTC_PREEMPT_BUDGET_WINDOW_NS ||
+		    xtc__preempt_budget_early(now - p->ovh_win, p->ovh_idle,
+		        p->ovh_ns, atomic_load_explicit(&budget_pct,
+		                                        memory_order_relaxed)))
+			budget_window(p, now);
+		slice_ns <<= p->stretch;
 	}
 	int64_t soft = now + slice_ns, hard = soft;
 	int64_t cap = now + atomic_load_explicit(&xtc__preempt_alone_ns,

@@ -72,6 +72,9 @@ extern _Atomic int64_t xtc__preempt_net_grace_ns;
  * window of w ns with `idle` ns idle and `ovh` ns of preemption cost. */
 int xtc__preempt_budget_next(int stretch, int64_t w, int64_t idle,
                              int64_t ovh, int pct);
+/* Whether a window open for w ns (idle, ovh as above) closes early: it
+ * already spent a whole window's budget while saturated. */
+int xtc__preempt_budget_early(int64_t w, int64_t idle, int64_t ovh, int pct);
 
 /* Longest a run that had nothing to compete with goes unsignalled (its
  * hard deadline): a safety net for work the carrier cannot see arrive (a

@@ -1008,6 +1008,18 @@ static void test_budget_policy(void)
 	CHECK(xtc__preempt_budget_next(2, W, 0, W / 100, 10) == 1);
 	CHECK(xtc__preempt_budget_next(2, W, W / 2, W * 5 / 100, 10) == 1);
 	CHECK(xtc__preempt_budget_next(0, W, W / 2, 0, 10) == 0);
+	/* but not back into overload: a halving doubles the cost, so a
+	 * carrier 70% busy of which 10% preemption (80% busy after a
+	 * halving) holds its slice, one 60% busy (70% after) shortens */
+	CHECK(xtc__preempt_budget_next(2, W, W * 30 / 100, W * 10 / 100, 20) == 2);
+	CHECK(xtc__preempt_budget_next(2, W, W * 40 / 100, W * 10 / 100, 20) == 1);
+	/* a window closes early once it spent a whole window's budget while
+	 * saturated (at overload, waiting for the end builds backlog) */
+	CHECK(xtc__preempt_budget_early(W / 5, 0, W * 21 / 100, 20));
+	CHECK(!xtc__preempt_budget_early(W / 5, 0, W * 19 / 100, 20));
+	CHECK(!xtc__preempt_budget_early(W / 5, W / 10, W * 21 / 100, 20));
+	CHECK(!xtc__preempt_budget_early(W / 20, 0, W * 21 / 100, 20));
+	CHECK(!xtc__preempt_budget_early(W / 5, 0, W, 0));
 	/* budget off: slices as set */
 	CHECK(xtc__preempt_budget_next(4, W, 0, W, 0) == 0);
 	CHECK(xtc__preempt_budget_next(4, 0, 0, 0, 10) == 0);

@@ -92,6 +92,10 @@ type TailPoint struct {
 	TimerFires  uint64  `json:"timer_fires,omitempty"`
 	Direct      uint64  `json:"direct_signals,omitempty"`
 	Fallbacks   uint64  `json:"timer_fallbacks,omitempty"`
+	// the overhead budget (xtc_preempt_set_budget): windows that
+	// lengthened the slice, and the preemption cost it counted
+	Stretches   uint64  `json:"budget_stretches,omitempty"`
+	OverheadNs  int64   `json:"preempt_overhead_ns,omitempty"`
 	// xtc only: the carriers' parks and wake-ups (late ones are the
 	// machine's: an idle vCPU resumed late while requests waited)
 	Wakes      *WakeStats `json:"carrier_wakes,omitempty"`
@@ -336,6 +340,7 @@ func runOne(cfg *Config, c Contender, s *Schedule, cIters, goIters []uint64,
 			summarizeRun(s, r.Done, r.Lag, &p, warm)
 			p.Preemptions, p.Quantum, p.TailIndex = r.Preempts, int64(r.Quantum), r.TailIndex
 			p.CostNs, p.TimerFires, p.Direct, p.Fallbacks = r.CostNs, r.Fires, r.Direct, r.Fallbacks
+			p.Stretches, p.OverheadNs = r.Stretches, r.OvhNs
 			p.Trajectory = r.Traj
 			w := r.Wakes
 			p.Wakes = &w

@@ -88,6 +88,8 @@ typedef struct xb_tail {
 	uint64_t timer_fires;      /* carrier timer expiries that preempted */
 	uint64_t direct;           /* producers that signalled an overdue run */
 	uint64_t fallbacks;        /* carriers without a slice timer */
+	uint64_t stretches;        /* budget windows that lengthened the slice */
+	uint64_t overhead_ns;      /* preemption cost the budget counted */
 	/* the carriers' parks and wake-ups (xtc_exec_loop_stats, summed):
 	 * a wake-up that came late is the machine's, stated next to the
 	 * figures */

@@ -385,6 +385,8 @@ out:
 		t->timer_fires = ps1.timer_fires - ps0.timer_fires;
 		t->direct = ps1.direct - ps0.direct;
 		t->fallbacks = ps1.timer_fallbacks - ps0.timer_fallbacks;
+		t->stretches = ps1.stretches - ps0.stretches;
+		t->overhead_ns = ps1.overhead_ns - ps0.overhead_ns;
 	}
 #endif
 #if XB_HAVE_ADAPTIVE

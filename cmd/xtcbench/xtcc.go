@@ -163,6 +163,8 @@ type tailResult struct {
 	Fires     uint64        // carrier timer expiries that preempted
 	Direct    uint64        // producers that signalled an overdue run
 	Fallbacks uint64        // carriers without a slice timer
+	Stretches uint64        // budget windows that lengthened the slice
+	OvhNs     int64         // preemption cost the budget counted
 	Wakes     WakeStats     // the carriers' parks and wake-ups
 	Traj      []QPoint      // adaptive: the controller's updates
 }
@@ -233,6 +235,8 @@ func xtcTail(arrival []int64, iters []uint64, carriers int, slice time.Duration,
 		Fires:     uint64(t.timer_fires),
 		Direct:    uint64(t.direct),
 		Fallbacks: uint64(t.fallbacks),
+		Stretches: uint64(t.stretches),
+		OvhNs:     int64(t.overhead_ns),
 		Wakes: WakeStats{Parks: uint64(t.parks), Wakes: uint64(t.wakes),
 			Slow: uint64(t.slow_wakes), TotalNs: int64(t.wake_ns),
 			MaxNs: int64(t.wake_max_ns)},

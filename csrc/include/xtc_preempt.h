@@ -103,8 +103,10 @@ typedef struct xtc_preempt_stats {
  * XTC_PREEMPT_BUDGET_WINDOW_NS on which preemption (timer expiries, signal
  * stalls, the switch to the next run) cost more than `percent` of it
  * doubles the slice it applies, as often as the overrun calls for (up to
- * 64x), and halves it back one step a window once it is busy less than 75%
- * or the cost falls below a quarter of the budget. 0 turns the budget off
+ * 64x; a window that spent a whole window's budget closes early), and
+ * halves it back one step a window once it would stay busy less than 75%
+ * with that cost doubled, or the cost falls below a quarter of the
+ * budget. 0 turns the budget off
  * (slices are applied as set, whatever they cost); default 20. Process-
  * wide, any thread, any time. XTC_E_INVAL outside 0..100. */
 #define XTC_PREEMPT_BUDGET_DEFAULT 20
