@@ -77,7 +77,8 @@
  *
  * XTC_BENCH_QUICK=1 shrinks the counts; the argument `loss` runs only the
  * throughput-loss cases, `floor` only the floor (which a full run prints
- * first), `capacity` only the capacity cases.
+ * first), `capacity` only the capacity cases, `yield` only the yield
+ * dispatch pair.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -1007,6 +1008,10 @@ int main(int argc, char **argv)
 	}
 	if (only && !strcmp(only, "capacity")) {
 		bench_capacity();
+		return 0;
+	}
+	if (only && !strcmp(only, "yield")) {
+		bench_yield();
 		return 0;
 	}
 	bench_floor();

@@ -221,11 +221,11 @@ xtc_task_t *xtc__rq_pop(xtc_loop_t *loop)
 }
 
 /* The demoted level: a plain FIFO like the run queue (loop_int.h). */
-static void low_push(xtc_loop_t *loop, xtc_task_t *t)
+static void low_push(xtc_loop_t *loop, xtc_task_t *t, int64_t now)
 {
 	atomic_store_explicit(&t->state, XTC__T_READY, memory_order_relaxed);
 	t->demoted = 1;
-	t->low_since = xtc__now();
+	t->low_since = now != 0 ? now : xtc__now();
 	t->node.next = NULL;
 	if (loop->low_tail != NULL)
 		loop->low_tail->node.next = &t->node;
@@ -1120,7 +1120,11 @@ static void run_task(xtc_loop_t *loop, xtc_task_t *t)
 	 * finished (state DONE); it is reaped only afterwards. With feat == 0
 	 * a fiber chain may have run several tasks; no hook cares then. */
 	if (XTC__UNLIKELY(feat & XTC__LF_TIMED)) {
-		int64_t end = xtc__now();
+		int64_t end = loop->yield_at;
+		loop->yield_at = 0;
+		if (end < start) /* none, or left by a run nested in this one */
+			end = xtc__now();
+		loop->run_end_at = end;
 		if (loop->hooks.run_end != NULL)
 			loop->hooks.run_end(loop, t, end - start);
 		/* Time-based fairness: a due timer or XTC__FAIR_NS since the
@@ -1366,6 +1370,8 @@ int xtc__fiber_yield(void)
 	return xtc__fiber_yield_ex(0);
 }
 
+static int yield_demoted(xtc_loop_t *loop, xtc_task_t *t, int64_t now);
+
 int xtc__fiber_yield_ex(int flags)
 {
 	xtc_task_t *t = xtc__tls_task;
@@ -1382,9 +1388,14 @@ int xtc__fiber_yield_ex(int flags)
 	 * is CPU-bound work too: it must not keep the level above the
 	 * preempted ones to itself (loop_int.h) */
 	if (XTC__UNLIKELY(loop->feat & XTC__LF_PREEMPT) && loop->demote_ns > 0 &&
-	    t->sched_class == NULL &&
-	    t->svc_ns + (xtc__now() - t->run_start) >= loop->demote_ns)
-		return xtc__fiber_yield_slice();
+	    t->sched_class == NULL) {
+		/* one clock read: the demotion's stamp and the run's end */
+		int64_t now = xtc__now();
+		if (t->svc_ns + (now - t->run_start) >= loop->demote_ns) {
+			loop->yield_at = now;
+			return yield_demoted(loop, t, now);
+		}
+	}
 	make_ready(loop, t);
 	fiber_switch_out(loop, t);
 	if (XTC__UNLIKELY(atomic_load_explicit(&t->kill_pending,
@@ -1407,10 +1418,18 @@ int xtc__fiber_yield_slice(void)
 	if (XTC__UNLIKELY(t == NULL || !t->is_fiber))
 		return XTC_E_INVAL;
 	loop = t->loop;
+	t->cut = 1; /* the executor's next dispatch reads and clears it */
 	if (!(loop->feat & XTC__LF_PREEMPT) || t->sched_class != NULL)
 		return xtc__fiber_yield();
+	return yield_demoted(loop, t, 0);
+}
+
+/* A default-lane fiber of a preempting loop gives up the CPU at the
+ * demoted level (or to an idle executor peer). */
+static int yield_demoted(xtc_loop_t *loop, xtc_task_t *t, int64_t now)
+{
 	if (!((loop->feat & XTC__LF_EXEC) && xtc__loop_up.exec_offer(loop, t)))
-		low_push(loop, t);
+		low_push(loop, t, now);
 	fiber_switch_out(loop, t);
 	if (XTC__UNLIKELY(atomic_load_explicit(&t->kill_pending,
 	                                       memory_order_relaxed)))

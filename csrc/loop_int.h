@@ -198,6 +198,9 @@ struct xtc_task {
 	xtc__spin_t wlock;       /* guards waiters (fiber_int.h) */
 	uint8_t stack_lazy;      /* fiber whose stack is mapped at first run */
 	uint8_t demoted;         /* READY at the demoted level (loop.c) */
+	/* its last run ended at its slice end (preempted, or a due point):
+	 * the next one runs long (exec.c reads and clears it per dispatch) */
+	uint8_t cut;
 	uint8_t admitted;        /* holds a cross-thread admission until it
 	                          * first runs (XTC__REMOTE_SPAWN_MAX) */
 	/* parked by xtc__park_lock_publish: only a holder of the waiter's
@@ -567,6 +570,13 @@ struct xtc_loop {
 	xtc_task_t *low_head, *low_tail;
 	uint64_t demotions, low_aged;  /* stats: demoted yields, aged picks */
 	int low_turn;                  /* the last pick was an aged one */
+	/* timed feats: the last run's end, the aging's clock (a pick
+	 * follows a run end by the scheduler's own work: 5 ms of aging
+	 * need no clock read per pick) */
+	int64_t run_end_at;
+	/* the clock a demotion check read just before its yield switched
+	 * out: that run's end (0: none) */
+	int64_t yield_at;
 	int64_t demote_ns;             /* a plain yield after this much run
 	                                  time since the last park demotes */
 	/* the receiver that parked here last, whose wake an idle executor

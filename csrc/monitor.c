@@ -17,8 +17,10 @@
  *     alone, otherwise it re-arms it at its deadline (xtc__ctimer_want).
  *     So back-to-back short runs re-arm once per half slice of busy time
  *     and an expiry never finds a run that is not due; work known to be
- *     long (it used half a slice of this service already) is armed at its
- *     deadline exactly, so it gets its whole slice. Measured here, an
+ *     long (it used half a slice of this service already and was cut at
+ *     its last slice end) is armed at its deadline exactly, so it gets
+ *     its whole slice; work that yields by itself keeps the window (its
+ *     whole slice re-armed the timer at every xtc_yield). Measured here, an
  *     expiry costs the carrier ~15 us and a re-arm to a near expiry 1-5
  *     us (both exit to the hypervisor): the earlier rule (keep any expiry
  *     in (now, deadline], re-arm early ones from the handler) spent one

@@ -144,6 +144,7 @@ typedef struct xtc__ptls {
 	int64_t slice;             /* slice of the current run */
 	int64_t hard;              /* hard deadline of the current run */
 	int64_t early;             /* its slice end's window (XTC__SLICE_EARLY_DIV) */
+	int64_t hard_early;        /* its hard deadline's (a demoted turn's end: early) */
 	/* XTC__PF_TICK: a tick not yet consumed (cooperative path);
 	 * XTC__PF_WANT: an involuntary preemption was deferred. One word so the
 	 * due check is one load. The handler sets bits; the carrier only ever
@@ -250,7 +251,8 @@ void xtc__preempt_run_begin_at(xtc__fiber_t *f, int64_t slice_ns,
 void xtc__preempt_run_end(void);
 /* Executor: a contended run of work that already used a slice of this
  * service (it is long): its timer is armed at the slice end exactly, not
- * left in the window, so it gets the whole slice. */
+ * left in the window, so it gets the whole slice. Only for work cut at its
+ * last slice end: a yielder would re-arm at every dispatch (exec.c). */
 void xtc__preempt_run_begin_full(xtc__fiber_t *f, int64_t slice_ns,
                                  int64_t now);
 /* Executor: a contended run while producers are active (their work waits

@@ -37,7 +37,9 @@
  * the drain budget ignoring demoted work, its submission ring; the class
  * decision counts it as default-lane work, so shares between lanes keep
  * their meaning. Aging: once the oldest demoted task waited
- * XTC__DEMOTE_AGE_NS it is served first, never twice in a row.
+ * XTC__DEMOTE_AGE_NS it is served first, never twice in a row (waited
+ * until the last run's end: a pick follows one by the scheduler's own
+ * work, so aging costs no clock read per pick).
  *
  * Invariants: hooks are written only here; policy state exists only when a
  * policy was installed or a batch group registered (loop->up.sched), and the
@@ -199,7 +201,10 @@ static xtc_task_t *demoted_aged(xtc_loop_t *l)
 		l->low_turn = 0;
 		return NULL;
 	}
-	if (xtc__now() - l->low_head->low_since < XTC__DEMOTE_AGE_NS)
+	/* the last run's end (loop_int.h run_end_at); a loop without timed
+	 * features (preemption switched off with demoted work left) has none */
+	int64_t now = (l->feat & XTC__LF_TIMED) ? l->run_end_at : xtc__now();
+	if (now - l->low_head->low_since < XTC__DEMOTE_AGE_NS)
 		return NULL;
 	l->low_turn = 1;
 	l->low_aged++;

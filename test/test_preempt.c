@@ -1343,6 +1343,65 @@ static void test_stale_queued(void)
 	xtc_preempt_set_involuntary(0);
 }
 
+/* Fibers that yield by themselves on a preemptive executor: the carrier's
+ * slice timer is armed about once per half slice of busy time, never per
+ * dispatch (a timer syscall per xtc_yield made one cost 4.5 us in the
+ * default lane, through the demoted level's moving turn end, and 12 us in
+ * a class, through the "whole slice" of work that ran long). The bound is
+ * a rate against the run's own wall time, so a slow or frozen machine
+ * only makes it looser. */
+#define YA_N 20000
+static void ya_proc(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < YA_N; i++)
+		xtc_yield();
+}
+
+static void yield_arms_case(int in_class)
+{
+	const int64_t slice = 200000;
+	xtc_exec_t *e = NULL;
+	REQUIRE(xtc_exec_init(&e, 1) == XTC_OK);
+	REQUIRE(xtc_exec_set_preempt(e, slice) == XTC_OK);
+	xtc_exec_class_t c = NULL;
+	if (in_class)
+		REQUIRE(xtc_exec_class_create(xtc_exec_loop(e, 0), 100, 0, &c) ==
+		        XTC_OK);
+	xtc_proc_opts_t o;
+	memset(&o, 0, sizeof o);
+	o.sched_class = c;
+	for (int i = 0; i < 2; i++)
+		REQUIRE(xtc_proc_spawn(xtc_exec_loop(e, 0), ya_proc, NULL, &o,
+		                       NULL) == XTC_OK);
+	xtc_preempt_stats_t a, b;
+	uint64_t sent;
+	REQUIRE(xtc_preempt_stats_global(&a, &sent) == XTC_OK);
+	int64_t t0 = xtc_clock_mono();
+	REQUIRE(xtc_exec_run(e) == XTC_OK);
+	int64_t wall = xtc_clock_mono() - t0;
+	REQUIRE(xtc_preempt_stats_global(&b, &sent) == XTC_OK);
+	uint64_t arms = b.own_arms - a.own_arms;
+	uint64_t bound = 4 + (uint64_t)(wall / (slice / 4));
+	if (arms > bound)
+		fprintf(stderr, "yield_arms(class %d): %llu arms in %lld us "
+		        "(bound %llu) for %d yields\n", in_class,
+		        (unsigned long long)arms, (long long)(wall / 1000),
+		        (unsigned long long)bound, 2 * YA_N);
+	CHECK(arms <= bound);
+	CHECK(xtc_exec_fini(e) == XTC_OK);
+}
+
+static void test_yield_arms(void)
+{
+	if (!xtc_preempt_involuntary_supported())
+		return;
+	xtc_preempt_set_involuntary(1);
+	yield_arms_case(0);
+	yield_arms_case(1);
+	xtc_preempt_set_involuntary(0);
+}
+
 int main(int argc, char **argv)
 {
 	const char *only = argc > 1 ? argv[1] : NULL;
@@ -1373,6 +1432,7 @@ int main(int argc, char **argv)
 	RUN(test_producer_poll);
 	RUN(test_tick_net);
 	RUN(test_stale_queued);
+	RUN(test_yield_arms);
 	RUN(test_exec_coop);
 	RUN(test_exec_coop_backstop);
 	if (failures)
