@@ -1508,7 +1508,11 @@ void xtc__preempt_contend(xtc__pslot_t *s)
 	if (atomic_load(&s->deadline) == INT64_MAX)
 		return; /* between runs: the next run_begin sees the work */
 	int64_t soft = atomic_load_explicit(&s->soft, memory_order_relaxed);
-	int64_t now = now_ns();
+	/* the carrier itself reads no clock (a send or spawn per run made it
+	 * a third read per dispatch): its run's start bounds now from below,
+	 * so it arms the slice end, and if that has passed already (a run
+	 * that overran alone) the timer expires at once */
+	int64_t now = own ? xtc__ptls.run_start : now_ns();
 	if (soft <= now) {
 		int one = 1;
 		if (atomic_compare_exchange_strong(&s->contended, &one, 2))
