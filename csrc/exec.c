@@ -35,6 +35,8 @@
  * asks the kernel for a short slice (kslice_*), so its wake-up preempts
  * the thread that woke it instead of queueing behind it (a goroutine's
  * spawn -> first run: 12 -> 4 us p50 here); it drops it when busy.
+ * Carriers start spread over the caller's CPUs and then widen to its whole
+ * mask (spread_start: a placement, not a pinning).
  * While idle (steal, spins, quiescence check; ended before it parks) a
  * carrier watches the receiver that parked on its loop last
  * (loop_int.h, watched wakes): a cross-loop send to it moves only the
@@ -184,6 +186,10 @@ struct xtc_exec {
 	_Atomic int64_t spin_ns; /* xtc_exec_set_spin; 0: adaptive only */
 	int64_t preempt_ns;
 	int preempt_coop;        /* xtc_exec_set_preempt_coop */
+	/* the run's caller's CPUs: each carrier starts on one of them in
+	 * turn and widens to all of them at once (spread_start) */
+	cpu_set_t cpus;
+	int spread;
 };
 
 static int exec_ok(const xtc_exec_t *e)
@@ -1097,6 +1103,11 @@ static void *carrier_main(void *arg)
 	xtc_loop_t *l = c->loop;
 	int preempt = 0;
 
+	/* placed on one CPU to start (spread_start): any of the caller's
+	 * from now on, where the kernel balances it as it likes */
+	if (e->spread)
+		(void)pthread_setaffinity_np(pthread_self(), sizeof e->cpus,
+		                             &e->cpus);
 	c->rc = xtc__loop_enter(l);
 	if (c->rc != XTC_OK) {
 		atomic_store(&e->stop, 1);
@@ -1256,6 +1267,59 @@ int xtc_exec_fini(xtc_exec_t *e)
 	return XTC_OK;
 }
 
+/* Where carrier i starts: a new thread starts on its creator's CPU and the
+ * kernel spreads threads only after milliseconds of load balancing, so
+ * every carrier of a run began on the caller's CPU, and carriers that
+ * exchange messages spun against each other there (a spinning carrier
+ * holds the CPU its peer needs: each message waited out the spin window,
+ * the carriers learned to park, and after the kernel separated them
+ * every message paid a cross-CPU wake-up; xtcbench's cross-loop handoff
+ * read 2-4 us instead of 0.8 us in a third of its repetitions). So each
+ * carrier is created bound to one of the caller's allowed CPUs in turn,
+ * beginning after the caller's own, and widens its affinity back to all
+ * of them as its first act: a placement, not a pinning. With one allowed
+ * CPU, or when the mask cannot be read, the kernel places them as
+ * before. Rejected: pinning carriers (the machine's other work, cpusets
+ * that change, and the user's own placement are the kernel's to
+ * balance); yielding the CPU while spinning (a spinning carrier next to a
+ * CPU hog would hand it a whole time slice while input waits). */
+static pthread_attr_t *spread_start(xtc_exec_t *e, int i, pthread_attr_t *a)
+{
+	if (i == 0) {
+		e->spread = 0;
+		if (sched_getaffinity(0, sizeof e->cpus, &e->cpus) != 0 ||
+		    CPU_COUNT(&e->cpus) < 2)
+			return NULL;
+		e->spread = 1;
+	} else if (!e->spread) {
+		return NULL;
+	}
+	/* the allowed CPUs in order, from the one after the caller's */
+	int n = CPU_COUNT(&e->cpus), here = sched_getcpu(), first = 0, k = 0;
+	for (int j = 0; j < CPU_SETSIZE; j++)
+		if (CPU_ISSET(j, &e->cpus)) {
+			k++;
+			if (j == here)
+				first = k;
+		}
+	int want = (first + i) % n, pick = -1;
+	for (int j = 0, m = 0; j < CPU_SETSIZE && pick < 0; j++)
+		if (CPU_ISSET(j, &e->cpus) && m++ == want)
+			pick = j;
+	if (pick < 0)
+		return NULL;
+	cpu_set_t one;
+	CPU_ZERO(&one);
+	CPU_SET(pick, &one);
+	if (pthread_attr_init(a) != 0)
+		return NULL;
+	if (pthread_attr_setaffinity_np(a, sizeof one, &one) != 0) {
+		pthread_attr_destroy(a);
+		return NULL;
+	}
+	return a;
+}
+
 int xtc_exec_run(xtc_exec_t *e)
 {
 	int expect = 0, rc = XTC_OK, started = 0;
@@ -1275,7 +1339,10 @@ int xtc_exec_run(xtc_exec_t *e)
 		c->rc = XTC_OK;
 		c->idle_turns = 0;
 		atomic_store(&c->idle_gen, 0);
-		c->started = pthread_create(&c->th, NULL, carrier_main, c) == 0;
+		pthread_attr_t a, *ap = spread_start(e, i, &a);
+		c->started = pthread_create(&c->th, ap, carrier_main, c) == 0;
+		if (ap != NULL)
+			pthread_attr_destroy(ap);
 		if (!c->started) {
 			rc = XTC_E_RESOURCE;
 			atomic_store(&e->stop, 1);

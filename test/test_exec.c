@@ -5,6 +5,7 @@
  * mode, knobs, loop ids, pinning and migration only at yield points.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdatomic.h>
@@ -925,6 +926,82 @@ static void test_watched_wake(void)
 	CHECK_EQ(xtc_exec_fini(ww_exec), XTC_OK);
 }
 
+/* Carriers start spread over the caller's CPUs, one each in turn, and
+ * run with the caller's whole mask: a placement, never a pinning, and
+ * never outside the caller's mask. Each loop's first task reads where its
+ * carrier runs and what it may use. */
+#define SP_MAX 8
+static int sp_cpu[SP_MAX];
+static cpu_set_t sp_mask[SP_MAX];
+
+static int sp_task(xtc_task_t *self, void *arg)
+{
+	(void)self;
+	int i = (int)(intptr_t)arg;
+	sp_cpu[i] = sched_getcpu();
+	CPU_ZERO(&sp_mask[i]);
+	(void)pthread_getaffinity_np(pthread_self(), sizeof sp_mask[i],
+	                             &sp_mask[i]);
+	return 0;
+}
+
+static int sp_run(int n)
+{
+	xtc_exec_t *e = NULL;
+	REQUIRE(xtc_exec_init(&e, n) == XTC_OK);
+	for (int i = 0; i < n; i++)
+		REQUIRE(xtc_exec_spawn_on(e, i, sp_task, (void *)(intptr_t)i,
+		                          NULL) == XTC_OK);
+	REQUIRE(xtc_exec_run(e) == XTC_OK);
+	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+	int distinct = 1;
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < i; j++)
+			if (sp_cpu[i] == sp_cpu[j])
+				distinct = 0;
+	return distinct;
+}
+
+static void test_spread_start(void)
+{
+	cpu_set_t caller;
+	REQUIRE(pthread_getaffinity_np(pthread_self(), sizeof caller,
+	                               &caller) == 0);
+	int ncpu = CPU_COUNT(&caller);
+	int n = ncpu < 2 ? 2 : ncpu > SP_MAX ? SP_MAX : ncpu;
+	/* distinct CPUs as long as there are enough: in 3 of 5 runs, since
+	 * the kernel may move a carrier in the microseconds before its first
+	 * task runs on a busy machine (left to the kernel, carriers started
+	 * on the caller's CPU: 1-2 runs of 40 were spread here) */
+	int spread = 0;
+	for (int r = 0; r < 5; r++) {
+		spread += sp_run(n);
+		for (int i = 0; i < n; i++)
+			CHECK(CPU_EQUAL(&sp_mask[i], &caller));
+	}
+	if (ncpu >= 2)
+		CHECK(spread >= 3);
+	/* a caller restricted to one CPU: its carriers stay there */
+	if (ncpu >= 2) {
+		int c0 = -1;
+		for (int j = 0; j < CPU_SETSIZE && c0 < 0; j++)
+			if (CPU_ISSET(j, &caller))
+				c0 = j;
+		cpu_set_t one;
+		CPU_ZERO(&one);
+		CPU_SET(c0, &one);
+		REQUIRE(pthread_setaffinity_np(pthread_self(), sizeof one,
+		                               &one) == 0);
+		(void)sp_run(2);
+		for (int i = 0; i < 2; i++) {
+			CHECK(CPU_EQUAL(&sp_mask[i], &one));
+			CHECK_EQ(sp_cpu[i], c0);
+		}
+		REQUIRE(pthread_setaffinity_np(pthread_self(), sizeof caller,
+		                               &caller) == 0);
+	}
+}
+
 int main(void)
 {
 	RUN(test_errors);
@@ -943,5 +1020,6 @@ int main(void)
 	RUN(test_park_modes);
 	RUN(test_spin);
 	RUN(test_watched_wake);
+	RUN(test_spread_start);
 	return failures ? 1 : 0;
 }
