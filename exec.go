@@ -279,7 +279,10 @@ type ExecRun struct {
 
 // Start runs the executor (xtc_exec_run) on a C-created thread and returns
 // at once. No goroutine sits in a blocking cgo call meanwhile: the run
-// signals its end through an eventfd that Go's netpoller watches.
+// signals its end through an eventfd that Go's netpoller watches. The
+// carriers start spread over the CPUs the process may use and the kernel
+// balances them from there (a placement, not a pinning: xtc_exec(3),
+// Lifecycle).
 func (e *Exec) Start() (*ExecRun, error) {
 	var r *C.xtc_go_runner_t
 	if e == nil || e.closed.Load() {
