@@ -94,8 +94,8 @@ type TailPoint struct {
 	Fallbacks   uint64  `json:"timer_fallbacks,omitempty"`
 	// the overhead budget (xtc_preempt_set_budget): windows that
 	// lengthened the slice, and the preemption cost it counted
-	Stretches   uint64  `json:"budget_stretches,omitempty"`
-	OverheadNs  int64   `json:"preempt_overhead_ns,omitempty"`
+	Stretches  uint64 `json:"budget_stretches,omitempty"`
+	OverheadNs int64  `json:"preempt_overhead_ns,omitempty"`
 	// xtc only: the carriers' parks and wake-ups (late ones are the
 	// machine's: an idle vCPU resumed late while requests waited)
 	Wakes      *WakeStats `json:"carrier_wakes,omitempty"`
