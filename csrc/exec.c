@@ -117,7 +117,9 @@
 #define LAT_BUSY_NS  1000000    /* busy this long: the default slice again */
 #define LAT_CHECK_STEPS 8       /* busy steps between two clock checks */
 #define DRAIN_BATCH  256        /* submissions run at once by an idle loop */
-#define DEMOTED_SLICES 4        /* slices per turn among demoted work only */
+#define DEMOTED_SLICES 4        /* slices per turn among demoted work only, */
+#define DEMOTED_COST_X 20       /* and at least this many preemption costs */
+#define DEMOTED_MAX_SLICES 16   /* up to this many slices */
 #define STEAL_POLL_NS 1000000   /* idle re-steal interval (1 ms) */
 #define STEAL_POLL_MAX_SHIFT 5  /* backoff cap: 32 ms */
 
@@ -360,6 +362,32 @@ static int64_t run_slice(const xtc_loop_t *l, const xtc__carrier_t *c)
 	return q;
 }
 
+/* A turn among demoted work: DEMOTED_SLICES slices, and at least
+ * DEMOTED_COST_X times what a preemption costs this machine (the measured
+ * EWMA: fn.c floors the adaptive quantum with it too). Between long tasks
+ * a preemption only trades one for another: its cost is pure loss, which
+ * this keeps under ~5% of the carrier (two spinners sharing a carrier with
+ * a 100 us slice lost 10% on a guest where a preemption costs 41 us, at 4
+ * slices a turn). New arrivals are not kept waiting by it: they make the
+ * run contended, and a contended run ends at its ordinary slice. */
+int64_t xtc__exec_demoted_turn(int64_t q, int64_t cost)
+{
+	int64_t t = DEMOTED_SLICES * q, m = DEMOTED_MAX_SLICES * q;
+
+	if (cost > 0)
+		t = cost >= m / DEMOTED_COST_X ? m :
+		    cost * DEMOTED_COST_X > t ? cost * DEMOTED_COST_X : t;
+	return t < m ? t : m;
+}
+
+static int64_t demoted_turn(int64_t q)
+{
+	/* the simulator's virtual time has no preemption cost (and its runs
+	 * must not depend on the machine's) */
+	return xtc__exec_demoted_turn(q, xtc__clock_hook != NULL ? 0 :
+	    atomic_load_explicit(&xtc__preempt_cost_ewma, memory_order_relaxed));
+}
+
 /*
  * Publish the run's preemption deadline. A run with nothing to compete
  * with is published "alone" (preempt_int.h: only its hard deadline counts
@@ -391,13 +419,14 @@ static void preempt_begin(xtc_loop_t *l, xtc_task_t *t, int64_t now)
 		goto contended; /* a due timer is other work */
 	if (l->low_head != NULL) {
 		/* Only demoted (long) work competes: the demoted level is
-		 * served round-robin with DEMOTED_SLICES slices per turn (a
-		 * multilevel queue's longer quantum below), and the run stays
+		 * served round-robin in turns of DEMOTED_SLICES slices or more
+		 * (demoted_turn: a multilevel queue's longer quantum below,
+		 * stretched where a preemption is expensive), and the run stays
 		 * "alone" otherwise, so new work that arrives still gets the
 		 * carrier at the ordinary slice end. */
-		int64_t q = run_slice(l, c);
-		if (q > 0 && (until < 0 || now + DEMOTED_SLICES * q < until)) {
-			until = now + DEMOTED_SLICES * q;
+		int64_t q = run_slice(l, c), turn = demoted_turn(q);
+		if (q > 0 && (until < 0 || now + turn < until)) {
+			until = now + turn;
 			/* long work taking its turn among demoted work is
 			 * timed by the carrier (one arm per turn); a fresh run
 			 * (most are short) by producers' polls and the net */

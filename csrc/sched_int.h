@@ -66,6 +66,10 @@ uint64_t xtc__sched_hash(const xtc_loop_t *loop, uint64_t h);
 
 /* ---- exec.c ------------------------------------------------------------- */
 
+/* A turn among demoted work for slice q where a preemption costs `cost`
+ * (0: unknown): 4 slices, at least 20 costs, at most 16 slices. */
+int64_t  xtc__exec_demoted_turn(int64_t q, int64_t cost);
+
 /* Simulator and invariant-checker support (exec.c). */
 int      xtc__exec_valid(const xtc_exec_t *e);
 int      xtc__exec_running(xtc_exec_t *e);

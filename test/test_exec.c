@@ -16,6 +16,7 @@
 #include "xtc_exec.h"
 #include "io_int.h"   /* what the poller has armed (wait_sleeping) */
 #include "loop_int.h" /* loop->sleeping: how a parked carrier sleeps */
+#include "sched_int.h" /* xtc__exec_demoted_turn */
 #include "test_util.h"
 
 /* ---- error paths ---------------------------------------------------- */
@@ -1002,6 +1003,20 @@ static void test_spread_start(void)
 	}
 }
 
+/* A turn among demoted work: 4 slices, stretched to 20 preemption costs
+ * where preemption is expensive (between long tasks its cost is pure
+ * loss), never past 16 slices; no cost known (the simulator): 4 slices. */
+static void test_demoted_turn(void)
+{
+	const int64_t us = 1000;
+	CHECK_EQ(xtc__exec_demoted_turn(100 * us, 0), 400 * us);
+	CHECK_EQ(xtc__exec_demoted_turn(100 * us, 3 * us), 400 * us);
+	CHECK_EQ(xtc__exec_demoted_turn(100 * us, 41 * us), 820 * us);
+	CHECK_EQ(xtc__exec_demoted_turn(1000 * us, 41 * us), 4000 * us);
+	CHECK_EQ(xtc__exec_demoted_turn(50 * us, 200 * us), 800 * us);
+	CHECK_EQ(xtc__exec_demoted_turn(100 * us, INT64_MAX / 2), 1600 * us);
+}
+
 int main(void)
 {
 	RUN(test_errors);
@@ -1021,5 +1036,6 @@ int main(void)
 	RUN(test_spin);
 	RUN(test_watched_wake);
 	RUN(test_spread_start);
+	RUN(test_demoted_turn);
 	return failures ? 1 : 0;
 }
