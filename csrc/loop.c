@@ -92,6 +92,7 @@ XTC__TLS __thread xtc_task_t *xtc__tls_task;
 static XTC__TLS __thread char tls_anchor;
 
 #define TASK_FREE_MAX 512
+#define TASK_FREE_OWN 256 /* kept by the owner before feeding the spares */
 #define SPARE_MAX 256 /* task structs kept for foreign spawners */
 
 /* ------------------------------------------------------------------ */
@@ -482,16 +483,18 @@ static xtc_task_t *task_alloc(xtc_loop_t *loop, int on_owner)
 	return calloc(1, sizeof(*t));
 }
 
-/* Owner. The spares first while they are short, so a loop fed from
- * other threads recycles what they allocated; then the owner's own
- * list. */
+/* Owner. Its own list first up to TASK_FREE_OWN, then the spares while
+ * they are short, so a loop fed from other threads recycles what they
+ * allocated, then its own list up to TASK_FREE_MAX. The spares first
+ * made a loop that spawns locally cycle its structs through them: a push
+ * and the owner's pop back, six atomic operations per spawn and exit. */
 static void task_free(xtc_loop_t *loop, xtc_task_t *t)
 {
 	if (loop->magic != XTC__LOOP_LIVE) {
 		free(t);
 		return;
 	}
-	if (spare_push(loop, t))
+	if (loop->task_free_len >= TASK_FREE_OWN && spare_push(loop, t))
 		return;
 	if (loop->task_free_len < TASK_FREE_MAX) {
 		t->node.next = (xtc__post_t *)loop->task_free;
