@@ -153,6 +153,7 @@ typedef struct xtc__carrier {
 	int busy_steps;
 	int drain_credit;       /* loop steps since the last ring drain */
 	int kslice;            /* kernel slice: -1 untouched, 0 default, 1 short */
+	int start_cpu;         /* where its thread started (spread_start) */
 	uint64_t gen_next;
 	uint64_t enq_seq;      /* FIFO order across the private queue and deque */
 	uint64_t input_until;  /* loop->runs up to which runs serve work just
@@ -370,6 +371,11 @@ static int64_t run_slice(const xtc_loop_t *l, const xtc__carrier_t *c)
  * a 100 us slice lost 10% on a guest where a preemption costs 41 us, at 4
  * slices a turn). New arrivals are not kept waiting by it: they make the
  * run contended, and a contended run ends at its ordinary slice. */
+int xtc__exec_start_cpu(xtc_exec_t *e, int idx)
+{
+	return exec_ok(e) && idx >= 0 && idx < e->n ? e->c[idx].start_cpu : -1;
+}
+
 int64_t xtc__exec_demoted_turn(int64_t q, int64_t cost)
 {
 	int64_t t = DEMOTED_SLICES * q, m = DEMOTED_MAX_SLICES * q;
@@ -1134,6 +1140,7 @@ static void *carrier_main(void *arg)
 
 	/* placed on one CPU to start (spread_start): any of the caller's
 	 * from now on, where the kernel balances it as it likes */
+	c->start_cpu = sched_getcpu();
 	if (e->spread)
 		(void)pthread_setaffinity_np(pthread_self(), sizeof e->cpus,
 		                             &e->cpus);

@@ -954,12 +954,16 @@ static int sp_run(int n)
 		REQUIRE(xtc_exec_spawn_on(e, i, sp_task, (void *)(intptr_t)i,
 		                          NULL) == XTC_OK);
 	REQUIRE(xtc_exec_run(e) == XTC_OK);
-	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+	/* where the threads started: bound to one CPU each at that point,
+	 * so this does not depend on the kernel's balancing afterwards (the
+	 * CPU of a first task does: under TSan a carrier is slow enough to
+	 * be moved before its first task runs) */
 	int distinct = 1;
 	for (int i = 0; i < n; i++)
 		for (int j = 0; j < i; j++)
-			if (sp_cpu[i] == sp_cpu[j])
+			if (xtc__exec_start_cpu(e, i) == xtc__exec_start_cpu(e, j))
 				distinct = 0;
+	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
 	return distinct;
 }
 
@@ -970,18 +974,17 @@ static void test_spread_start(void)
 	                               &caller) == 0);
 	int ncpu = CPU_COUNT(&caller);
 	int n = ncpu < 2 ? 2 : ncpu > SP_MAX ? SP_MAX : ncpu;
-	/* distinct CPUs as long as there are enough: in 3 of 5 runs, since
-	 * the kernel may move a carrier in the microseconds before its first
-	 * task runs on a busy machine (left to the kernel, carriers started
-	 * on the caller's CPU: 1-2 runs of 40 were spread here) */
-	int spread = 0;
-	for (int r = 0; r < 5; r++) {
-		spread += sp_run(n);
+	/* distinct start CPUs as long as there are enough, and every
+	 * carrier runs with the caller's mask. Left to the kernel, 1-2 runs
+	 * of 40 were spread here at one hour and 38 of 40 at another: this
+	 * catches a regression only while the kernel co-locates */
+	for (int r = 0; r < 3; r++) {
+		int spread = sp_run(n);
+		if (ncpu >= 2)
+			CHECK(spread);
 		for (int i = 0; i < n; i++)
 			CHECK(CPU_EQUAL(&sp_mask[i], &caller));
 	}
-	if (ncpu >= 2)
-		CHECK(spread >= 3);
 	/* a caller restricted to one CPU: its carriers stay there */
 	if (ncpu >= 2) {
 		int c0 = -1;
