@@ -978,9 +978,17 @@ static void test_spread_start(void)
 	 * carrier runs with the caller's mask. Left to the kernel, 1-2 runs
 	 * of 40 were spread here at one hour and 38 of 40 at another: this
 	 * catches a regression only while the kernel co-locates */
+#if defined(__SANITIZE_THREAD__)
+	/* TSan's thread creation does not apply the attribute's CPU
+	 * affinity (3 of 3 runs unspread under it, 40 of 40 spread without):
+	 * only the masks are checked there */
+	const int check_spread = 0;
+#else
+	const int check_spread = 1;
+#endif
 	for (int r = 0; r < 3; r++) {
 		int spread = sp_run(n);
-		if (ncpu >= 2)
+		if (ncpu >= 2 && check_spread)
 			CHECK(spread);
 		for (int i = 0; i < n; i++)
 			CHECK(CPU_EQUAL(&sp_mask[i], &caller));
