@@ -371,19 +371,15 @@ static int64_t run_slice(const xtc_loop_t *l, const xtc__carrier_t *c)
  * a 100 us slice lost 10% on a guest where a preemption costs 41 us, at 4
  * slices a turn). New arrivals are not kept waiting by it: they make the
  * run contended, and a contended run ends at its ordinary slice. */
-int xtc__exec_start_cpu(xtc_exec_t *e, int idx)
-{
-	return exec_ok(e) && idx >= 0 && idx < e->n ? e->c[idx].start_cpu : -1;
-}
-
 int64_t xtc__exec_demoted_turn(int64_t q, int64_t cost)
 {
 	int64_t t = DEMOTED_SLICES * q, m = DEMOTED_MAX_SLICES * q;
 
-	if (cost > 0)
-		t = cost >= m / DEMOTED_COST_X ? m :
-		    cost * DEMOTED_COST_X > t ? cost * DEMOTED_COST_X : t;
-	return t < m ? t : m;
+	if (cost <= 0)
+		return t;
+	if (cost >= m / DEMOTED_COST_X) /* also keeps the product in range */
+		return m;
+	return cost * DEMOTED_COST_X > t ? cost * DEMOTED_COST_X : t;
 }
 
 static int64_t demoted_turn(int64_t q)
@@ -1354,6 +1350,11 @@ static pthread_attr_t *spread_start(xtc_exec_t *e, int i, pthread_attr_t *a)
 		return NULL;
 	}
 	return a;
+}
+
+int xtc__exec_start_cpu(xtc_exec_t *e, int idx)
+{
+	return exec_ok(e) && idx >= 0 && idx < e->n ? e->c[idx].start_cpu : -1;
 }
 
 int xtc_exec_run(xtc_exec_t *e)
