@@ -118,7 +118,7 @@
 #define LAT_CHECK_STEPS 8       /* busy steps between two clock checks */
 #define DRAIN_BATCH  256        /* submissions run at once by an idle loop */
 #define DEMOTED_SLICES 4        /* slices per turn among demoted work only, */
-#define DEMOTED_COST_X 20       /* and at least this many preemption costs */
+#define DEMOTED_COST_X 200      /* and at least this many preemption costs */
 #define DEMOTED_MAX_SLICES 16   /* up to this many slices */
 #define STEAL_POLL_NS 1000000   /* idle re-steal interval (1 ms) */
 #define STEAL_POLL_MAX_SHIFT 5  /* backoff cap: 32 ms */
@@ -367,10 +367,15 @@ static int64_t run_slice(const xtc_loop_t *l, const xtc__carrier_t *c)
  * DEMOTED_COST_X times what a preemption costs this machine (the measured
  * EWMA: fn.c floors the adaptive quantum with it too). Between long tasks
  * a preemption only trades one for another: its cost is pure loss, which
- * this keeps under ~5% of the carrier (two spinners sharing a carrier with
- * a 100 us slice lost 10% on a guest where a preemption costs 41 us, at 4
- * slices a turn). New arrivals are not kept waiting by it: they make the
- * run contended, and a contended run ends at its ordinary slice. */
+ * this keeps near 0.5% of the carrier unless DEMOTED_MAX_SLICES binds
+ * (two spinners sharing a carrier, on a guest where a preemption costs
+ * 45-60 us, bench_preempt loss: 12.5% at a 100 us slice with 4-slice
+ * turns, 4.9-5.3% with 20 costs a turn, 2.5-4.1% now (the 16-slice cap);
+ * at 200 us 4.5-5.5% -> 0.8-2.5%, at 1 ms 1.0-1.1% -> median 0.6%).
+ * A turn as long as 10 ms between CPU-bound fibers is the usual
+ * granularity of time sharing (Go forces a preemption after 10 ms). New arrivals are not kept waiting by
+ * it: they make the run contended, and a contended run ends at its
+ * ordinary slice. */
 int64_t xtc__exec_demoted_turn(int64_t q, int64_t cost)
 {
 	int64_t t = DEMOTED_SLICES * q, m = DEMOTED_MAX_SLICES * q;

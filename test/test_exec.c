@@ -1014,16 +1014,18 @@ static void test_spread_start(void)
 	}
 }
 
-/* A turn among demoted work: 4 slices, stretched to 20 preemption costs
+/* A turn among demoted work: 4 slices, stretched to 200 preemption costs
  * where preemption is expensive (between long tasks its cost is pure
  * loss), never past 16 slices; no cost known (the simulator): 4 slices. */
 static void test_demoted_turn(void)
 {
 	const int64_t us = 1000;
 	CHECK_EQ(xtc__exec_demoted_turn(100 * us, 0), 400 * us);
-	CHECK_EQ(xtc__exec_demoted_turn(100 * us, 3 * us), 400 * us);
-	CHECK_EQ(xtc__exec_demoted_turn(100 * us, 41 * us), 820 * us);
-	CHECK_EQ(xtc__exec_demoted_turn(1000 * us, 41 * us), 4000 * us);
+	CHECK_EQ(xtc__exec_demoted_turn(100 * us, 1 * us), 400 * us);
+	CHECK_EQ(xtc__exec_demoted_turn(100 * us, 3 * us), 600 * us);
+	CHECK_EQ(xtc__exec_demoted_turn(1000 * us, 45 * us), 9000 * us);
+	CHECK_EQ(xtc__exec_demoted_turn(1000 * us, 10 * us), 4000 * us);
+	CHECK_EQ(xtc__exec_demoted_turn(100 * us, 45 * us), 1600 * us);
 	CHECK_EQ(xtc__exec_demoted_turn(50 * us, 200 * us), 800 * us);
 	CHECK_EQ(xtc__exec_demoted_turn(100 * us, INT64_MAX / 2), 1600 * us);
 }
