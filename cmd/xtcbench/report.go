@@ -724,7 +724,47 @@ func writeTail(w io.Writer, r *Results) {
 		if len(notes) > 0 {
 			fmt.Fprintln(w)
 		}
+		writeDemand(w, r, d)
 	}
+}
+
+// writeDemand states what the fixed slices ask of a carrier at each load
+// of distribution d on this machine (Demand): one paragraph.
+func writeDemand(w io.Writer, r *Results, d string) {
+	if r.Floor == nil || r.Tail == nil {
+		return
+	}
+	var parts []string
+	over := false
+	for _, sl := range r.Config.Slices {
+		var ls []string
+		for _, dm := range r.Tail.Demand {
+			if dm.Dist != d || dm.Slice != sl.Nanoseconds() {
+				continue
+			}
+			ls = append(ls, fmt.Sprintf("%s → %.0f%% (%.0f /s)", loadStr(dm.Load),
+				100*dm.Total, dm.PerSec))
+			over = over || dm.Total >= 1
+		}
+		if len(ls) > 0 {
+			parts = append(parts, fmt.Sprintf("slice %s: %s", fmtDur(sl.Nanoseconds()),
+				strings.Join(ls, ", ")))
+		}
+	}
+	if len(parts) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "Carrier time the fixed slices need on this machine (the work plus "+
+		"%.0f µs per preemption, the floor's timer-expiry stall and near re-arm, with "+
+		"every request longer than the slice preempted at each slice end; in parentheses "+
+		"the preemptions per second): %s.", r.Floor.PreemptionUs(), strings.Join(parts, "; "))
+	if over {
+		fmt.Fprint(w, " At 100% or more no runtime that preempts by timer can serve the load "+
+			"with that slice here: xtc's overhead budget lengthens the slice "+
+			"(xtc_preempt_set_budget) and the tail is that of the longer slice; near it, "+
+			"the queue of a nearly saturated carrier is the tail.")
+	}
+	fmt.Fprint(w, "\n\n")
 }
 
 // spread prints " [min–max]" of the kept repetitions (empty with one).

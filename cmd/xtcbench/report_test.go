@@ -40,6 +40,10 @@ func TestTinyRunWritesReportAndPlots(t *testing.T) {
 		"A1 @ 70%", "ping-pong"} {
 		assert.Contains(t, text, want)
 	}
+	if res.Floor != nil {
+		assert.Contains(t, text, "Carrier time the fixed slices need")
+		assert.NotEmpty(t, res.Tail.Demand)
+	}
 	// Every xtc row either ran or says why not; Go rows always ran.
 	if !res.Features.Has(FeatPreempt) {
 		assert.Contains(t, text, "not available")
@@ -151,6 +155,32 @@ func TestVerdicts(t *testing.T) {
 			assert.Equal(t, resInfo, v)
 		}
 	}
+}
+
+// The demand paragraph: figures per slice and load, and the warning only
+// where some point needs the whole carrier or more.
+func TestWriteDemand(t *testing.T) {
+	r := &Results{Config: &Config{Slices: []time.Duration{50 * time.Microsecond}},
+		Floor: sampleFloor(),
+		Tail: &TailResults{Demand: []Demand{
+			{Dist: "A1", Load: 0.1, Slice: 50_000, PerSec: 1500, Share: 0.09, Total: 0.19},
+			{Dist: "A1", Load: 0.7, Slice: 50_000, PerSec: 10500, Share: 0.63, Total: 1.33},
+			{Dist: "B", Load: 0.7, Slice: 50_000, PerSec: 10, Total: 0.7},
+		}}}
+	var b bytes.Buffer
+	writeDemand(&b, r, "A1")
+	s := b.String()
+	assert.Contains(t, s, "59 µs per preemption")
+	assert.Contains(t, s, "slice 50.0 µs: 10% → 19% (1500 /s), 70% → 133% (10500 /s)")
+	assert.Contains(t, s, "no runtime that preempts by timer")
+	b.Reset()
+	writeDemand(&b, r, "B")
+	assert.Contains(t, b.String(), "70% → 70% (10 /s)")
+	assert.NotContains(t, b.String(), "no runtime that preempts by timer")
+	b.Reset()
+	r.Floor = nil
+	writeDemand(&b, r, "A1")
+	assert.Empty(t, b.String())
 }
 
 func TestProgressNilAndLines(t *testing.T) {

@@ -314,6 +314,51 @@ type TailResults struct {
 	Gate       LagGate                       `json:"generator_lag_gate"`
 	Points     []TailPoint                   `json:"points"`
 	MaxLoad    map[string]map[string]float64 `json:"max_load_under_slo"` // dist -> contender -> load (0 = none)
+	// Demand is what each fixed slice asks of a carrier at each point on
+	// this machine (nil without a measured floor).
+	Demand []Demand `json:"preemption_demand,omitempty"`
+}
+
+// Demand is the carrier time a fixed slice needs at one point of the
+// schedule if every run longer than the slice is contended for its whole
+// service (at 50% load of A1 a short request arrives every ~6 µs, so a
+// long one nearly always is): each such request is preempted
+// ceil(service/slice) - 1 times, each preemption costing the machine's
+// floor (a timer expiry's stall plus a near re-arm, Floor.PreemptionUs).
+// Above 1 the carrier cannot serve the load with that slice at all:
+// xtc's overhead budget then lengthens the slice, and the tail is that of
+// the longer slice. It bounds what any runtime that preempts by timer
+// could reach on this machine, so it is reported next to the targets.
+type Demand struct {
+	Dist  string  `json:"dist"`
+	Load  float64 `json:"load"`
+	Slice int64   `json:"slice_ns"`
+	// PerSec is preemptions per second per carrier; Share their carrier
+	// time as a fraction of it; Total Share plus the offered work.
+	PerSec float64 `json:"preemptions_per_s"`
+	Share  float64 `json:"preemption_share"`
+	Total  float64 `json:"total_demand"`
+}
+
+// preemptDemand computes Demand for one schedule and slice, with a
+// preemption costing costUs of carrier time.
+func preemptDemand(s *Schedule, slice time.Duration, costUs float64) Demand {
+	d := Demand{Dist: s.Dist, Load: s.Load, Slice: slice.Nanoseconds()}
+	span := float64(s.Duration.Nanoseconds()) * float64(s.Carriers)
+	if slice <= 0 || span <= 0 {
+		return d
+	}
+	var cuts, work float64
+	for _, svc := range s.Service {
+		work += float64(svc)
+		if n := (svc + slice.Nanoseconds() - 1) / slice.Nanoseconds(); n > 1 {
+			cuts += float64(n - 1)
+		}
+	}
+	d.PerSec = cuts / span * 1e9
+	d.Share = cuts * costUs * 1e3 / span
+	d.Total = d.Share + work/span
+	return d
 }
 
 func tailSteps(cfg *Config) int {
@@ -438,6 +483,11 @@ func runTail(cfg *Config, cal Calibration, floor *Floor, pb *Progress) *TailResu
 			s, err := NewSchedule(dist, load, cfg.Carriers, cfg.Point, cfg.Seed)
 			if err != nil {
 				panic(err) // configuration was validated
+			}
+			if floor != nil {
+				for _, sl := range cfg.Slices {
+					res.Demand = append(res.Demand, preemptDemand(s, sl, floor.PreemptionUs()))
+				}
 			}
 			cIters := s.Iterations(cal.CItersPerNs)
 			goIters := s.Iterations(cal.GoItersPerNs)
