@@ -758,6 +758,17 @@ func writeDemand(w io.Writer, r *Results, d string) {
 		"%.0f µs per preemption, the floor's timer-expiry stall and near re-arm, with "+
 		"every request longer than the slice preempted at each slice end; in parentheses "+
 		"the preemptions per second): %s.", r.Floor.PreemptionUs(), strings.Join(parts, "; "))
+	// the wait of a short request that arrives as a long one starts
+	var waits []string
+	for _, sl := range r.Config.Slices {
+		us := float64(sl.Microseconds())
+		waits = append(waits, fmt.Sprintf("%.0f–%.0f µs with a %s slice", us+r.Floor.TimerLateP50,
+			us+r.Floor.TimerLateP99, fmtDur(sl.Nanoseconds())))
+	}
+	fmt.Fprintf(w, " Even where the carrier has room, a short request that arrives as a long "+
+		"one starts waits the slice plus the expiry's lateness (p50 %.0f µs, p99 %.0f µs "+
+		"here): %s, before its own service.", r.Floor.TimerLateP50, r.Floor.TimerLateP99,
+		strings.Join(waits, ", "))
 	if over {
 		fmt.Fprint(w, " At 100% or more no runtime that preempts by timer can serve the load "+
 			"with that slice here: xtc's overhead budget lengthens the slice "+

@@ -173,6 +173,7 @@ func TestWriteDemand(t *testing.T) {
 	assert.Contains(t, s, "59 µs per preemption")
 	assert.Contains(t, s, "slice 50.0 µs: 10% → 19% (1500 /s), 70% → 133% (10500 /s)")
 	assert.Contains(t, s, "no runtime that preempts by timer")
+	assert.Contains(t, s, "p50 43 µs, p99 61 µs here): 93–111 µs with a 50.0 µs slice")
 	b.Reset()
 	writeDemand(&b, r, "B")
 	assert.Contains(t, b.String(), "70% → 70% (10 /s)")
