@@ -1013,10 +1013,13 @@ static void test_budget_policy(void)
 	 * halving) holds its slice, one 60% busy (70% after) shortens */
 	CHECK(xtc__preempt_budget_next(2, W, W * 30 / 100, W * 10 / 100, 20) == 2);
 	CHECK(xtc__preempt_budget_next(2, W, W * 40 / 100, W * 10 / 100, 20) == 1);
-	/* a window closes early once it spent a whole window's budget while
-	 * saturated (at overload, waiting for the end builds backlog) */
+	/* a window closes early once it spent a whole window's budget, or
+	 * spends at twice its rate, while saturated (at overload, waiting for
+	 * the end builds backlog) */
 	CHECK(xtc__preempt_budget_early(W / 5, 0, W * 21 / 100, 20));
-	CHECK(!xtc__preempt_budget_early(W / 5, 0, W * 19 / 100, 20));
+	CHECK(!xtc__preempt_budget_early(W / 2, 0, W * 19 / 100, 20));
+	CHECK(xtc__preempt_budget_early(W / 10, 0, W * 45 / 1000, 20));
+	CHECK(!xtc__preempt_budget_early(W / 10, 0, W * 35 / 1000, 20));
 	CHECK(!xtc__preempt_budget_early(W / 5, W / 10, W * 21 / 100, 20));
 	CHECK(!xtc__preempt_budget_early(W / 20, 0, W * 21 / 100, 20));
 	CHECK(!xtc__preempt_budget_early(W / 5, 0, W, 0));
