@@ -697,6 +697,13 @@ struct xtc_loop {
 		struct xtc__ptab *procs;      /* proc table (proc.c, freed in xtc__proc_loop_fini) */
 	} up;
 };
+/* The line other threads share stays theirs (see its note): one line, and
+ * the owner's per-run fields start on the next. */
+_Static_assert(offsetof(struct xtc_loop, magic) % 64 == 0 &&
+               offsetof(struct xtc_loop, index) / 64 ==
+                   offsetof(struct xtc_loop, magic) / 64 &&
+               offsetof(struct xtc_loop, posts_taken) % 64 == 0,
+               "the cross-thread line of struct xtc_loop");
 
 /* Watched wakes. A cross-thread wake is a post on the loop's inbox: the
  * waker moves the inbox's line, the post count's and the wake flag's to
