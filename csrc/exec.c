@@ -373,9 +373,9 @@ static int64_t run_slice(const xtc_loop_t *l, const xtc__carrier_t *c)
  * turns, 4.9-5.3% with 20 costs a turn, 2.5-4.1% now (the 16-slice cap);
  * at 200 us 4.5-5.5% -> 0.8-2.5%, at 1 ms 1.0-1.1% -> median 0.6%).
  * A turn as long as 10 ms between CPU-bound fibers is the usual
- * granularity of time sharing (Go forces a preemption after 10 ms). New arrivals are not kept waiting by
- * it: they make the run contended, and a contended run ends at its
- * ordinary slice. */
+ * granularity of time sharing (Go forces a preemption after 10 ms). New
+ * arrivals are not kept waiting by it: they make the run contended, and a
+ * contended run ends at its ordinary slice. */
 int64_t xtc__exec_demoted_turn(int64_t q, int64_t cost)
 {
 	int64_t t = DEMOTED_SLICES * q, m = DEMOTED_MAX_SLICES * q;
