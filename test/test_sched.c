@@ -834,14 +834,22 @@ static void batch_cases(int sim)
 	CHECK(st.selects > 100);
 	CHECK_EQ(st.invalid, 0);
 	/* natively the vruntime charge is measured time (the driver's runs
-	 * cost more than a yield, sanitizers stretch them): only "no
-	 * preference" is checked there, the exact split under the simulator */
+	 * cost more than a yield, sanitizers and a loaded machine stretch
+	 * them): only "no preference" for the batch class (k 2: it took 3/5
+	 * and more with ready members above) and progress for every lane are
+	 * checked there, the exact split under the simulator. A bound on the
+	 * other two lanes' share was a timing assertion: under TSan, with the
+	 * CI's tests running side by side, a plain lane once took more than
+	 * half of the picks. */
 	for (int k = 0; k < 3; k++) {
 		long n = served(k, head);
 		if (sim)
 			CHECK(n >= head / 3 - 2 && n <= head / 3 + 2);
 		else
-			CHECK(n > 0 && n <= head / 2);
+			CHECK(n > 0 && (k != 2 || n <= head / 2));
+		if (!sim && !(n > 0 && (k != 2 || n <= head / 2)))
+			fprintf(stderr, "  lane %d served %ld of the first %d\n",
+			        k, n, head);
 	}
 }
 
