@@ -67,7 +67,7 @@ uint64_t xtc__sched_hash(const xtc_loop_t *loop, uint64_t h);
 /* ---- exec.c ------------------------------------------------------------- */
 
 /* A turn among demoted work for slice q where a preemption costs `cost`
- * (0: unknown): 4 slices, at least 20 costs, at most 16 slices. */
+ * (0: unknown): 4 slices, at least 200 costs, at most 16 slices. */
 int64_t  xtc__exec_demoted_turn(int64_t q, int64_t cost);
 /* The CPU carrier idx's thread started on in the last run (-1: none). */
 int      xtc__exec_start_cpu(xtc_exec_t *e, int idx);
