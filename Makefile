@@ -1,5 +1,5 @@
 # xtc - convenience targets. meson is the build of record for the C library;
-# `go build` needs none of this (the zz_csrc_* shims compile csrc/ directly).
+# `go build` needs none of this (package csrc compiles csrc/*.c itself).
 #
 #   make setup      install what is missing (apt packages, Go, Go modules)
 #   make build      C library, tests and benches (build/) + go build ./...
@@ -10,7 +10,6 @@
 #   make nopolicy-test  -Dsched_policy=false build: the XTC_E_NOSYS stubs
 #   make bench      C benches and Go benchmarks, one comparison table
 #   make run        the demonstration
-#   make shims      regenerate the zz_csrc_* cgo shims
 #   make generate   regenerate errors_gen.go from csrc/include/xtc_errors.h
 #   make clean
 #
@@ -54,7 +53,7 @@ RUN_CMD = $(GO) run ./examples/go/preempt && \
 	cd cmd/xtcbench && $(GO) run . --short --out ../../xtcbench-out
 
 .PHONY: all setup build c-build go-build test c-test sim-test ucontext-test nopolicy-test go-test freeze-hunt \
-	test-asan test-tsan bench run shims check-shims generate clean
+	test-asan test-tsan bench run generate clean
 
 all: build
 
@@ -85,7 +84,7 @@ c-build:
 	@$(SETUP) $(BUILD) $(MESON_OPTS)
 	$(MESON) compile -C $(BUILD) -j $(JOBS)
 
-go-build: shims
+go-build:
 	$(GO) build ./...
 
 # ------------------------------------------------------------------ test
@@ -159,7 +158,7 @@ go-test:
 	out=$$($(BUILD)/preempt-static) && echo "$$out" && \
 		echo "$$out" | grep -q '^preemptions [1-9]'
 	@# the package must still build without cgo (nocgo.go stubs)
-	CGO_ENABLED=0 $(GO) build . ./internal/errtable ./internal/shimgen ./tools/...
+	CGO_ENABLED=0 $(GO) build . ./csrc ./internal/errtable ./tools/...
 	@# ... with every exported name stubbed (ErrNoCgo) and documented
 	CGO_ENABLED=0 $(GO) test $(GOTESTFLAGS) -run 'TestNoCgo|TestGodoc' .
 
@@ -214,12 +213,6 @@ freeze-hunt: c-build
 		$(addprefix $(BUILD)/test/test_,$(FREEZE_TESTS))
 
 # ------------------------------------------------------------------ go glue
-shims:
-	$(GO) run ./tools/genshims
-
-check-shims:
-	$(GO) run ./tools/genshims -check
-
 generate:
 	$(GO) generate ./...
 

@@ -1,7 +1,7 @@
 package xtc
 
 // Continuous batching types shared by the cgo build (batch.go) and the
-// !cgo stub (batch_nocgo.go). See xtc_batch(3).
+// !cgo stubs (nocgo.go). See xtc_batch(3).
 
 import "fmt"
 

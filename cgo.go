@@ -2,11 +2,10 @@
 
 package xtc
 
-// The C core is compiled from csrc/ by the zz_csrc_* shims (see
-// internal/shimgen); these flags apply to every C file of the package.
-// XTC_GO_BUILD tells the C code it lives inside a Go process (the
-// thread rules of the README: Go callbacks only on the carrier stack, no fiber
-// switch while one is active).
+// The C runtime is package csrc (csrc/), which cgo compiles on its own; this
+// package only wraps it. The flags below apply to the C in this package's
+// preambles, which include csrc's headers (the internal ones until every
+// preamble goes through the one bridge header, csrc/HACKING.md).
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/csrc/include -I${SRCDIR}/csrc -D_GNU_SOURCE -std=gnu11 -DXTC_GO_BUILD -DXTC_SCHED_POLICY
@@ -15,5 +14,7 @@ package xtc
 */
 import "C"
 
+import "github.com/xtc-go/xtc/csrc"
+
 // LinkInfo says how the C core was linked into this binary.
-const LinkInfo = "bundled (cgo shims over csrc/)" + uringLinkInfo + corLinkInfo
+const LinkInfo = csrc.LinkInfo

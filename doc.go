@@ -59,10 +59,10 @@
 //
 // # Build
 //
-// The C core is compiled by cgo from csrc/ through the one-line zz_csrc_*
-// shims (regenerate with `make shims`; a test fails when they drift), and
-// csrc/ is embedded so that editing C invalidates Go's build cache. Build
-// tags:
+// The C core is its own cgo package, github.com/xtc-go/xtc/csrc, which
+// this package imports (cgo compiles every csrc/*.c; csrc/include and
+// csrc/arch are embedded there so that editing them invalidates Go's build
+// cache). Build tags:
 //
 //	xtc_nouring   epoll only, no liburing needed (default: io_uring via
 //	              pkg-config liburing, epoll fallback at run time)

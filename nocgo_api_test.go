@@ -96,7 +96,7 @@ func exportedAPI(t *testing.T, cgo bool) map[string]bool {
 // and so does an entry that is no longer missing.
 var noCgoDebt = map[string]bool{}
 
-// The !cgo build (nocgo.go and the *_nocgo.go stubs) declares everything
+// The !cgo build (nocgo.go) declares everything
 // the cgo build exports, checked by parsing both file sets.
 func TestNoCgoStubsCoverAPI(t *testing.T) {
 	withCgo, without := exportedAPI(t, true), exportedAPI(t, false)

@@ -132,27 +132,27 @@ func TestPreemptMapFindsRuntime(t *testing.T) {
 	assert.Greater(t, files, 20)
 }
 
-// The code map is exactly the runtime's code, by construction: every shim
+// The code map is exactly the runtime's code, by construction: every csrc file
 // of this build has records (a csrc file without rtcode_int.h fails here),
 // no other file has, runtime code is denied, and user code in a file named
-// like a runtime file (internal/ctest/timer.c) or named xtc_* is not.
+// like a runtime file (internal/ctest/loop_timer.c) or named xtc_* is not.
 func TestPreemptCodeMapByConstruction(t *testing.T) {
 	_, _, ok := preemptMapInfo()
 	require.True(t, ok, "runtime code not located")
-	shims, err := filepath.Glob("zz_csrc_*")
+	srcs, err := filepath.Glob("csrc/*.[cS]")
 	require.NoError(t, err)
 	want := map[string]bool{}
-	for _, s := range shims {
+	for _, s := range srcs {
 		if strings.HasSuffix(s, ".S") && !strings.HasSuffix(s, "_"+runtime.GOARCH+".S") {
 			continue
 		}
-		want[s] = true
+		want[filepath.Base(s)] = true
 	}
 	got := map[string]bool{}
 	for _, f := range ctest.CodemapFiles() {
 		got[f] = true
 	}
-	assert.Equal(t, want, got, "code map records vs the zz_csrc_* shims of this build")
+	assert.Equal(t, want, got, "code map records vs the csrc/ files of this build")
 	assert.False(t, ctest.PreemptPCOK(ctest.YieldFn()), "xtc_yield is runtime code")
 	if staticExecutable(t) {
 		// internal/ctest's objects are linked after package xtc's: in a
@@ -161,7 +161,7 @@ func TestPreemptCodeMapByConstruction(t *testing.T) {
 		return
 	}
 	assert.True(t, ctest.PreemptPCOK(ctest.SpinFn()), "a user kernel is preemptible")
-	assert.True(t, ctest.PreemptPCOK(ctest.CodemapTimerFn), "user code in a file named timer.c")
+	assert.True(t, ctest.PreemptPCOK(ctest.CodemapTimerFn), "user code in a file named loop_timer.c")
 	assert.True(t, ctest.PreemptPCOK(ctest.CodemapXtcFn), "a user function named xtc_*")
 }
 

@@ -45,7 +45,7 @@
  *        preemption (pair only: the lone loss is too small to divide)
  *   monitor_cpu_<case>_<slice>_pct  the monitor thread's CPU use
  *   timer_arms_per_preemption_<case>_<slice>  carrier slice-timer
- *        (re)arms per preemption (the trigger: monitor.c)
+ *        (re)arms per preemption (the trigger: preempt_monitor.c)
  *   timer_early_per_preemption_<case>_<slice>  expiries that found no run
  *        due, per preemption
  *   budget_stretch_max_<case>_<slice>  largest slice multiplier the

@@ -1,11 +1,11 @@
 /*
- * base_int.h - internal interface of the base layer (basics.c): what the
+ * base_int.h - internal interface of the base layer (base.c): what the
  * layers above register with it. Nothing here depends on another layer.
  *
- * Allocation region: one allocator of a higher layer (mailbox.c's message
+ * Allocation region: one allocator of a higher layer (proc_mailbox.c's message
  * arena) may own an address range whose pointers reach users as ordinary
  * xtc_malloc memory; xtc_free and xtc_realloc hand them back to it. The
- * registration replaces a direct call from basics.c into mailbox.c, which
+ * registration replaces a direct call from base.c into proc_mailbox.c, which
  * made the bottom layer depend on the proc layer (tools/layers.txt).
  *
  * Primitives every layer uses, written once: the initial-exec TLS model

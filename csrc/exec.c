@@ -104,7 +104,7 @@
 
 #include "sched_int.h"
 #include "deque_int.h"
-#include "io_int.h"
+#include "loop_io_int.h"
 #include "preempt_int.h"
 #include "xtc_batch.h" /* xtc_batch_loop_for_device: placement is ours */
 
@@ -1427,8 +1427,8 @@ xtc_loop_t *xtc_exec_loop(xtc_exec_t *e, int idx)
 	return e->c[idx].loop;
 }
 
-/* The watchdog is per loop (stall.c); the executor applies one budget to
- * each of its loops, so stall.c needs no way back to the executor. */
+/* The watchdog is per loop (sched_stall.c); the executor applies one budget to
+ * each of its loops, so sched_stall.c needs no way back to the executor. */
 void xtc_exec_set_stall_budget(xtc_exec_t *exec, int64_t budget_ns)
 {
 	int n = xtc_exec_n_loops(exec);

@@ -1,7 +1,7 @@
 /*
  * exec_class.c - executor-wide scheduling classes.
  *
- * Model: a class of the executor is one per-loop class (class.c) on every
+ * Model: a class of the executor is one per-loop class (sched_class.c) on every
  * loop, created together with the same shares and latency bound, so work
  * placed on any carrier is weighted alike. The per-loop classes stay the
  * unit the picker sees (it never looks at another carrier's queues); an

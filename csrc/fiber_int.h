@@ -1,6 +1,6 @@
 /*
  * fiber_int.h - internal contract of the context-switch layer
- * (csrc/arch/switch_*.S, csrc/ctx_ucontext.c, csrc/stack.c, csrc/fiber.c).
+ * (csrc/arch/switch_*.S, csrc/fiber_ucontext.c, csrc/fiber_stack.c, csrc/fiber.c).
  *
  * Model: a fiber is a saved machine context plus a stack. Every OS thread
  * that runs fibers also has a "root" fiber standing for its own pthread
@@ -73,7 +73,7 @@
 #define XTC__STACK_DEFAULT   (64u * 1024u)
 #define XTC__STACK_MAX       ((size_t)1 << 30)
 #define XTC__STACK_CACHE_MAX 64
-/* Process-wide pool behind the thread caches (stack.c), and the largest
+/* Process-wide pool behind the thread caches (fiber_stack.c), and the largest
  * xtc_stack_reserve; the top XTC__STACK_PREFAULT bytes of a reserved
  * stack are touched. */
 #define XTC__STACK_POOL_MAX  1024
@@ -264,7 +264,7 @@ __attribute__((noreturn)) void xtc__ctx_jump(xtc__fiber_t *to);
 #endif
 
 #ifdef XTC__HAVE_UCONTEXT
-/* csrc/ctx_ucontext.c. make places its ucontext_t at the top of f->stack
+/* csrc/fiber_ucontext.c. make places its ucontext_t at the top of f->stack
  * and sets f->impl. A root fiber needs f->impl pointing at storage of
  * xtc__uctx_size() bytes before its first swap. */
 int    xtc__uctx_make(xtc__fiber_t *f, xtc__ctx_start_fn start);

@@ -732,7 +732,7 @@ static void xtc__fn_quantum_cost(int64_t cost_ns)
 	exec_q_put();
 }
 
-/* monitor.c: when the attached controller wants its next update. */
+/* preempt_monitor.c: when the attached controller wants its next update. */
 static int64_t xtc__fn_quantum_next(void)
 {
 	xtc_fn_quantum_t *q = exec_q_get();
@@ -743,7 +743,7 @@ static int64_t xtc__fn_quantum_next(void)
 	return t;
 }
 
-/* monitor.c: run the controller when its period has come. */
+/* preempt_monitor.c: run the controller when its period has come. */
 static void xtc__fn_quantum_tick(int64_t now)
 {
 	xtc_fn_quantum_t *q = exec_q_get();

@@ -84,7 +84,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "io_int.h"
+#include "loop_io_int.h"
 #include "loop_int.h"
 
 XTC__TLS __thread xtc_loop_t *xtc__tls_loop;

@@ -1,5 +1,5 @@
 /*
- * loop_int.h - internal contract of the loop layer (loop.c, timer.c,
+ * loop_int.h - internal contract of the loop layer (loop.c, loop_timer.c,
  * async.c, io_*.c) for the proc layer, the executor, classes, the stall
  * watchdog, preemption and the simulator.
  *
@@ -92,7 +92,7 @@ int xtc__loop_post(xtc_loop_t *loop, xtc__post_t *p);
 #define XTC__INBOX_CLOSED ((xtc__post_t *)(uintptr_t)1)
 
 /* ------------------------------------------------------------------ */
-/* Timers (timer.c): an intrusive min-heap on the deadline              */
+/* Timers (loop_timer.c): an intrusive min-heap on the deadline              */
 /* ------------------------------------------------------------------ */
 
 enum {
@@ -128,7 +128,7 @@ int  xtc__timer_arm(xtc_loop_t *loop, struct xtc_timer *tm, int64_t deadline_ns,
 void xtc__timer_disarm(struct xtc_timer *tm); /* no-op unless armed */
 
 /* ------------------------------------------------------------------ */
-/* I/O interest (io_int.h has the backend side)                         */
+/* I/O interest (loop_io_int.h has the backend side)                         */
 /* ------------------------------------------------------------------ */
 
 typedef struct xtc__io_req xtc__io_req_t;
@@ -474,7 +474,7 @@ extern XTC__TLS __thread xtc_task_t *xtc__tls_task;
 /* The outer level also withdraws the preemption deadline of the current
  * run (preempt.c registers the hooks), so no preemption signal is sent
  * while Go code runs; the tick net's first expiry in a long callback stops
- * it until the callback returns (monitor.c). */
+ * it until the callback returns (preempt_monitor.c). */
 static inline void xtc__gocb_enter(void)
 {
 	if (xtc__gocb_depth++ == 0)
@@ -553,7 +553,7 @@ enum { XTC__LOOP_LIVE = 0x4c4f4f50u /* "LOOP" */, XTC__LOOP_FINI = 0x46494e49u /
  * race). More than 65535 live loops: xtc_loop_init returns XTC_E_RESOURCE. */
 xtc_loop_t *xtc__loop_by_id(uint16_t id);
 
-struct xtc_io; /* io_int.h */
+struct xtc_io; /* loop_io_int.h */
 
 struct xtc_loop {
 	/* see xtc__loop_forked */
@@ -671,7 +671,7 @@ struct xtc_loop {
 
 	/* yield budget: the effective budget is the smaller non-zero of
 	 * yield_budget (xtc_yield_set_budget) and lat_budget (latency classes,
-	 * class.c); XTC__LF_BUDGET is set while it is non-zero. */
+	 * sched_class.c); XTC__LF_BUDGET is set while it is non-zero. */
 	int64_t yield_budget;
 	int64_t lat_budget;
 	_Atomic uint64_t yield_due;
@@ -691,8 +691,8 @@ struct xtc_loop {
 		struct xtc_exec *exec;        /* owning executor, NULL standalone (exec.c) */
 		struct xtc__carrier *carrier; /* the carrier running this loop (exec.c) */
 		_Atomic uint64_t steals;      /* tasks stolen into this loop (exec.c) */
-		struct xtc__classes *classes; /* class state (class.c) */
-		struct xtc__stall *stall;     /* stall watchdog state (stall.c) */
+		struct xtc__classes *classes; /* class state (sched_class.c) */
+		struct xtc__stall *stall;     /* stall watchdog state (sched_stall.c) */
 		struct xtc__sched *sched;     /* lane policy / batch counts (sched.c) */
 		struct xtc__ptab *procs;      /* proc table (proc.c, freed in xtc__proc_loop_fini) */
 	} up;
@@ -966,17 +966,17 @@ void xtc__loop_feat_clear(xtc_loop_t *loop, uint32_t bits);
 
 /* Clock used by the loop (timers, budget): xtc_clock_mono(), which returns
  * xtc__clock_hook() instead when the simulator installs one (one
- * predictable branch; basics.c). */
+ * predictable branch; base.c). */
 extern int64_t (*xtc__clock_hook)(void);
 static inline int64_t xtc__now(void) { return xtc_clock_mono(); }
 
-/* Timer internals (timer.c), owner thread. */
+/* Timer internals (loop_timer.c), owner thread. */
 int     xtc__timers_init(xtc_loop_t *loop);
 void    xtc__timers_fini(xtc_loop_t *loop);
 int     xtc__timers_fire(xtc_loop_t *loop, int64_t now); /* # fired */
 int64_t xtc__timers_next(const xtc_loop_t *loop);       /* -1 = none */
 
-/* Stack size (stack.c): process-wide default used when size == 0. */
+/* Stack size (fiber_stack.c): process-wide default used when size == 0. */
 size_t xtc__stack_default(void);
 int    xtc__stack_set_default(size_t bytes);
 

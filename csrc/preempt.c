@@ -4,7 +4,7 @@
  * and the map of code that must never be interrupted.
  *
  * Model (see preempt_int.h for the carrier/monitor protocol)
- *  - Arming registers the calling thread with the monitor (monitor.c): it
+ *  - Arming registers the calling thread with the monitor (preempt_monitor.c): it
  *    gets a slot whose deadline says when its current work overruns. A
  *    plain armed thread ticks every interval; a loop carrier publishes a
  *    deadline per fiber run (xtc__preempt_run_begin/run_end) and nothing
@@ -12,7 +12,7 @@
  *    nothing else to run on its loop is published alone (a soft slice
  *    end, a far hard deadline) until someone contends for the carrier:
  *    preempting it would only dispatch it again, at the price of a signal.
- *  - Who signals (monitor.c, "the trigger"): an executor carrier's own
+ *  - Who signals (preempt_monitor.c, "the trigger"): an executor carrier's own
  *    slice timer, a producer contending an overdue run, the carrier's
  *    tick net (a timer on its CPU clock that rides the kernel tick: the
  *    safety net of runs producers time, and of alone runs), or the
@@ -22,7 +22,7 @@
  *    expiry carries no generation, so it is due only if the slot's current
  *    deadline passed, or for a slice end once it is in its window (the
  *    last half of the slice, XTC__SLICE_EARLY_DIV: the timer is left there
- *    for the short runs that start meanwhile, monitor.c); an early one
+ *    for the short runs that start meanwhile, preempt_monitor.c); an early one
  *    re-arms the timer for the current run.
  *  - Batched publication (batch_keeps): runs that producers time back to
  *    back share one publication of deadline and generation while its
@@ -704,7 +704,7 @@ static int timer_due(xtc__ptls_t *p, xtc__pslot_t *s, int64_t now,
 	return 0;
 }
 
-/* The tick net expired (monitor.c, trigger 3.): 1 if the current run
+/* The tick net expired (preempt_monitor.c, trigger 3.): 1 if the current run
  * overran its slice end (contended) or its hard deadline, or a deferred
  * preemption waits; the safety net producers' polls and the slice timer
  * leave behind, at the price of no interrupt of its own. */
@@ -1447,7 +1447,7 @@ static void poll_overdue(xtc__pslot_t *s)
 /* The safety net for a run that producers time by polling: if no producer
  * comes back after its slice end, the monitor signals it this much later
  * (a carrier with a tick net is cut by the first tick after its slice end
- * instead: monitor.c, trigger 3.). */
+ * instead: preempt_monitor.c, trigger 3.). */
 static int64_t net_grace(xtc__pslot_t *s)
 {
 	int64_t g = 4 * atomic_load_explicit(&s->slice_ns, memory_order_relaxed);
@@ -1768,7 +1768,7 @@ static void coop_begin(xtc__ptls_t *p, int64_t slice_ns, int exact,
  * took the line back from their CPU each time (measured: ~80 ns a request
  * on a 2-vCPU guest, a tenth of a 0.5 us request's whole cost). What it
  * changes: a run of the batch may be cut up to half a slice early, which
- * is the slice-end window every trigger already allows (monitor.c); a
+ * is the slice-end window every trigger already allows (preempt_monitor.c); a
  * signal that lands between two runs is stale (handler); only a carrier
  * with a tick net batches (the monitor, which would see a deadline that
  * outlives its run, leaves such slots alone). Any other writer of the
@@ -2101,7 +2101,7 @@ int xtc__preempt_carrier_start(int64_t interval_ns, int on_uring, int coop)
 	int rc = xtc__preempt_register(interval_ns);
 	if (rc != XTC_OK)
 		return rc;
-	/* the carrier's own slice timer (monitor.c); without one the carrier
+	/* the carrier's own slice timer (preempt_monitor.c); without one the carrier
 	 * stays on the monitor-driven path, counted */
 	xtc__pslot_t *s = xtc__ptls.slot;
 	if (!(atomic_load(&s->timer) & XTC__TIMER_TICK) &&

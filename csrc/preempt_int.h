@@ -1,13 +1,13 @@
 /*
  * preempt_int.h - internal contract of the preemption layer (preempt.c,
- * monitor.c, tickring.c, arch/preempt_*.S, fn.c) for the loop, the executor
+ * preempt_monitor.c, preempt_tickring.c, arch/preempt_*.S, fn.c) for the loop, the executor
  * and the Go callback wrapper.
  *
  * Model
  *  - Each armed thread (a "carrier") owns one 64-byte slot in a global
  *    table: the deadline (CLOCK_MONOTONIC ns) of the work it is running and
  *    a run generation. Only the carrier writes them. The trigger
- *    (monitor.c): producers' polls (every submission or post that finds
+ *    (preempt_monitor.c): producers' polls (every submission or post that finds
  *    the carrier running checks the run and signals it directly, with its
  *    generation, once it overran its slice; no timer syscall), an
  *    executor carrier's own timer for what no producer will come back for
@@ -60,7 +60,7 @@
 
 /* The slice-end window: a sliced run may be preempted from slice -
  * slice/XTC__SLICE_EARLY_DIV on (its timer is not moved for every short
- * run that starts inside it; preempt.c, monitor.c). */
+ * run that starts inside it; preempt.c, preempt_monitor.c). */
 #define XTC__SLICE_EARLY_DIV 2
 
 /* Safety net of a run timed by producers' polls: the monitor signals it
@@ -106,7 +106,7 @@ typedef struct xtc__pslot {
 	_Atomic int64_t soft;                  /* slice end (<= deadline) */
 	_Atomic int contended;                 /* soft deadline applies; 2: a
 	                                          producer signalled the run */
-	/* Carrier timers (monitor.c, "trigger"): XTC__TIMER_MONO when the
+	/* Carrier timers (preempt_monitor.c, "trigger"): XTC__TIMER_MONO when the
 	 * carrier owns a CLOCK_MONOTONIC timer that signals it
 	 * (SIGEV_THREAD_ID); then the timer delivers the soft deadline and the
 	 * hard ones it covers, and the monitor only watches `net` (the safety
@@ -156,7 +156,7 @@ typedef struct xtc__ptls {
 	 * the loop (xtc_yield_ex). Runs on the fiber stack, not in the handler. */
 	void (*yield_hook)(void *arg);
 	void *yield_arg;
-	/* tick ring (tickring.c) */
+	/* tick ring (preempt_tickring.c) */
 	void *ring;                /* struct xtc__tickring *, NULL: none */
 	const _Atomic unsigned *ring_tail; /* CQ tail / head pointers */
 	unsigned *ring_head;
@@ -180,7 +180,7 @@ typedef struct xtc__ptls {
 	 * slice, and the current run's slice end (0: none). No slot, timer,
 	 * signal or monitor: the preemption points compare the clock. */
 	int64_t coop_slice, coop_due;
-	/* the tick net's timer_t (monitor.c), created and deleted by this
+	/* the tick net's timer_t (preempt_monitor.c), created and deleted by this
 	 * carrier; NULL: none */
 	void *kticker;
 	int tick_paused;           /* stopped in Go code until it returns */
@@ -202,7 +202,7 @@ static inline int xtc__preempt_active(void)
 	return xtc__ptls.slot != NULL || xtc__ptls.ring != NULL;
 }
 
-/* Ring check: CQ tail (acquire) vs head; no syscall. tickring.c reaps. */
+/* Ring check: CQ tail (acquire) vs head; no syscall. preempt_tickring.c reaps. */
 int  xtc__tickring_reap(void);
 void xtc__tickring_pause(void);   /* carrier idle: remove the timeout */
 void xtc__tickring_resume(void);  /* next run: submit it again */
@@ -333,9 +333,9 @@ extern _Atomic int64_t xtc__preempt_adaptive_slice;
  * be attached (xtc_exec_set_preempt_adaptive is there), and the defaults
  * do what fn.c's functions do with none attached. Written before main. */
 typedef struct xtc__quantum_ops {
-	/* monitor.c, every wake: run the controller when its period came */
+	/* preempt_monitor.c, every wake: run the controller when its period came */
 	void (*tick)(int64_t now);
-	/* monitor.c: when that is (INT64_MAX: no controller attached) */
+	/* preempt_monitor.c: when that is (INT64_MAX: no controller attached) */
 	int64_t (*next)(void);
 	/* preempt.c: idle wall time of a carrier (load = non-idle time) */
 	void (*idle)(int64_t idle_ns);
@@ -346,7 +346,7 @@ typedef struct xtc__quantum_ops {
 } xtc__quantum_ops_t;
 extern xtc__quantum_ops_t xtc__quantum;
 
-/* Carrier timers (monitor.c). create: 0, or a negative code (the carrier
+/* Carrier timers (preempt_monitor.c). create: 0, or a negative code (the carrier
  * then stays on the monitor, counted in timer_fallbacks); tick_net: the
  * calling thread's tick net as well (carriers; a thread that only runs
  * deadline functions has the slice timer alone, fn.c). arm: absolute
@@ -395,7 +395,7 @@ extern _Atomic int64_t xtc__preempt_cost_ewma;
 struct xtc_fn;
 int xtc__fn_discard(struct xtc_fn *fn);
 
-/* Slot table (monitor.c). */
+/* Slot table (preempt_monitor.c). */
 xtc__pslot_t *xtc__monitor_slot_get(int tid, int64_t slice_ns);
 void          xtc__monitor_slot_put(xtc__pslot_t *s);
 /* A deadline was published: wake the monitor if it plans to sleep past it.

@@ -1,6 +1,6 @@
 /*
  * proc_int.h - internal contract of processes and mailboxes (csrc/proc.c,
- * csrc/mailbox.c).
+ * csrc/proc_mailbox.c).
  *
  * Model: a proc is a fiber task (loop_int.h) plus a slot in its home loop's
  * proc table. The slot holds everything another thread may touch
@@ -24,7 +24,7 @@
  *  - a message is one allocation (a cached block for small ones, else a
  *    malloc): payload first (what xtc_recv hands out, freed with xtc_free
  *    from any thread), the queue node at the 16-aligned tail; the one
- *    exception is an inline handoff (payload in the slot, mailbox.c);
+ *    exception is an inline handoff (payload in the slot, proc_mailbox.c);
  *  - a slot's first cache line holds everything a cross-thread send to a
  *    parked receiver reads or writes (static assert below).
  */
@@ -60,7 +60,7 @@ static inline void *xtc__msg_data(xtc__msg_t *m)
 	return (char *)m - XTC__MSG_OFF(m->size);
 }
 
-/* Small messages live in fixed blocks of one reserved range (mailbox.c,
+/* Small messages live in fixed blocks of one reserved range (proc_mailbox.c,
  * "small-message cache"); xtc_free and xtc_realloc route such pointers
  * back with these. */
 #define XTC__MSG_ARENA ((size_t)64 << 20)
@@ -132,7 +132,7 @@ typedef struct xtc__proc {
 	 * liveness, the handoff and its inline payload, the wake (post node,
 	 * post_queued, the task). One cache line moves per one-way message;
 	 * the slot used to spread them over lines 0-4, plus the task's line
-	 * and the message's (mailbox.c, "Cache lines"). Slots are 64-aligned,
+	 * and the message's (proc_mailbox.c, "Cache lines"). Slots are 64-aligned,
 	 * so neighbours never share it. */
 	_Alignas(64) xtc__spin_t lock;
 	/* XTC__PROC_*: ALIVE is published by a release store after the
@@ -330,7 +330,7 @@ static inline xtc_loop_t *xtc__proc_wake_waiter_locked(xtc__proc_t *p)
 	return xtc__proc_wake_locked(p);
 }
 
-/* Mailbox side of the slot (mailbox.c). */
+/* Mailbox side of the slot (proc_mailbox.c). */
 int  xtc__mbox_init(xtc__proc_t *p, const xtc_proc_opts_t *opts);
 void xtc__msgq_free(xtc__msgq_t *q);
 /* Runtime message (EXIT): bypasses the cap. 0 or XTC_E_INVAL (dead pid),

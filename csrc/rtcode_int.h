@@ -23,7 +23,7 @@
  * no record (the same test fails, naming it).
  *
  * Rejected: a list of runtime file names matched against the ELF symbol
- * table (a user's own timer.c was never preempted, a forgotten file always
+ * table (a user's own loop_timer.c was never preempted, a forgotten file always
  * was, and stripped binaries have no table); begin/end marker objects
  * placed by file-name order (an object sorting outside the pair silently
  * became preemptible, and cold/startup text sections lie outside anyway);

@@ -4,9 +4,9 @@
  * Model: the loop (loop.c) asks its hooks table which task runs next, where
  * a ready task goes, and what to do around each run. This file is the only
  * writer of that table (xtc__sched_attach) and routes each hook to the
- * modules switched on for the loop: the scheduling classes (class.c: the
+ * modules switched on for the loop: the scheduling classes (sched_class.c: the
  * ordinary picker, vruntime order over the default lane and 16 class
- * lanes), the stall watchdog (stall.c), preemption (preempt.c, a lower
+ * lanes), the stall watchdog (sched_stall.c), preemption (preempt.c, a lower
  * layer), an optional lane policy (below), and what an executor registers
  * for its loops (xtc__sched_exec_register: the stealable deque that backs
  * the default lane, the "alone" bookkeeping of a preemptible run). The
@@ -17,7 +17,7 @@
  * the loop already owns (lane -1 the default lane, lanes 0..15 the class
  * queues); the policy only chooses among the ready ones. At each selection
  * opportunity (a pick with at least one lane ready) the ordinary picker's
- * choice is computed first (class.c keeps its idle-lift state exactly as
+ * choice is computed first (sched_class.c keeps its idle-lift state exactly as
  * without a policy), then:
  *   1. a ready lane whose bypass count reached max_bypass is served (the
  *      oldest, ties to the lower id): the override that bounds the wait;

@@ -1,7 +1,7 @@
 /*
  * sched_int.h - internal contract of the scheduling layer: the pick
- * (sched.c), the scheduling classes (class.c), the stall watchdog
- * (stall.c), and what the executor (exec.c) and the simulator (sim.c) need
+ * (sched.c), the scheduling classes (sched_class.c), the stall watchdog
+ * (sched_stall.c), and what the executor (exec.c) and the simulator (sim.c) need
  * from them. sched.c is the one owner of "what runs next": it alone writes
  * the loop's hooks table (loop_int.h) and routes each hook to the modules
  * switched on for the loop; classes, lane policies and the batch
@@ -85,7 +85,7 @@ int      xtc__exec_sim_all_quiescent(xtc_exec_t *e);
 int      xtc__exec_check(xtc_exec_t *e);
 uint64_t xtc__exec_hash(xtc_exec_t *e);
 
-/* ---- class.c ------------------------------------------------------------ */
+/* ---- sched_class.c ------------------------------------------------------------ */
 
 /* Owner thread. The next class task by minimum vruntime, or NULL when the
  * default lane (default_ready != 0) wins or nothing is queued. Records the
@@ -119,7 +119,7 @@ int xtc__class_check(xtc_loop_t *loop, xtc_exec_class_t cls);
 /* Hash of class state (sim). */
 uint64_t xtc__class_hash(const xtc_loop_t *loop, uint64_t h);
 
-/* ---- stall.c ------------------------------------------------------------ */
+/* ---- sched_stall.c ------------------------------------------------------------ */
 
 void xtc__stall_begin(xtc_loop_t *loop, xtc_task_t *t, int64_t now);
 void xtc__stall_check(xtc_loop_t *loop, xtc_task_t *t, int64_t ran_ns);

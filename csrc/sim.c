@@ -1,7 +1,7 @@
 /*
  * sim.c - deterministic simulation of the executor (XTC_SIM builds).
  *
- * Model: the real executor code (exec.c, loop.c, proc.c, class.c) runs on
+ * Model: the real executor code (exec.c, loop.c, proc.c, sched_class.c) runs on
  * the calling thread. Each executor loop is an entity; at every turn a seeded
  * generator picks one runnable loop and that loop takes exactly one step
  * (its submission ring, one loop step, a steal when idle). The runtime clock

@@ -2,7 +2,7 @@
  * test_codemap.c - the preemption code map (rtcode_int.h, preempt.c) is
  * exactly the runtime's code: one function of every runtime object is never
  * preempted, while user functions in files named like runtime files
- * (codemap/timer.c, codemap/io.c) and a user function named xtc_* are.
+ * (codemap/loop_timer.c, codemap/loop_io.c) and a user function named xtc_* are.
  *
  * Driven by test_codemap.sh, which checks every object of libxtc.a for
  * text outside the code map and passes, for each object, one of its

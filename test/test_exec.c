@@ -14,7 +14,7 @@
 
 #include "xtc.h"
 #include "xtc_exec.h"
-#include "io_int.h"   /* what the poller has armed (wait_sleeping) */
+#include "loop_io_int.h"   /* what the poller has armed (wait_sleeping) */
 #include "loop_int.h" /* loop->sleeping: how a parked carrier sleeps */
 #include "sched_int.h" /* xtc__exec_demoted_turn */
 #include "test_util.h"

@@ -313,7 +313,7 @@ static long sweep(void (*sc)(void), int kind)
 
 	for (n = 1; n < 100000; n++) {
 		/* cold stack caches: a spawn maps its stack, so the mapping
-		 * sweep reaches stack.c (warm ones would hide it) */
+		 * sweep reaches fiber_stack.c (warm ones would hide it) */
 		xtc_stack_pool_trim();
 		if (kind == K_MMAP) /* a size no cache holds: every spawn maps */
 			xtc_set_stack_size((size_t)(64 + 4 * (n % 200 + 1)) << 10);

@@ -12,7 +12,7 @@
 
 #include "xtc.h"
 #include "loop_int.h"
-#include "io_int.h"
+#include "loop_io_int.h"
 
 #include "test_util.h"
 

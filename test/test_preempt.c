@@ -1029,7 +1029,7 @@ static void test_budget_policy(void)
 }
 
 /* A carrier whose run is contended by producers is timed by their
- * submissions (monitor.c, trigger 2): a never-yielding proc on a one-loop
+ * submissions (preempt_monitor.c, trigger 2): a never-yielding proc on a one-loop
  * executor and a thread that keeps submitting small tasks. The monitor's
  * net is pushed out of reach: the first contender arms the slice end, and
  * once the spinner resumes with submissions waiting, only the producers'
@@ -1124,7 +1124,7 @@ static void test_producer_poll(void)
 	nets_done(e, &sv);
 }
 
-/* The tick net (monitor.c, trigger 3.): a run that starts while producers
+/* The tick net (preempt_monitor.c, trigger 3.): a run that starts while producers
  * are active is timed by their polls, and when they go quiet only its
  * safety net is left. The net rides the kernel tick (a timer on the
  * carrier's CPU clock), not the monitor: with the monitor's grace and the

@@ -25,7 +25,7 @@ out=${AARCH64_OUT:-$(mktemp -d /tmp/xtc-aarch64.XXXXXX)}
 mkdir -p "$out"
 cflags="-std=gnu11 -O2 -g -Wall -Wextra -Werror -static -pthread \
 -I$root/csrc/include -I$root/csrc"
-srcs="$root/csrc/stack.c $root/csrc/fiber.c $root/csrc/ctx_ucontext.c \
+srcs="$root/csrc/fiber_stack.c $root/csrc/fiber.c $root/csrc/fiber_ucontext.c \
 $root/csrc/arch/switch_aarch64_aapcs_elf.S"
 
 fail=0

@@ -2,7 +2,7 @@ package main
 
 // The bridge to the C drivers (xb_*.c). Every xtc workload is one cgo
 // call; the timing happens in C. The C runtime itself is compiled by the
-// root package github.com/xtc-go/xtc (its zz_csrc_* shims), which link.go
+// root package github.com/xtc-go/xtc (through package csrc), which link.go
 // imports for that side effect; the drivers reach it through the public
 // headers only.
 

@@ -92,7 +92,7 @@ static void ctest_wait(void *arg)
 	c->done = 1;
 }
 
-// User code in timer.c (named like a runtime file) and a user xtc_*
+// User code in loop_timer.c (named like a runtime file) and a user xtc_*
 // function: the preemption code map must leave both preemptible.
 int ctest_codemap_timer_fn(int x);
 int xtc_ctest_codemap_fn(int x);
@@ -125,7 +125,7 @@ var (
 )
 
 // User functions for the preemption code-map test: one in a file named
-// timer.c, one named xtc_*; neither is runtime code.
+// loop_timer.c, one named xtc_*; neither is runtime code.
 var (
 	CodemapTimerFn = unsafe.Pointer(C.ctest_fn(5))
 	CodemapXtcFn   = unsafe.Pointer(C.ctest_fn(6))

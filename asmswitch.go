@@ -1,5 +1,0 @@
-//go:build cgo && !xtc_ucontext
-
-package xtc
-
-const corLinkInfo = ", assembly switch"

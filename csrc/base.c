@@ -1,0 +1,178 @@
+/*
+ * base.c - the xtc.h basics: version, error text, allocation helpers,
+ * clocks, thread sleep and the two atomics.
+ *
+ * Model: thin, total functions. Each one accepts every input (NULL, zero
+ * sizes, unknown codes) and answers with a documented value instead of
+ * crashing. The error text is generated from the one XTC_ERRORS table so
+ * the enum, the text and the Go sentinels cannot drift.
+ *
+ * Alternatives rejected: returning NULL for zero-size allocations (libxtc
+ * promises a unique pointer that can be freed, and callers test for NULL to
+ * detect failure); a TSC clock here (the vDSO monotonic clock is cheap and
+ * correct across CPUs; TSC accounting belongs to the scheduler).
+ */
+#include "rtcode_int.h" /* first: this file is runtime code */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "xtc.h"
+#include "base_int.h"
+#include "loop_int.h"
+
+int64_t (*xtc__clock_hook)(void);
+
+const char *xtc_version_string(void)
+{
+	return XTC_VERSION_STRING;
+}
+
+int xtc_version_components(int *major, int *minor, int *patch)
+{
+	if (major == NULL || minor == NULL || patch == NULL)
+		return XTC_E_INVAL;
+	*major = XTC_VERSION_MAJOR;
+	*minor = XTC_VERSION_MINOR;
+	*patch = XTC_VERSION_PATCH;
+	return XTC_OK;
+}
+
+const char *xtc_strerror(int xtc_err)
+{
+	switch (xtc_err) {
+#define XTC__ERR_TEXT(name, val, text) case (val): return (text);
+	XTC_ERRORS(XTC__ERR_TEXT)
+#undef XTC__ERR_TEXT
+	default:
+		return "unknown";
+	}
+}
+
+/* A zero-size request gets one byte so the pointer is unique and freeable. */
+void *xtc_malloc(size_t size)
+{
+	return malloc(size != 0 ? size : 1);
+}
+
+void *xtc_calloc(size_t n, size_t size)
+{
+	if (n != 0 && size > SIZE_MAX / n)
+		return NULL;
+	if (n == 0 || size == 0)
+		return calloc(1, 1);
+	return calloc(n, size);
+}
+
+/* The registered allocation region (base_int.h): published with release
+ * after its fields, read with acquire (free on x86, one ldar on arm64). */
+static struct {
+	_Atomic uintptr_t lo;
+	size_t len;
+	void (*free_fn)(void *);
+	void *(*realloc_fn)(void *, size_t);
+} region;
+
+void xtc__alloc_region_set(void *lo, size_t len, void (*free_fn)(void *),
+                           void *(*realloc_fn)(void *, size_t))
+{
+	region.len = len;
+	region.free_fn = free_fn;
+	region.realloc_fn = realloc_fn;
+	atomic_store_explicit(&region.lo, (uintptr_t)lo, memory_order_release);
+}
+
+static inline int in_region(const void *p)
+{
+	uintptr_t lo = atomic_load_explicit(&region.lo, memory_order_acquire);
+	return lo != 0 && (uintptr_t)p - lo < region.len;
+}
+
+/* realloc(p, 0) may free p and return NULL; keep the unique-pointer rule. */
+void *xtc_realloc(void *p, size_t size)
+{
+	if (in_region(p)) /* e.g. a received message buffer (proc_mailbox.c) */
+		return region.realloc_fn(p, size);
+	return realloc(p, size != 0 ? size : 1);
+}
+
+void xtc_free(void *p)
+{
+	if (in_region(p)) { /* e.g. a received message buffer (proc_mailbox.c) */
+		region.free_fn(p);
+		return;
+	}
+	free(p);
+}
+
+void *xtc_aligned_alloc(size_t align, size_t size)
+{
+	void *p = NULL;
+
+	if (align == 0 || (align & (align - 1)) != 0)
+		return NULL;
+	if (align < sizeof(void *))
+		align = sizeof(void *);
+	if (posix_memalign(&p, align, size != 0 ? size : 1) != 0)
+		return NULL;
+	return p;
+}
+
+void xtc_aligned_free(void *p)
+{
+	free(p);
+}
+
+static int64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	if (clock_gettime(id, &ts) != 0)
+		return 0;
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t xtc_clock_mono(void)
+{
+	if (XTC__UNLIKELY(xtc__clock_hook != NULL))
+		return xtc__clock_hook();
+	return clock_ns(CLOCK_MONOTONIC);
+}
+
+int64_t xtc_clock_real(void)
+{
+	return clock_ns(CLOCK_REALTIME);
+}
+
+/* Blocks the OS thread (not a fiber primitive): restarts after signals so
+ * the full duration elapses. */
+int xtc_sleep_ns(int64_t ns)
+{
+	struct timespec ts;
+
+	if (ns < 0)
+		return XTC_E_INVAL;
+	ts.tv_sec = (time_t)(ns / 1000000000);
+	ts.tv_nsec = (long)(ns % 1000000000);
+	while (nanosleep(&ts, &ts) != 0) {
+		if (errno != EINTR)
+			return XTC_E_INTERNAL;
+	}
+	return XTC_OK;
+}
+
+int64_t xtc_atomic_i64_load(const int64_t *p)
+{
+	if (p == NULL)
+		return 0;
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+int64_t xtc_atomic_i64_add(int64_t *p, int64_t delta)
+{
+	if (p == NULL)
+		return 0;
+	return __atomic_fetch_add(p, delta, __ATOMIC_SEQ_CST);
+}

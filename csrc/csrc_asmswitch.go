@@ -1,0 +1,5 @@
+//go:build cgo && !xtc_ucontext
+
+package csrc
+
+const coroLinkInfo = ", assembly switch"

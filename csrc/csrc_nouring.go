@@ -1,0 +1,5 @@
+//go:build cgo && (!linux || xtc_nouring)
+
+package csrc
+
+const uringLinkInfo = ", epoll only (xtc_nouring)"

@@ -1,0 +1,322 @@
+/*
+ * sched_stall.c - the over-budget stall watchdog.
+ *
+ * Model: a loop with a stall budget has the XTC__LF_STALL feature bit, so
+ * the loop measures every run (it reads the clock at run start and end) and
+ * calls the run-end hook with the run's wall time; a run that took at least
+ * the budget is counted and reported, synchronously, on the loop thread:
+ * through the user's callback, or by default as one line on stderr naming
+ * the loop, the proc (pid and name) or the task pointer, the run time and the
+ * budget, followed by a backtrace of the loop thread. Detection is at the
+ * run-end boundary: a fiber that never yields is reported when it finally
+ * gives the loop back (preemption, see xtc_preempt(3), bounds that).
+ *
+ * Invariants: the count only grows; the state block is allocated at the
+ * first setter call (by whichever thread, published with a CAS) and freed
+ * at loop fini; settings are atomics that any thread stores directly, and
+ * the feature bit is flipped on the owner. A setter from another thread
+ * while the loop runs queues at most one request per loop: the block
+ * embeds the post node and a queued flag, and the owner applies whatever
+ * budget is current when it runs it (last writer wins), so a thread
+ * calling the setters in a loop cannot grow the inbox or the heap however
+ * long the owner takes (before: one malloc'd request per call).
+ *
+ * Alternatives rejected: a watcher thread with a signal (needs
+ * async-signal-safe reporting and costs a thread per process even when
+ * nobody looks; a poll of the published record by whoever wants in-flight
+ * reports costs nothing on the carrier beyond two sequence bumps per run).
+ */
+#include "rtcode_int.h" /* first: this file is runtime code */
+#include <execinfo.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sched_int.h"
+#include "proc_int.h"
+
+typedef struct xtc__stall {
+	_Atomic int64_t budget;
+	_Atomic(xtc_stall_cb) cb;
+	_Atomic(void *) user;
+	_Atomic uint64_t count;
+	/* identity of the run in flight, captured at run start: at run end
+	 * the task (and its proc slot) may already be gone. Written by the
+	 * owner only, between two bumps of seq (odd while writing); read by
+	 * any thread with the sequence-lock retry. Fields are relaxed atomics
+	 * so a racing read is defined (and retried). */
+	_Atomic uint64_t seq;
+	_Atomic uint64_t runs;
+	_Atomic(xtc_task_t *) cur;
+	_Atomic int cur_is_proc;
+	_Atomic uint64_t cur_pid; /* packed xtc_pid_t */
+	_Atomic(const char *) cur_name;
+	_Atomic int64_t cur_start;
+	_Atomic int64_t cur_ran;  /* -1 while the run is in flight */
+	/* the one cross-thread request (see Invariants) */
+	_Atomic int apply_queued;
+	/* cb and user change together: a report never pairs one callback
+	 * with another's user pointer (taken only when a stall is reported) */
+	xtc__spin_t cb_lock;
+	xtc__post_t apply_node;
+} xtc__stall_t;
+
+#define RLX memory_order_relaxed
+#define ACQ memory_order_acquire
+
+static uint64_t pid_pack(xtc_pid_t p)
+{
+	return (uint64_t)p.loop_id << 48 | (uint64_t)p.local_id << 32 | p.gen;
+}
+
+static xtc_pid_t pid_unpack(uint64_t v)
+{
+	xtc_pid_t p;
+
+	p.loop_id = (uint16_t)(v >> 48);
+	p.local_id = (uint16_t)(v >> 32);
+	p.gen = (uint32_t)v;
+	return p;
+}
+
+static void wr_begin(xtc__stall_t *s)
+{
+	/* acquire: the field stores that follow cannot move above the odd
+	 * count (a fence would do the same, but TSan rejects fences) */
+	atomic_fetch_add_explicit(&s->seq, 1, memory_order_acq_rel);
+}
+
+static void wr_end(xtc__stall_t *s)
+{
+	atomic_fetch_add_explicit(&s->seq, 1, memory_order_release);
+}
+
+static int loop_ok(const xtc_loop_t *loop)
+{
+	return loop != NULL && loop->magic == XTC__LOOP_LIVE;
+}
+
+static void apply_post(xtc_loop_t *loop, xtc__post_t *n);
+
+/* The stall block, created on first use by any thread (a CAS publishes
+ * it; the hooks load it with acquire and do nothing while it is NULL). */
+static xtc__stall_t *stall_get(xtc_loop_t *loop)
+{
+	xtc__stall_t *s = __atomic_load_n(&loop->up.stall, __ATOMIC_ACQUIRE);
+	xtc__stall_t *n;
+
+	if (s != NULL)
+		return s;
+	n = calloc(1, sizeof(*n));
+	if (n == NULL)
+		return NULL;
+	n->apply_node.fn = apply_post;
+	if (__atomic_compare_exchange_n(&loop->up.stall, &s, n, 0,
+	    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return n;
+	free(n);
+	return s;
+}
+
+/* Owner thread (or a loop nobody runs): the feature bit follows the
+ * budget current now. */
+static void apply_feat(xtc_loop_t *loop, xtc__stall_t *s)
+{
+	if (atomic_load(&s->budget) > 0) {
+		xtc__sched_attach(loop);
+		xtc__loop_feat_set(loop, XTC__LF_STALL);
+	} else {
+		xtc__loop_feat_clear(loop, XTC__LF_STALL);
+	}
+}
+
+static void apply_post(xtc_loop_t *loop, xtc__post_t *n)
+{
+	xtc__stall_t *s = (xtc__stall_t *)((char *)n -
+	    offsetof(xtc__stall_t, apply_node));
+
+	/* cleared before the budget is read: a setter that still saw the
+	 * flag set stored its budget before that, so it is applied here */
+	atomic_store(&s->apply_queued, 0);
+	if (loop->magic == XTC__LOOP_LIVE)
+		apply_feat(loop, s);
+}
+
+static void budget_changed(xtc_loop_t *loop, xtc__stall_t *s)
+{
+	if (atomic_load(&loop->owner) == 0 || xtc__loop_on_owner_thread(loop)) {
+		apply_feat(loop, s);
+		return;
+	}
+	if (atomic_exchange(&s->apply_queued, 1))
+		return; /* the queued request will read our budget */
+	if (xtc__loop_post(loop, &s->apply_node) != XTC_OK)
+		atomic_store(&s->apply_queued, 0); /* finalised */
+}
+
+void xtc_loop_set_stall_budget(xtc_loop_t *loop, int64_t budget_ns)
+{
+	xtc__stall_t *s;
+
+	if (!loop_ok(loop) || (s = stall_get(loop)) == NULL)
+		return;
+	atomic_store(&s->budget, budget_ns > 0 ? budget_ns : 0);
+	budget_changed(loop, s);
+}
+
+void xtc_loop_set_stall_cb(xtc_loop_t *loop, xtc_stall_cb cb, void *user)
+{
+	xtc__stall_t *s;
+
+	if (!loop_ok(loop) || (s = stall_get(loop)) == NULL)
+		return;
+	xtc__spin_lock(&s->cb_lock);
+	atomic_store(&s->user, user);
+	atomic_store(&s->cb, cb);
+	xtc__spin_unlock(&s->cb_lock);
+}
+
+uint64_t xtc_loop_stall_count(const xtc_loop_t *loop)
+{
+	const xtc__stall_t *s;
+
+	if (!loop_ok(loop) ||
+	    (s = __atomic_load_n(&loop->up.stall, __ATOMIC_ACQUIRE)) == NULL)
+		return 0;
+	return atomic_load_explicit(&s->count, memory_order_relaxed);
+}
+
+void xtc__stall_begin(xtc_loop_t *loop, xtc_task_t *t, int64_t now)
+{
+	xtc__stall_t *s = __atomic_load_n(&loop->up.stall, __ATOMIC_ACQUIRE);
+	xtc__proc_t *p = t->proc;
+
+	if (s == NULL)
+		return;
+	wr_begin(s);
+	atomic_store_explicit(&s->cur, t, RLX);
+	atomic_store_explicit(&s->cur_is_proc, p != NULL, RLX);
+	atomic_store_explicit(&s->cur_pid,
+	    p != NULL ? pid_pack(xtc__proc_pid(p)) : 0, RLX);
+	atomic_store_explicit(&s->cur_name, p != NULL ? p->name : NULL, RLX);
+	atomic_store_explicit(&s->cur_start, now, RLX);
+	atomic_store_explicit(&s->cur_ran, -1, RLX);
+	atomic_fetch_add_explicit(&s->runs, 1, RLX);
+	wr_end(s);
+}
+
+int xtc_loop_stall_inflight(const xtc_loop_t *loop, xtc_stall_info_t *out)
+{
+	const xtc__stall_t *s;
+	xtc__stall_t *w;
+	uint64_t q0, q1;
+	xtc_stall_info_t r;
+
+	if (!loop_ok(loop) || out == NULL)
+		return XTC_E_INVAL;
+	memset(out, 0, sizeof(*out));
+	s = __atomic_load_n(&loop->up.stall, __ATOMIC_ACQUIRE);
+	if (s == NULL)
+		return XTC_E_NOTFOUND;
+	w = (xtc__stall_t *)s; /* atomics only: C11 loads take non-const */
+	for (int tries = 0;; tries++) {
+		q0 = atomic_load_explicit(&w->seq, memory_order_acquire);
+		if (q0 & 1) {
+			if (tries > 1000)
+				return XTC_E_AGAIN;
+			continue;
+		}
+		memset(&r, 0, sizeof(r));
+		/* acquire loads keep the re-read of seq below them (a fence
+		 * would too, but TSan rejects fences); free on x86-64 */
+		r.run = atomic_load_explicit(&w->runs, ACQ);
+		r.task = atomic_load_explicit(&w->cur, ACQ);
+		if (atomic_load_explicit(&w->cur_is_proc, ACQ))
+			r.pid = pid_unpack(atomic_load_explicit(&w->cur_pid,
+			    ACQ));
+		r.name = atomic_load_explicit(&w->cur_name, ACQ);
+		r.started_ns = atomic_load_explicit(&w->cur_start, ACQ);
+		r.ran_ns = atomic_load_explicit(&w->cur_ran, ACQ);
+		q1 = atomic_load_explicit(&w->seq, RLX);
+		if (q0 == q1)
+			break;
+		if (tries > 1000)
+			return XTC_E_AGAIN;
+	}
+	if (r.run == 0)
+		return XTC_E_NOTFOUND;
+	r.running = r.ran_ns < 0;
+	if (r.running) {
+		r.ran_ns = xtc__now() - r.started_ns;
+		if (r.ran_ns < 0)
+			r.ran_ns = 0;
+	}
+	r.budget_ns = atomic_load_explicit(&w->budget, RLX);
+	*out = r;
+	return XTC_OK;
+}
+
+static void default_report(xtc_loop_t *loop, const xtc__stall_t *s,
+                           int64_t ran, int64_t budget)
+{
+	void *frames[32];
+	int n;
+
+	if (atomic_load_explicit(&s->cur_is_proc, RLX)) {
+		xtc_pid_t pid = pid_unpack(atomic_load_explicit(&s->cur_pid,
+		    RLX));
+		const char *name = atomic_load_explicit(&s->cur_name, RLX);
+		fprintf(stderr, "xtc: WARN stall: loop %u proc <%u.%u.%u> \"%s\" "
+		    "ran %.3f ms >= budget %.3f ms\n", (unsigned)loop->id,
+		    (unsigned)pid.loop_id, (unsigned)pid.local_id,
+		    (unsigned)pid.gen, name ? name : "",
+		    ran / 1e6, budget / 1e6);
+	} else {
+		fprintf(stderr, "xtc: WARN stall: loop %u task %p ran %.3f ms >= "
+		    "budget %.3f ms\n", (unsigned)loop->id,
+		    (void *)atomic_load_explicit(&s->cur, RLX),
+		    ran / 1e6, budget / 1e6);
+	}
+	fflush(stderr);
+	/* the loop thread's stack at the run-end boundary */
+	n = backtrace(frames, 32);
+	backtrace_symbols_fd(frames, n, STDERR_FILENO);
+}
+
+void xtc__stall_check(xtc_loop_t *loop, xtc_task_t *t, int64_t ran_ns)
+{
+	xtc__stall_t *s = __atomic_load_n(&loop->up.stall, __ATOMIC_ACQUIRE);
+	int64_t budget;
+	xtc_stall_cb cb;
+	void *user;
+
+	if (s == NULL)
+		return;
+	if (atomic_load_explicit(&s->cur, RLX) == t &&
+	    atomic_load_explicit(&s->cur_ran, RLX) < 0) {
+		wr_begin(s);
+		atomic_store_explicit(&s->cur_ran, ran_ns < 0 ? 0 : ran_ns, RLX);
+		wr_end(s);
+	}
+	budget = atomic_load_explicit(&s->budget, memory_order_relaxed);
+	if (budget <= 0 || ran_ns < budget)
+		return;
+	atomic_fetch_add_explicit(&s->count, 1, memory_order_relaxed);
+	xtc__spin_lock(&s->cb_lock);
+	cb = atomic_load(&s->cb);
+	user = atomic_load(&s->user);
+	xtc__spin_unlock(&s->cb_lock);
+	if (cb != NULL)
+		cb(loop, t, ran_ns, budget, user);
+	else
+		default_report(loop, s, ran_ns, budget);
+}
+
+void xtc__stall_loop_fini(xtc_loop_t *loop)
+{
+	free(loop->up.stall);
+	loop->up.stall = NULL;
+}
