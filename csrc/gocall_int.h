@@ -1,0 +1,126 @@
+/*
+ * gocall_int.h - the Go front door's C half (csrc/gocall.c): call records
+ * in a fixed slab, started by a carrier from its submission ring, settled
+ * exactly once into a completion ring with a doorbell that rings only when
+ * its reader is about to sleep.
+ *
+ * Model (one table per executor, made by the Go side on first use):
+ *  - a record is named by its index; the caller (Go) owns the free list
+ *    and hands a free index to xtc__gocall_submit, which fills the record
+ *    and pushes it on the chosen carrier's submission ring (xtc_exec_submit;
+ *    the carrier drains it in batches on its own stack and spawns the call
+ *    as a proc there). A full ring falls back to the loop's inbox (a post
+ *    node embedded in the record: unbounded, no allocation), so a call is
+ *    never refused for lack of ring room;
+ *  - the proc's exit hook (or, for a record never started, the start
+ *    function, a dropped post, or xtc__gocalls_settle after the executor
+ *    was finalised) settles the record: value and status written, state
+ *    moved to DONE by the one caller that wins the transition, then the
+ *    waiter word exchanged to XTC__GW_DONE. A waiter that was spinning on
+ *    the record (XTC__GW_SPIN) takes the result itself; otherwise (parked
+ *    or asynchronous, XTC__GW_RING) the index goes to the completion ring,
+ *    whose reader is woken through the eventfd only when it armed it;
+ *  - a kill sets the record's kill word, then kills the proc if it was
+ *    started (Dekker with the start: either the start sees the word or the
+ *    killer sees STARTED and the pid); a record killed before it started
+ *    completes with XTC_E_ABORTED without running.
+ *
+ * Invariants: exactly one settlement per submitted record; the completion
+ * ring holds at most one entry per record, so with capacity = records it
+ * is never full; after the settlement's waiter exchange the runtime never
+ * touches the record again (the caller may reuse it as soon as it saw
+ * XTC__GW_DONE, from the spin or from the ring).
+ */
+#ifndef XTC_GOCALL_INT_H
+#define XTC_GOCALL_INT_H
+
+#include <stdint.h>
+
+#include "xtc.h"
+#include "xtc_exec.h"
+
+/* the waiter word of a record (first field, 4-byte aligned) */
+enum {
+	XTC__GW_RING = 0, /* completion goes to the ring (parked / async) */
+	XTC__GW_SPIN = 1, /* the submitter polls the record */
+	XTC__GW_DONE = 2, /* settled: value and status are valid */
+};
+
+/* record state */
+enum {
+	XTC__GC_FREE = 0,
+	XTC__GC_QUEUED = 1,
+	XTC__GC_STARTED = 2,
+	XTC__GC_DONE = 3,
+};
+
+/* The part of a record the caller reads without a call (at offset 0 of
+ * every record, stride xtc__gocalls_stride): the waiter word, then the
+ * status (0 or XTC_E_*) and the C function's value. */
+typedef struct xtc__gocall_done {
+	uint32_t waiter; /* atomic */
+	int32_t status;
+	int64_t value;
+} xtc__gocall_done_t;
+
+typedef struct xtc__gocalls xtc__gocalls_t;
+
+/* cap records (rounded up to a power of two, 1..1<<20) for executor e
+ * (which must outlive the table's last submit). XTC_E_INVAL, XTC_E_RANGE,
+ * XTC_E_NOMEM, XTC_E_IO (no eventfd). */
+int xtc__gocalls_create(xtc_exec_t *e, uint32_t cap, xtc__gocalls_t **out);
+/* Frees the table; the caller guarantees no record is in flight. */
+void xtc__gocalls_destroy(xtc__gocalls_t *t);
+uint32_t xtc__gocalls_cap(const xtc__gocalls_t *t);
+/* the doorbell (EFD_NONBLOCK); the table closes it unless released */
+int xtc__gocalls_fd(const xtc__gocalls_t *t);
+void xtc__gocalls_release_fd(xtc__gocalls_t *t);
+/* the records' base and stride: record i's xtc__gocall_done_t is at
+ * base + i * stride */
+void *xtc__gocalls_base(const xtc__gocalls_t *t);
+uint32_t xtc__gocalls_stride(void);
+
+/* Submit fn(arg) (an intptr_t (*)(void *)) as record idx (free, owned by
+ * the caller) to loop loop_idx (0..n-1) of the table's executor, in class
+ * cls (NULL: the default lane), named name (NULL: none; copied by the
+ * spawn). spin != 0 asks to poll the record instead of being sent its
+ * index: granted (return 1) only when no other call of the table is in
+ * flight (an idle executor: the result is close), else 0 and the index
+ * will come through the ring. A negative XTC_E_* when nothing was queued
+ * (XTC_E_INVAL: bad arguments); the record is then still the caller's. */
+int xtc__gocall_submit(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
+                       void *fn, void *arg, xtc_exec_class_t cls,
+                       const char *name, int spin);
+
+/* The spinning submitter gives up: XTC__GW_SPIN -> XTC__GW_RING. 0 when
+ * it did (the index will come through the ring), 1 when the record was
+ * settled meanwhile (take the result, nothing comes through the ring). */
+int xtc__gocall_unspin(xtc__gocalls_t *t, uint32_t idx);
+
+/* Stop record idx: not started, it never runs; running, its proc is
+ * killed (its next slice with involuntary preemption, else its next yield
+ * or park). Settles with XTC_E_ABORTED unless it returned first. Only
+ * while the caller still owns idx (before it consumed the settlement). */
+int xtc__gocall_kill(xtc__gocalls_t *t, uint32_t idx);
+
+/* Consumer (one at a time): up to max settled indices, oldest first. */
+int xtc__gocalls_pop(xtc__gocalls_t *t, uint32_t *out, int max);
+/* Arm the doorbell before sleeping: 1 if an entry arrived meanwhile (do
+ * not sleep), else 0 (the next settlement writes the eventfd). */
+int xtc__gocalls_arm(xtc__gocalls_t *t);
+/* Write the eventfd (wake the consumer for another reason). */
+void xtc__gocalls_bell(xtc__gocalls_t *t);
+
+/* After the executor was finalised (xtc_exec_fini: no carrier runs and no
+ * proc is left): settle every record still queued with XTC_E_ABORTED (a
+ * submission dropped unrun). Returns how many. */
+int xtc__gocalls_settle(xtc__gocalls_t *t);
+
+/* Counters: records submitted, settled through the ring, settled to a
+ * spinning waiter, started through the inbox fallback. */
+typedef struct xtc__gocalls_stats {
+	uint64_t submitted, ring, spun, fallback;
+} xtc__gocalls_stats_t;
+void xtc__gocalls_stats(const xtc__gocalls_t *t, xtc__gocalls_stats_t *out);
+
+#endif

@@ -1,0 +1,494 @@
+/*
+ * test_gocall.c - the Go front door's C half (csrc/gocall.c), driven from
+ * plain threads the way the Go side drives it: a free list of record
+ * indices owned by the submitters, one consumer of the completion ring
+ * that sleeps on the eventfd after arming it.
+ *
+ * Cases: a value comes back through the ring and through the spin, each
+ * record settles exactly once under many submitters (checked per call by a
+ * token only that call's function returns); a kill before the start never
+ * runs the function, a kill of a running call settles ABORTED; a full
+ * submission ring falls back to the inbox (no refusal); submissions the
+ * executor's fini dropped unrun are settled ABORTED by xtc__gocalls_settle;
+ * class calls run in their class; bad arguments. Every wait is bounded by
+ * events (a generous deadline ends a hung test), never a timing assertion.
+ */
+#include <poll.h>
+#include <sched.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "xtc.h"
+#include "xtc_exec.h"
+#include "xtc_proc.h"
+#include "gocall_int.h"
+#include "test_util.h"
+
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define NCALLS 20000
+#else
+#define NCALLS 200000
+#endif
+#define NSUB 4
+#define CAP 1024
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * SEC + ts.tv_nsec;
+}
+
+static xtc__gocall_done_t *done_of(xtc__gocalls_t *t, uint32_t i)
+{
+	return (xtc__gocall_done_t *)((char *)xtc__gocalls_base(t) +
+	                              (size_t)i * xtc__gocalls_stride());
+}
+
+static uint32_t waiter_of(xtc__gocalls_t *t, uint32_t i)
+{
+	return __atomic_load_n(&done_of(t, i)->waiter, __ATOMIC_ACQUIRE);
+}
+
+/* ---- an executor running in service mode on its own thread ------------ */
+
+static void *run_main(void *a)
+{
+	(void)xtc_exec_run(a);
+	return NULL;
+}
+
+static xtc_exec_t *start_exec(int n, pthread_t *th)
+{
+	xtc_exec_t *e = NULL;
+
+	REQUIRE(xtc_exec_init(&e, n) == XTC_OK);
+	xtc_exec_set_service_mode(e, 1);
+	REQUIRE(pthread_create(th, NULL, run_main, e) == 0);
+	return e;
+}
+
+static void stop_exec(xtc_exec_t *e, pthread_t th)
+{
+	CHECK(xtc_exec_stop(e) == XTC_OK);
+	pthread_join(th, NULL);
+}
+
+/* ---- the consumer: pops settled indices, sleeps on the eventfd -------- */
+
+typedef struct consumer {
+	xtc__gocalls_t *t;
+	_Atomic int stop;
+	_Atomic long popped;
+	_Atomic uint32_t *got;  /* per record: settlements seen (0/1) */
+	_Atomic long dup;       /* a record popped twice */
+	pthread_t th;
+} consumer_t;
+
+static void *consumer_main(void *a)
+{
+	consumer_t *c = a;
+	uint32_t buf[64];
+	struct pollfd pfd = { .fd = xtc__gocalls_fd(c->t), .events = POLLIN };
+
+	for (;;) {
+		int n = xtc__gocalls_pop(c->t, buf, 64);
+		if (n > 0) {
+			for (int i = 0; i < n; i++)
+				if (atomic_exchange(&c->got[buf[i]], 1) != 0)
+					atomic_fetch_add(&c->dup, 1);
+			atomic_fetch_add(&c->popped, n);
+			continue;
+		}
+		if (atomic_load(&c->stop))
+			return NULL;
+		if (xtc__gocalls_arm(c->t))
+			continue;
+		(void)poll(&pfd, 1, 100);
+		{
+			uint64_t v;
+			(void)!read(pfd.fd, &v, sizeof(v));
+		}
+	}
+}
+
+/* wait until record i's settlement was seen by the consumer, then hand
+ * it back (what the Go waiter does when it was sent the index) */
+static int await_ring(consumer_t *c, uint32_t i)
+{
+	int64_t dl = now_ns() + 30 * SEC;
+
+	while (atomic_load(&c->got[i]) == 0) {
+		if (now_ns() > dl)
+			return 0;
+		sched_yield();
+	}
+	atomic_store(&c->got[i], 0);
+	return 1;
+}
+
+/* ---- C functions run as calls ----------------------------------------- */
+
+static intptr_t f_ident(void *a) { return (intptr_t)a; }
+
+static _Atomic int spin_started;
+static _Atomic long ran_count;
+
+static intptr_t f_count(void *a)
+{
+	atomic_fetch_add(&ran_count, 1);
+	return (intptr_t)a;
+}
+
+/* spins until told to stop by the flag it gets (never yields: only a kill
+ * at a park, or preemption, ends it early); here it parks in a loop */
+static intptr_t f_park_forever(void *a)
+{
+	(void)a;
+	atomic_store(&spin_started, 1);
+	for (;;)
+		xtc_proc_sleep(1 * MS);
+	return 0;
+}
+
+/* ---- cases ------------------------------------------------------------- */
+
+static void test_args(void)
+{
+	xtc__gocalls_t *t = NULL;
+	xtc_exec_t *e = NULL;
+
+	CHECK(xtc__gocalls_create(NULL, 8, &t) == XTC_E_INVAL);
+	REQUIRE(xtc_exec_init(&e, 1) == XTC_OK);
+	CHECK(xtc__gocalls_create(e, 0, &t) == XTC_E_RANGE);
+	CHECK(xtc__gocalls_create(e, 8, NULL) == XTC_E_INVAL);
+	REQUIRE(xtc__gocalls_create(e, 5, &t) == XTC_OK);
+	CHECK(xtc__gocalls_cap(t) == 8);
+	CHECK(xtc__gocalls_fd(t) >= 0);
+	CHECK(xtc__gocalls_stride() % 64 == 0);
+	CHECK(xtc__gocall_submit(t, 8, 0, (void *)f_ident, NULL, NULL, NULL, 0) == XTC_E_INVAL);
+	CHECK(xtc__gocall_submit(t, 0, 1, (void *)f_ident, NULL, NULL, NULL, 0) == XTC_E_INVAL);
+	CHECK(xtc__gocall_submit(t, 0, 0, NULL, NULL, NULL, NULL, 0) == XTC_E_INVAL);
+	CHECK(xtc__gocall_submit(NULL, 0, 0, (void *)f_ident, NULL, NULL, NULL, 0) == XTC_E_INVAL);
+	CHECK(xtc__gocall_kill(t, 99) == XTC_E_INVAL);
+	CHECK(xtc__gocalls_pop(t, NULL, 1) == XTC_E_INVAL);
+	/* a record in flight cannot be submitted again */
+	CHECK(xtc__gocall_submit(t, 3, 0, (void *)f_ident, (void *)7, NULL, "x", 0) == 0);
+	CHECK(xtc__gocall_submit(t, 3, 0, (void *)f_ident, (void *)7, NULL, "x", 0) == XTC_E_INVAL);
+	/* never run: the fini drops it, settle reports it ABORTED */
+	CHECK(xtc_exec_fini(e) == XTC_OK);
+	CHECK(xtc__gocalls_settle(t) == 1);
+	CHECK(waiter_of(t, 3) == XTC__GW_DONE);
+	CHECK(done_of(t, 3)->status == XTC_E_ABORTED);
+	{
+		uint32_t i;
+		CHECK(xtc__gocalls_pop(t, &i, 1) == 1 && i == 3);
+	}
+	xtc__gocalls_destroy(t);
+}
+
+/* one call through the ring, one through the spin */
+static void test_value(void)
+{
+	pthread_t th;
+	xtc_exec_t *e = start_exec(1, &th);
+	xtc__gocalls_t *t = NULL;
+	uint32_t i;
+	int64_t dl;
+	int rc;
+
+	REQUIRE(xtc__gocalls_create(e, CAP, &t) == XTC_OK);
+	CHECK(xtc__gocall_submit(t, 5, 0, (void *)f_ident, (void *)41, NULL, "v", 0) == 0);
+	dl = now_ns() + 30 * SEC;
+	while (xtc__gocalls_pop(t, &i, 1) == 0 && now_ns() < dl)
+		sched_yield();
+	CHECK(i == 5);
+	CHECK(waiter_of(t, 5) == XTC__GW_DONE);
+	CHECK(done_of(t, 5)->status == 0 && done_of(t, 5)->value == 41);
+
+	/* nothing else in flight: the spin is granted, nothing is pushed */
+	rc = xtc__gocall_submit(t, 6, 0, (void *)f_ident, (void *)42, NULL, NULL, 1);
+	CHECK(rc == 1);
+	dl = now_ns() + 30 * SEC;
+	while (waiter_of(t, 6) != XTC__GW_DONE && now_ns() < dl)
+		sched_yield();
+	CHECK(done_of(t, 6)->value == 42);
+	CHECK(xtc__gocalls_pop(t, &i, 1) == 0);
+	/* a spin given up: the index comes through the ring */
+	CHECK(xtc__gocall_submit(t, 7, 0, (void *)f_park_forever, NULL, NULL, NULL, 1) == 1);
+	CHECK(xtc__gocall_unspin(t, 7) == 0);
+	CHECK(xtc__gocall_kill(t, 7) == XTC_OK);
+	dl = now_ns() + 30 * SEC;
+	while (xtc__gocalls_pop(t, &i, 1) == 0 && now_ns() < dl)
+		sched_yield();
+	CHECK(i == 7);
+	CHECK(done_of(t, 7)->status == XTC_E_ABORTED);
+	stop_exec(e, th);
+	CHECK(xtc_exec_fini(e) == XTC_OK);
+	CHECK(xtc__gocalls_settle(t) == 0);
+	xtc__gocalls_destroy(t);
+}
+
+/* a kill before the carrier ran the start: the function never runs */
+static void test_kill_before_start(void)
+{
+	xtc_exec_t *e = NULL;
+	xtc__gocalls_t *t = NULL;
+	pthread_t th;
+	uint32_t i;
+	int64_t dl;
+
+	REQUIRE(xtc_exec_init(&e, 1) == XTC_OK);
+	REQUIRE(xtc__gocalls_create(e, CAP, &t) == XTC_OK);
+	atomic_store(&ran_count, 0);
+	CHECK(xtc__gocall_submit(t, 0, 0, (void *)f_count, (void *)1, NULL, NULL, 0) == 0);
+	CHECK(xtc__gocall_kill(t, 0) == XTC_OK); /* not started: not running */
+	xtc_exec_set_service_mode(e, 1);
+	REQUIRE(pthread_create(&th, NULL, run_main, e) == 0);
+	dl = now_ns() + 30 * SEC;
+	while (xtc__gocalls_pop(t, &i, 1) == 0 && now_ns() < dl)
+		sched_yield();
+	CHECK(i == 0);
+	CHECK(done_of(t, 0)->status == XTC_E_ABORTED);
+	CHECK(atomic_load(&ran_count) == 0);
+	stop_exec(e, th);
+	CHECK(xtc_exec_fini(e) == XTC_OK);
+	xtc__gocalls_destroy(t);
+}
+
+/* a kill of a running (parked) call */
+static void test_kill_running(void)
+{
+	pthread_t th;
+	xtc_exec_t *e = start_exec(1, &th);
+	xtc__gocalls_t *t = NULL;
+	uint32_t i = 99;
+	int64_t dl;
+
+	REQUIRE(xtc__gocalls_create(e, CAP, &t) == XTC_OK);
+	atomic_store(&spin_started, 0);
+	CHECK(xtc__gocall_submit(t, 2, 0, (void *)f_park_forever, NULL, NULL, NULL, 0) == 0);
+	dl = now_ns() + 30 * SEC;
+	while (!atomic_load(&spin_started) && now_ns() < dl)
+		sched_yield();
+	CHECK(xtc__gocall_kill(t, 2) == XTC_OK);
+	while (xtc__gocalls_pop(t, &i, 1) == 0 && now_ns() < dl)
+		sched_yield();
+	CHECK(i == 2);
+	CHECK(done_of(t, 2)->status == XTC_E_ABORTED);
+	stop_exec(e, th);
+	CHECK(xtc_exec_fini(e) == XTC_OK);
+	xtc__gocalls_destroy(t);
+}
+
+/* many submitters, one consumer: every call settles exactly once with its
+ * own value, through the ring or the spin */
+typedef struct sub {
+	consumer_t *c;
+	int id;
+	long bad, lost;
+} sub_t;
+
+static void *submitter(void *a)
+{
+	sub_t *s = a;
+	xtc__gocalls_t *t = s->c->t;
+	/* a private range of records: the free list is the caller's */
+	uint32_t base = (uint32_t)s->id * (CAP / NSUB);
+
+	for (int k = 0; k < NCALLS / NSUB; k++) {
+		uint32_t i = base + (uint32_t)(k % 8);
+		intptr_t want = ((intptr_t)s->id << 32) | k;
+		int rc = xtc__gocall_submit(t, i, k % 2, (void *)f_ident,
+		                            (void *)want, NULL, NULL, k % 3 == 0);
+		if (rc < 0) {
+			s->bad++;
+			continue;
+		}
+		if (rc == 1) {
+			int64_t dl = now_ns() + 30 * SEC;
+			while (waiter_of(t, i) != XTC__GW_DONE) {
+				if (now_ns() > dl) {
+					if (xtc__gocall_unspin(t, i) == 0)
+						goto ring;
+					break;
+				}
+				sched_yield();
+			}
+		} else {
+		ring:
+			if (!await_ring(s->c, i)) {
+				s->lost++;
+				return NULL;
+			}
+		}
+		if (done_of(t, i)->status != 0 || done_of(t, i)->value != want)
+			s->bad++;
+		/* the record is free again: state FREE is the runtime's, the
+		 * caller hands it back by submitting it again */
+	}
+	return NULL;
+}
+
+static void test_exactly_once(void)
+{
+	pthread_t th, sth[NSUB];
+	xtc_exec_t *e = start_exec(2, &th);
+	consumer_t c;
+	sub_t s[NSUB];
+	xtc__gocalls_stats_t st;
+
+	memset(&c, 0, sizeof c);
+	REQUIRE(xtc__gocalls_create(e, CAP, &c.t) == XTC_OK);
+	c.got = calloc(CAP, sizeof(*c.got));
+	REQUIRE(c.got != NULL);
+	REQUIRE(pthread_create(&c.th, NULL, consumer_main, &c) == 0);
+	for (int k = 0; k < NSUB; k++) {
+		s[k] = (sub_t){ .c = &c, .id = k };
+		REQUIRE(pthread_create(&sth[k], NULL, submitter, &s[k]) == 0);
+	}
+	for (int k = 0; k < NSUB; k++) {
+		pthread_join(sth[k], NULL);
+		CHECK_EQ(s[k].bad, 0);
+		CHECK_EQ(s[k].lost, 0);
+	}
+	atomic_store(&c.stop, 1);
+	xtc__gocalls_bell(c.t);
+	pthread_join(c.th, NULL);
+	CHECK_EQ(atomic_load(&c.dup), 0);
+	xtc__gocalls_stats(c.t, &st);
+	CHECK_EQ(st.submitted, NCALLS);
+	CHECK_EQ(st.ring + st.spun, NCALLS);
+	CHECK_EQ(st.ring, atomic_load(&c.popped));
+	stop_exec(e, th);
+	CHECK(xtc_exec_fini(e) == XTC_OK);
+	CHECK(xtc__gocalls_settle(c.t) == 0);
+	xtc__gocalls_destroy(c.t);
+	free(c.got);
+}
+
+/* more calls queued than the submission ring holds, before the executor
+ * runs: the rest go through the inbox, none is refused, all settle */
+static void test_fallback(void)
+{
+	enum { N = XTC_EXEC_SUBMIT_CAP + 500 };
+	xtc_exec_t *e = NULL;
+	xtc__gocalls_t *t = NULL;
+	xtc__gocalls_stats_t st;
+	pthread_t th;
+	uint32_t buf[256];
+	long got = 0, bad = 0;
+	int64_t dl;
+
+	REQUIRE(xtc_exec_init(&e, 1) == XTC_OK);
+	REQUIRE(xtc__gocalls_create(e, 8192, &t) == XTC_OK);
+	for (uint32_t i = 0; i < N; i++)
+		CHECK(xtc__gocall_submit(t, i, 0, (void *)f_ident,
+		                         (void *)(intptr_t)i, NULL, NULL, 0) == 0);
+	xtc__gocalls_stats(t, &st);
+	CHECK_EQ(st.fallback, N - XTC_EXEC_SUBMIT_CAP);
+	xtc_exec_set_service_mode(e, 1);
+	REQUIRE(pthread_create(&th, NULL, run_main, e) == 0);
+	dl = now_ns() + 60 * SEC;
+	while (got < N && now_ns() < dl) {
+		int n = xtc__gocalls_pop(t, buf, 256);
+		for (int k = 0; k < n; k++)
+			if (done_of(t, buf[k])->status != 0 ||
+			    done_of(t, buf[k])->value != (int64_t)buf[k])
+				bad++;
+		got += n;
+		if (n == 0)
+			sched_yield();
+	}
+	CHECK_EQ(got, N);
+	CHECK_EQ(bad, 0);
+	stop_exec(e, th);
+	CHECK(xtc_exec_fini(e) == XTC_OK);
+	xtc__gocalls_destroy(t);
+}
+
+/* queued and running calls when the executor is finalised: the fini's
+ * teardown settles the started ones, xtc__gocalls_settle the rest; each
+ * exactly once */
+static void test_fini_settles(void)
+{
+	enum { N = 300 };
+	pthread_t th;
+	xtc_exec_t *e = start_exec(1, &th);
+	xtc__gocalls_t *t = NULL;
+	uint32_t buf[N + 1];
+	int n, settled;
+	int64_t dl;
+
+	REQUIRE(xtc__gocalls_create(e, 1024, &t) == XTC_OK);
+	atomic_store(&spin_started, 0);
+	for (uint32_t i = 0; i < N; i++)
+		CHECK(xtc__gocall_submit(t, i, 0, (void *)f_park_forever, NULL,
+		                         NULL, NULL, 0) == 0);
+	dl = now_ns() + 30 * SEC;
+	while (!atomic_load(&spin_started) && now_ns() < dl)
+		sched_yield();
+	stop_exec(e, th);
+	CHECK(xtc_exec_fini(e) == XTC_OK);
+	settled = xtc__gocalls_settle(t);
+	CHECK(settled >= 0);
+	n = xtc__gocalls_pop(t, buf, N + 1);
+	CHECK_EQ(n, N);
+	for (int k = 0; k < n; k++)
+		CHECK(done_of(t, buf[k])->status == XTC_E_ABORTED);
+	CHECK(xtc__gocalls_settle(t) == 0);
+	xtc__gocalls_destroy(t);
+}
+
+/* a call in a class runs in it (the proc's class is the call's) */
+static intptr_t f_class_ok(void *a)
+{
+	(void)a;
+	return 1;
+}
+
+static void test_class(void)
+{
+	xtc_exec_t *e = NULL;
+	xtc__gocalls_t *t = NULL;
+	xtc_exec_class_t cls = NULL;
+	pthread_t th;
+	uint32_t i;
+	int64_t dl;
+
+	REQUIRE(xtc_exec_init(&e, 1) == XTC_OK);
+	REQUIRE(xtc_exec_class_create(xtc_exec_loop(e, 0), 300, 0, &cls) == XTC_OK);
+	REQUIRE(xtc__gocalls_create(e, 16, &t) == XTC_OK);
+	xtc_exec_set_service_mode(e, 1);
+	REQUIRE(pthread_create(&th, NULL, run_main, e) == 0);
+	CHECK(xtc__gocall_submit(t, 1, 0, (void *)f_class_ok, cls, cls, NULL, 0) == 0);
+	dl = now_ns() + 30 * SEC;
+	while (xtc__gocalls_pop(t, &i, 1) == 0 && now_ns() < dl)
+		sched_yield();
+	CHECK(i == 1 && done_of(t, 1)->status == 0 && done_of(t, 1)->value == 1);
+	CHECK(xtc_exec_class_runs(cls) >= 1); /* it ran in the class */
+	stop_exec(e, th);
+	CHECK(xtc_exec_fini(e) == XTC_OK);
+	xtc__gocalls_destroy(t);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1)
+		test_only = argv[1];
+	RUN(test_args);
+	RUN(test_value);
+	RUN(test_kill_before_start);
+	RUN(test_kill_running);
+	RUN(test_exactly_once);
+	RUN(test_fallback);
+	RUN(test_fini_settles);
+	RUN(test_class);
+	return failures ? 1 : 0;
+}
