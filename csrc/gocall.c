@@ -326,7 +326,7 @@ static void gc_post_fn(xtc_loop_t *loop, xtc__post_t *p)
 /* ------------------------------------------------------------------ */
 
 int xtc__gocall_submit(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
-                       void *fn, void *arg, xtc_exec_class_t cls,
+                       void *fn, uintptr_t arg, xtc_exec_class_t cls,
                        const char *name, int spin)
 {
 	gocall_t *r;
@@ -352,7 +352,7 @@ int xtc__gocall_submit(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
 		if (atomic_compare_exchange_weak(&t->hi, &h, idx + 1))
 			break;
 	r->fn = (intptr_t (*)(void *))fn;
-	r->arg = arg;
+	r->arg = (void *)arg;
 	r->cls = cls;
 	r->loop = loop;
 	r->finished = 0;
@@ -445,6 +445,26 @@ int xtc__gocalls_arm(xtc__gocalls_t *t)
 	atomic_store(&t->armed, 1);
 	s = &t->ring[t->head & t->mask];
 	return atomic_load(&s->seq) == t->head + 1;
+}
+
+int xtc__gocalls_peek(const xtc__gocalls_t *t)
+{
+	if (!tab_ok(t))
+		return 0;
+	return atomic_load_explicit(&t->ring[t->head & t->mask].seq,
+	                            memory_order_relaxed) == t->head + 1;
+}
+
+int xtc__gocall_pid(const xtc__gocalls_t *t, uint32_t idx, xtc_pid_t *out)
+{
+	const gocall_t *r;
+
+	if (!tab_ok(t) || idx > t->mask || out == NULL)
+		return XTC_E_INVAL;
+	r = &t->recs[idx];
+	*out = atomic_load(&((gocall_t *)r)->state) >= XTC__GC_STARTED
+	           ? r->pid : XTC_PID_NONE;
+	return XTC_OK;
 }
 
 void xtc__gocalls_bell(xtc__gocalls_t *t)

@@ -38,6 +38,7 @@
 
 #include "xtc.h"
 #include "xtc_exec.h"
+#include "xtc_proc.h"
 
 /* the waiter word of a record (first field, 4-byte aligned) */
 enum {
@@ -89,7 +90,7 @@ uint32_t xtc__gocalls_stride(void);
  * will come through the ring. A negative XTC_E_* when nothing was queued
  * (XTC_E_INVAL: bad arguments); the record is then still the caller's. */
 int xtc__gocall_submit(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
-                       void *fn, void *arg, xtc_exec_class_t cls,
+                       void *fn, uintptr_t arg, xtc_exec_class_t cls,
                        const char *name, int spin);
 
 /* The spinning submitter gives up: XTC__GW_SPIN -> XTC__GW_RING. 0 when
@@ -108,6 +109,12 @@ int xtc__gocalls_pop(xtc__gocalls_t *t, uint32_t *out, int max);
 /* Arm the doorbell before sleeping: 1 if an entry arrived meanwhile (do
  * not sleep), else 0 (the next settlement writes the eventfd). */
 int xtc__gocalls_arm(xtc__gocalls_t *t);
+/* Consumer: is the next entry published? (a hint for its spin) */
+int xtc__gocalls_peek(const xtc__gocalls_t *t);
+/* The pid of record idx's proc once a carrier started it (XTC_PID_NONE
+ * before, and after a settlement that never started it); only while
+ * the caller owns idx. */
+int xtc__gocall_pid(const xtc__gocalls_t *t, uint32_t idx, xtc_pid_t *out);
 /* Write the eventfd (wake the consumer for another reason). */
 void xtc__gocalls_bell(xtc__gocalls_t *t);
 

@@ -172,15 +172,15 @@ static void test_args(void)
 	CHECK(xtc__gocalls_cap(t) == 8);
 	CHECK(xtc__gocalls_fd(t) >= 0);
 	CHECK(xtc__gocalls_stride() % 64 == 0);
-	CHECK(xtc__gocall_submit(t, 8, 0, (void *)f_ident, NULL, NULL, NULL, 0) == XTC_E_INVAL);
-	CHECK(xtc__gocall_submit(t, 0, 1, (void *)f_ident, NULL, NULL, NULL, 0) == XTC_E_INVAL);
-	CHECK(xtc__gocall_submit(t, 0, 0, NULL, NULL, NULL, NULL, 0) == XTC_E_INVAL);
-	CHECK(xtc__gocall_submit(NULL, 0, 0, (void *)f_ident, NULL, NULL, NULL, 0) == XTC_E_INVAL);
+	CHECK(xtc__gocall_submit(t, 8, 0, (void *)f_ident, (uintptr_t)0, NULL, NULL, 0) == XTC_E_INVAL);
+	CHECK(xtc__gocall_submit(t, 0, 1, (void *)f_ident, (uintptr_t)0, NULL, NULL, 0) == XTC_E_INVAL);
+	CHECK(xtc__gocall_submit(t, 0, 0, NULL, 0, NULL, NULL, 0) == XTC_E_INVAL);
+	CHECK(xtc__gocall_submit(NULL, 0, 0, (void *)f_ident, (uintptr_t)0, NULL, NULL, 0) == XTC_E_INVAL);
 	CHECK(xtc__gocall_kill(t, 99) == XTC_E_INVAL);
 	CHECK(xtc__gocalls_pop(t, NULL, 1) == XTC_E_INVAL);
 	/* a record in flight cannot be submitted again */
-	CHECK(xtc__gocall_submit(t, 3, 0, (void *)f_ident, (void *)7, NULL, "x", 0) == 0);
-	CHECK(xtc__gocall_submit(t, 3, 0, (void *)f_ident, (void *)7, NULL, "x", 0) == XTC_E_INVAL);
+	CHECK(xtc__gocall_submit(t, 3, 0, (void *)f_ident, (uintptr_t)7, NULL, "x", 0) == 0);
+	CHECK(xtc__gocall_submit(t, 3, 0, (void *)f_ident, (uintptr_t)7, NULL, "x", 0) == XTC_E_INVAL);
 	/* never run: the fini drops it, settle reports it ABORTED */
 	CHECK(xtc_exec_fini(e) == XTC_OK);
 	CHECK(xtc__gocalls_settle(t) == 1);
@@ -204,7 +204,7 @@ static void test_value(void)
 	int rc;
 
 	REQUIRE(xtc__gocalls_create(e, CAP, &t) == XTC_OK);
-	CHECK(xtc__gocall_submit(t, 5, 0, (void *)f_ident, (void *)41, NULL, "v", 0) == 0);
+	CHECK(xtc__gocall_submit(t, 5, 0, (void *)f_ident, (uintptr_t)41, NULL, "v", 0) == 0);
 	dl = now_ns() + 30 * SEC;
 	while (xtc__gocalls_pop(t, &i, 1) == 0 && now_ns() < dl)
 		sched_yield();
@@ -213,7 +213,7 @@ static void test_value(void)
 	CHECK(done_of(t, 5)->status == 0 && done_of(t, 5)->value == 41);
 
 	/* nothing else in flight: the spin is granted, nothing is pushed */
-	rc = xtc__gocall_submit(t, 6, 0, (void *)f_ident, (void *)42, NULL, NULL, 1);
+	rc = xtc__gocall_submit(t, 6, 0, (void *)f_ident, (uintptr_t)42, NULL, NULL, 1);
 	CHECK(rc == 1);
 	dl = now_ns() + 30 * SEC;
 	while (waiter_of(t, 6) != XTC__GW_DONE && now_ns() < dl)
@@ -221,7 +221,7 @@ static void test_value(void)
 	CHECK(done_of(t, 6)->value == 42);
 	CHECK(xtc__gocalls_pop(t, &i, 1) == 0);
 	/* a spin given up: the index comes through the ring */
-	CHECK(xtc__gocall_submit(t, 7, 0, (void *)f_park_forever, NULL, NULL, NULL, 1) == 1);
+	CHECK(xtc__gocall_submit(t, 7, 0, (void *)f_park_forever, (uintptr_t)0, NULL, NULL, 1) == 1);
 	CHECK(xtc__gocall_unspin(t, 7) == 0);
 	CHECK(xtc__gocall_kill(t, 7) == XTC_OK);
 	dl = now_ns() + 30 * SEC;
@@ -247,7 +247,7 @@ static void test_kill_before_start(void)
 	REQUIRE(xtc_exec_init(&e, 1) == XTC_OK);
 	REQUIRE(xtc__gocalls_create(e, CAP, &t) == XTC_OK);
 	atomic_store(&ran_count, 0);
-	CHECK(xtc__gocall_submit(t, 0, 0, (void *)f_count, (void *)1, NULL, NULL, 0) == 0);
+	CHECK(xtc__gocall_submit(t, 0, 0, (void *)f_count, (uintptr_t)1, NULL, NULL, 0) == 0);
 	CHECK(xtc__gocall_kill(t, 0) == XTC_OK); /* not started: not running */
 	xtc_exec_set_service_mode(e, 1);
 	REQUIRE(pthread_create(&th, NULL, run_main, e) == 0);
@@ -273,7 +273,7 @@ static void test_kill_running(void)
 
 	REQUIRE(xtc__gocalls_create(e, CAP, &t) == XTC_OK);
 	atomic_store(&spin_started, 0);
-	CHECK(xtc__gocall_submit(t, 2, 0, (void *)f_park_forever, NULL, NULL, NULL, 0) == 0);
+	CHECK(xtc__gocall_submit(t, 2, 0, (void *)f_park_forever, (uintptr_t)0, NULL, NULL, 0) == 0);
 	dl = now_ns() + 30 * SEC;
 	while (!atomic_load(&spin_started) && now_ns() < dl)
 		sched_yield();
@@ -306,7 +306,7 @@ static void *submitter(void *a)
 		uint32_t i = base + (uint32_t)(k % 8);
 		intptr_t want = ((intptr_t)s->id << 32) | k;
 		int rc = xtc__gocall_submit(t, i, k % 2, (void *)f_ident,
-		                            (void *)want, NULL, NULL, k % 3 == 0);
+		                            (uintptr_t)want, NULL, NULL, k % 3 == 0);
 		if (rc < 0) {
 			s->bad++;
 			continue;
@@ -390,7 +390,7 @@ static void test_fallback(void)
 	REQUIRE(xtc__gocalls_create(e, 8192, &t) == XTC_OK);
 	for (uint32_t i = 0; i < N; i++)
 		CHECK(xtc__gocall_submit(t, i, 0, (void *)f_ident,
-		                         (void *)(intptr_t)i, NULL, NULL, 0) == 0);
+		                         (uintptr_t)(intptr_t)i, NULL, NULL, 0) == 0);
 	xtc__gocalls_stats(t, &st);
 	CHECK_EQ(st.fallback, N - XTC_EXEC_SUBMIT_CAP);
 	xtc_exec_set_service_mode(e, 1);
@@ -429,7 +429,7 @@ static void test_fini_settles(void)
 	REQUIRE(xtc__gocalls_create(e, 1024, &t) == XTC_OK);
 	atomic_store(&spin_started, 0);
 	for (uint32_t i = 0; i < N; i++)
-		CHECK(xtc__gocall_submit(t, i, 0, (void *)f_park_forever, NULL,
+		CHECK(xtc__gocall_submit(t, i, 0, (void *)f_park_forever, (uintptr_t)0,
 		                         NULL, NULL, 0) == 0);
 	dl = now_ns() + 30 * SEC;
 	while (!atomic_load(&spin_started) && now_ns() < dl)
@@ -467,7 +467,7 @@ static void test_class(void)
 	REQUIRE(xtc__gocalls_create(e, 16, &t) == XTC_OK);
 	xtc_exec_set_service_mode(e, 1);
 	REQUIRE(pthread_create(&th, NULL, run_main, e) == 0);
-	CHECK(xtc__gocall_submit(t, 1, 0, (void *)f_class_ok, cls, cls, NULL, 0) == 0);
+	CHECK(xtc__gocall_submit(t, 1, 0, (void *)f_class_ok, (uintptr_t)cls, cls, NULL, 0) == 0);
 	dl = now_ns() + 30 * SEC;
 	while (xtc__gocalls_pop(t, &i, 1) == 0 && now_ns() < dl)
 		sched_yield();
