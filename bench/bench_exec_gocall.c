@@ -1,5 +1,5 @@
 /*
- * bench_gocall.c - the Go front door's C half (csrc/gocall.c) driven from a
+ * bench_exec_gocall.c - the Go front door's C half (csrc/exec_gocall.c) driven from a
  * plain thread, next to the C path it is budgeted against. One executor of
  * one carrier, an empty C function, 5 interleaved repetitions of 20000
  * round trips each (after a warm-up); prints the median of the
@@ -29,7 +29,7 @@
 
 #include "xtc.h"
 #include "xtc_exec.h"
-#include "gocall_int.h"
+#include "exec_gocall_int.h"
 #include "bench_util.h"
 
 #define REPS 5

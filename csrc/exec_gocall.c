@@ -1,8 +1,8 @@
 /*
- * gocall.c - the Go front door's C half: a call from a goroutine (Exec.Go,
+ * exec_gocall.c - the Go front door's C half: a call from a goroutine (Exec.Go,
  * GoInt, GoAsync, LaunchFn's steps) as a record of a fixed slab, started
  * by a carrier from its submission ring and settled exactly once into a
- * completion ring (contract: gocall_int.h).
+ * completion ring (contract: exec_exec_gocall_int.h).
  *
  * Why. The first front door built each call from the general pieces: a
  * calloc'd record, a promise/future pair, a completion-queue registration
@@ -64,14 +64,14 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "gocall_int.h"
+#include "exec_gocall_int.h"
 #include "proc_int.h"
 
 #define GC_MAGIC 0x47434c53u /* "GCLS" */
 #define GC_MAX   (1u << 20)
 
 typedef struct gocall {
-	xtc__gocall_done_t d; /* first: read by the caller (gocall_int.h) */
+	xtc__gocall_done_t d; /* first: read by the caller (exec_exec_gocall_int.h) */
 	_Atomic uint32_t state;
 	_Atomic uint32_t kill;
 	uint32_t idx;

@@ -1,5 +1,5 @@
 /*
- * test_gocall.c - the Go front door's C half (csrc/gocall.c), driven from
+ * test_exec_gocall.c - the Go front door's C half (csrc/exec_gocall.c), driven from
  * plain threads the way the Go side drives it: a free list of record
  * indices owned by the submitters, one consumer of the completion ring
  * that sleeps on the eventfd after arming it.
@@ -27,7 +27,7 @@
 #include "xtc.h"
 #include "xtc_exec.h"
 #include "xtc_proc.h"
-#include "gocall_int.h"
+#include "exec_gocall_int.h"
 #include "test_util.h"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)

@@ -1,5 +1,5 @@
 /*
- * gocall_int.h - the Go front door's C half (csrc/gocall.c): call records
+ * exec_gocall_int.h - the Go front door's C half (csrc/exec_gocall.c): call records
  * in a fixed slab, started by a carrier from its submission ring, settled
  * exactly once into a completion ring with a doorbell that rings only when
  * its reader is about to sleep.
@@ -31,8 +31,8 @@
  * touches the record again (the caller may reuse it as soon as it saw
  * XTC__GW_DONE, from the spin or from the ring).
  */
-#ifndef XTC_GOCALL_INT_H
-#define XTC_GOCALL_INT_H
+#ifndef XTC_EXEC_GOCALL_INT_H
+#define XTC_EXEC_GOCALL_INT_H
 
 #include <stdint.h>
 
