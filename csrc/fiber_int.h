@@ -149,7 +149,7 @@ extern __thread xtc__fiber_t *xtc__fiber_cur XTC__TLS_IE;
  * yield or preemption there (the loop's xtc__gocb_enter/leave). */
 extern __thread int xtc__gocb_depth XTC__TLS_IE;
 
-/* Called by the outermost xtc__gocb_enter/leave; preempt.c registers them
+/* Called by the outermost xtc__gocb_enter/leave; preempt_run.c registers them
  * from a constructor (no-ops when it is not linked). */
 typedef struct xtc__gocb_hooks {
 	void (*pause)(void);

@@ -60,6 +60,18 @@ void xtc__wnode_settle(xtc__wnode_t *w);
  * (blocking.c), so this does not spin for long. */
 void xtc__wnode_await_done(xtc__wnode_t *w);
 
+/* future.c <-> future_cq.c. A record's handles carry this magic once
+ * freed. ok: f is a live future handle. chain_cq: claim fut and have its
+ * completion pushed to cq under tag (xtc_future_notify reserved the slot;
+ * XTC_E_INVAL when fut is consumed or in use). pair_discard: free a pair
+ * no other party ever saw, without completing it. cq_push: any thread,
+ * into a reserved slot (cannot fail). */
+#define XTC__FUTURE_DEAD_MAGIC 0xdeadf00du
+int  xtc__future_ok(const xtc_future_t *f);
+int  xtc__future_chain_cq(xtc_future_t *fut, xtc_cq_t *cq, uint64_t tag);
+void xtc__future_pair_discard(xtc_future_t *f);
+void xtc__cq_push(xtc_cq_t *cq, uint64_t tag, intptr_t value, int status);
+
 /* Dispatch a coroutine-shaped function (the result is an intptr_t, as in
  * xtc_async): what the Go wrapper xtc.Submit runs. Same contract as
  * xtc_dispatch otherwise. */

@@ -199,7 +199,7 @@ struct xtc_task {
 	uint8_t stack_lazy;      /* fiber whose stack is mapped at first run */
 	uint8_t demoted;         /* READY at the demoted level (loop.c) */
 	/* its last run ended at its slice end (preempted, or a due point):
-	 * the next one runs long (exec.c reads and clears it per dispatch) */
+	 * the next one runs long (exec_lane.c reads and clears it per dispatch) */
 	uint8_t cut;
 	uint8_t admitted;        /* holds a cross-thread admission until it
 	                          * first runs (XTC__REMOTE_SPAWN_MAX) */
@@ -273,7 +273,7 @@ _Static_assert(offsetof(struct xtc_task, node) == 0, "node MUST stay first");
  * itself, read by fini only while no thread runs the loop. */
 /* t's home loop as seen from a thread that does not own t: the executor
  * moves a READY task by storing t->loop atomically on the victim's thread
- * (exec.c migrate_out), so every reader that can run concurrently with a
+ * (xtc__task_detach), so every reader that can run concurrently with a
  * migration (a cross-thread wake, await, send, a waker handle) uses this.
  * The value may be the pre-migration loop; a wake posted there is
  * forwarded (the post handler re-reads the loop under the task's state).
@@ -454,8 +454,8 @@ typedef struct xtc__loop_upcalls {
 	void (*proc_resumed)(void);                  /* proc.c */
 	void (*proc_loop_fini)(xtc_loop_t *loop);    /* proc.c */
 	void (*sched_loop_fini)(xtc_loop_t *loop);   /* sched.c */
-	void (*exec_ring_run)(xtc_loop_t *loop);     /* exec.c */
-	int (*exec_offer)(xtc_loop_t *loop, xtc_task_t *t); /* exec.c */
+	void (*exec_ring_run)(xtc_loop_t *loop);     /* exec_lane.c */
+	int (*exec_offer)(xtc_loop_t *loop, xtc_task_t *t); /* exec_lane.c */
 } xtc__loop_upcalls_t;
 extern xtc__loop_upcalls_t xtc__loop_up;
 
@@ -472,7 +472,7 @@ extern XTC__TLS __thread xtc_task_t *xtc__tls_task;
 /* Bracket a C->Go call made on the carrier stack (Go wrappers of stackless
  * task bodies, stall and policy callbacks). */
 /* The outer level also withdraws the preemption deadline of the current
- * run (preempt.c registers the hooks), so no preemption signal is sent
+ * run (preempt_run.c registers the hooks), so no preemption signal is sent
  * while Go code runs; the tick net's first expiry in a long callback stops
  * it until the callback returns (preempt_monitor.c). */
 static inline void xtc__gocb_enter(void)
@@ -611,7 +611,7 @@ struct xtc_loop {
 	_Atomic uintptr_t owner;       /* owner thread token, 0 = none */
 	/* when the waker that won `sleeping` rang a blocked owner (before its
 	 * syscall); the owner reads it once awake: the wake's latency
-	 * (exec.c: parks, slow wakes). 0: no wake pending. */
+	 * (exec_carrier.c: parks, slow wakes). 0: no wake pending. */
 	_Atomic int64_t wake_at;
 	/* cross-thread inbox (Treiber stack, drained whole and reversed);
 	 * XTC__INBOX_CLOSED from fini on. posts_done counts finished posts
@@ -660,7 +660,7 @@ struct xtc_loop {
 	xtc_task_t *all;               /* live + retained tasks */
 	xtc_task_t *task_free;         /* recyclable task structs */
 	uint32_t task_free_len;
-	/* Task structs for spawns from other threads (loop.c task_alloc):
+	/* Task structs for spawns from other threads (loop_task.c task_alloc):
 	 * the owner pushes reaped ones, a foreign spawner pops one under
 	 * spare_lock (one popper at a time: no ABA; the owner's push needs
 	 * no lock). Own line: foreign spawners write it. */
@@ -709,7 +709,7 @@ _Static_assert(offsetof(struct xtc_loop, magic) % 64 == 0 &&
  * waker moves the inbox's line, the post count's and the wake flag's to
  * its CPU, and the owner's poll moves them back, on top of the line the
  * wake is about (a mailbox slot: proc_int.h). An idle executor carrier
- * (exec.c carrier_idle, from its steal attempt to its park) instead
+ * (exec_carrier.c carrier_idle, from its steal attempt to its park) instead
  * watches the one waiter that parked on its loop last: it stores WATCH_ON
  * in a flag on the waiter's own line, and a waker that finds ON swaps it
  * to WATCH_HIT and posts nothing; the carrier sees HIT in its spin's poll
@@ -795,7 +795,8 @@ static inline void xtc__loop_admit_done(xtc_loop_t *loop)
 
 /* The loop's list of live and retained tasks (loop->all, which fini
  * walks): the loop links a task at spawn and unlinks it at reap; a
- * migration moves it from the victim's list to the thief's (exec.c).
+ * migration moves it from the victim's list to the thief's
+ * (xtc__task_detach/attach).
  * Owner thread of loop. */
 static inline void xtc__task_all_link(xtc_loop_t *loop, xtc_task_t *t)
 {
@@ -828,7 +829,7 @@ static inline void xtc__task_all_unlink(xtc_loop_t *loop, xtc_task_t *t)
 enum { XTC__SLEEP_POLL = 1, XTC__SLEEP_FUTEX = 2, XTC__SLEEP_RUN = 3 };
 void xtc__loop_ring(xtc_loop_t *loop, int how);
 /* XTC__SLEEP_RUN: not blocked but running a fiber that had nothing to
- * compete with; the first poster tells the executor (exec.c, reached
+ * compete with; the first poster tells the executor (exec_lane.c, reached
  * through xtc__loop_up), which then lets that run be preempted at its
  * slice end. */
 void xtc__exec_ring_run(xtc_loop_t *loop);
@@ -878,6 +879,48 @@ int xtc__loop_step(xtc_loop_t *loop, int may_block);
 /* Nothing live: no tasks, no armed public timers, empty inbox, and
  * hooks.busy() == 0. Owner thread. */
 int xtc__loop_quiescent(const xtc_loop_t *loop);
+
+/* The loop is live (init done, fini not begun); acquire pairs with the
+ * release stores of init and fini. */
+static inline int xtc__loop_live(const xtc_loop_t *loop)
+{
+	return loop != NULL &&
+	       atomic_load_explicit(&loop->magic, memory_order_acquire) ==
+	               XTC__LOOP_LIVE;
+}
+
+/* loop.c <-> loop_task.c, owner thread. The task's end: complete publishes
+ * DONE and releases its waiters; reap (root stack) cancels its park
+ * registration, runs its cleanup, releases its stack and struct. A fiber
+ * spawned from another thread maps its stack at its first run
+ * (materialize; on failure the task is finished unrun and reaped, and the
+ * error returned). */
+void xtc__task_complete(xtc_task_t *t);
+void xtc__task_reap(xtc_loop_t *loop, xtc_task_t *t);
+int  xtc__task_materialize(xtc_loop_t *loop, xtc_task_t *t);
+/* Register / cancel the park of fiber task t on fd (>= 0) and/or a
+ * timeout (> 0 ns); a failed arm leaves nothing registered. */
+int  xtc__task_park_arm(xtc_loop_t *loop, xtc_task_t *t, int64_t timeout_ns,
+                        int fd, uint32_t interest);
+void xtc__task_park_cancel(xtc_loop_t *loop, xtc_task_t *t);
+/* Idle: unmap the overflow pool's stacks unused since the last trim (all:
+ * every one, and the pool itself, at fini). */
+void xtc__loop_spool_trim(xtc_loop_t *loop, int64_t now, int all);
+/* Fini: unhook the tasks that wait on other threads' objects (first), then
+ * release every task (unfinished ones are abandoned: XTC_E_ABORTED). */
+void xtc__loop_detach_waiters(xtc_loop_t *loop);
+void xtc__loop_release_tasks(xtc_loop_t *loop);
+
+/* Migration of a READY task between two loops (loop_task.c; the executor
+ * carries it through their inboxes). detach, on from's owner thread: t
+ * leaves from's task list and live count, its park registration ends, its
+ * loop becomes `to` and an admission of a task that has not run yet moves
+ * with it. attach, on l's owner thread: t joins l's task list and live
+ * count (the caller makes it ready). detach_undo, on from's owner thread
+ * when the post to `to` failed: t is from's again, and READY. */
+void xtc__task_detach(xtc_loop_t *from, xtc_task_t *t, xtc_loop_t *to);
+void xtc__task_attach(xtc_loop_t *l, xtc_task_t *t);
+void xtc__task_detach_undo(xtc_loop_t *from, xtc_task_t *t, xtc_loop_t *to);
 
 /* Owner thread: make a task READY on its loop (run queue or hooks.enqueue).
  * The caller must own the READY transition (CAS won or freshly created). */
@@ -953,7 +996,7 @@ int xtc__task_spawn_coro(xtc_loop_t *loop, xtc_coro_fn fn, void *arg,
 /* Pop the demoted level (NULL: empty). */
 xtc_task_t *xtc__loop_low_pop(xtc_loop_t *loop);
 /* The executor may take a preempted migratable task instead (an idle peer
- * can run it now); 1 if it did (exec.c, through xtc__loop_up). */
+ * can run it now); 1 if it did (exec_lane.c, through xtc__loop_up). */
 int xtc__exec_offer(xtc_loop_t *loop, xtc_task_t *t);
 
 /* Recompute XTC__LF_BUDGET from yield_budget / lat_budget (owner thread). */

@@ -1,7 +1,8 @@
 /*
  * preempt_int.h - internal contract of the preemption layer (preempt.c,
- * preempt_monitor.c, preempt_tickring.c, arch/preempt_*.S, fn.c) for the loop, the executor
- * and the Go callback wrapper.
+ * preempt_codemap.c, preempt_run.c, preempt_monitor.c, preempt_tickring.c,
+ * arch/preempt_*.S; fn.c and fn_quantum.c use it) for the loop, the
+ * executor and the Go callback wrapper.
  *
  * Model
  *  - Each armed thread (a "carrier") owns one 64-byte slot in a global
@@ -16,7 +17,7 @@
  *    handler for the run then current), and the monitor thread for the
  *    rest (the safety nets `net` of polled and alone runs, plain armed
  *    threads, carriers without a timer). The slice a carrier applies is
- *    subject to the overhead budget (preempt.c). INT64_MAX means idle /
+ *    subject to the overhead budget (preempt_run.c). INT64_MAX means idle /
  *    nothing to time: such a carrier never gets a signal, and an idle
  *    carrier disarms its timer.
  *  - The handler (preempt.c) ignores a signal whose generation is no longer
@@ -31,7 +32,7 @@
  *
  * Loop integration (all of it only when the loop has XTC__LF_PREEMPT, so a
  * loop without preemption pays nothing):
- *    run_begin:  xtc__preempt_run_begin(fiber, slice_ns)   before switching
+ *    run_begin:  xtc__preempt_run_begin(fiber, slice, mode, ..) before a run
  *    run_end:    xtc__preempt_run_end()                     after it returns
  *    idle:       xtc__preempt_idle()  before blocking in the poller
  *    yield check: xtc__preempt_due() (one or two TLS loads)
@@ -39,6 +40,7 @@
 #ifndef XTC_PREEMPT_INT_H
 #define XTC_PREEMPT_INT_H
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -68,7 +70,7 @@
 #define XTC__PREEMPT_NET_GRACE_NS 1000000
 /* Its current value (a test raises it to see producers' polls alone). */
 extern _Atomic int64_t xtc__preempt_net_grace_ns;
-/* The overhead budget's policy (preempt.c): the next slice shift after a
+/* The overhead budget's policy (preempt_run.c): the next slice shift after a
  * window of w ns with `idle` ns idle and `ovh` ns of preemption cost. */
 int xtc__preempt_budget_next(int stretch, int64_t w, int64_t idle,
                              int64_t ovh, int pct);
@@ -133,7 +135,7 @@ _Static_assert(sizeof(xtc__pslot_t) == 64, "one cache line per carrier");
 #define XTC__PF_WANT 2
 
 /* With the involuntary path on, a clock-checked carrier keeps the signal
- * trigger as a backstop at this multiple of its slice (preempt.c). */
+ * trigger as a backstop at this multiple of its slice (preempt_run.c). */
 #define XTC__COOP_BACKSTOP 8
 
 /* Per-thread state. Initial-exec TLS only: the signal handler reads it. */
@@ -170,7 +172,7 @@ typedef struct xtc__ptls {
 	int64_t fire_late;
 	/* adaptive load (fn.c): when this carrier went idle, 0 = busy */
 	int64_t idle_at;
-	/* overhead budget (preempt.c): the trigger's cost in the current
+	/* overhead budget (preempt_run.c): the trigger's cost in the current
 	 * window, when the window began, and the slice multiplier (a shift)
 	 * it led to. ovh is added to by the handler too: an update lost to
 	 * that race only makes the estimate a little low. */
@@ -184,7 +186,7 @@ typedef struct xtc__ptls {
 	 * carrier; NULL: none */
 	void *kticker;
 	int tick_paused;           /* stopped in Go code until it returns */
-	/* batched publication (preempt.c run_begin): the slot still carries
+	/* batched publication (preempt_run.c run_begin): the slot still carries
 	 * the deadline (batch_soft) and generation published for an earlier
 	 * run producers time, which the runs since then share */
 	int batch;
@@ -239,38 +241,58 @@ static inline int xtc__preempt_due(void)
 	return 0;
 }
 
+/* The involuntary path is on (xtc_preempt_set_involuntary). */
+int xtc__preempt_involuntary_on(void);
+/* The code map (preempt_codemap.c). build: (re)build it when objects
+ * were loaded since, caller holds xtc__preempt_init_mu (the setup lock of
+ * preempt.c); allows: whether a PC may be interrupted (async-signal-safe:
+ * loads and a binary search); rt_known: the map holds the runtime's code. */
+extern pthread_mutex_t xtc__preempt_init_mu;
+int xtc__preempt_map_build(void);
+int xtc__preempt_map_allows(uintptr_t pc);
+int xtc__preempt_map_rt_known(void);
+
 /* Run boundaries (owner thread of the loop; only when timing is active).
  * slice_ns <= 0: the carrier's slice; > 0 (a class latency budget): at most
- * the carrier's slice. _exact (xtc_fn, the tests) uses slice_ns as given. */
-void xtc__preempt_run_begin(xtc__fiber_t *f, int64_t slice_ns);
-void xtc__preempt_run_begin_exact(xtc__fiber_t *f, int64_t slice_ns);
-/* Same as run_begin with the run's start time the loop already read
- * (xtc__now(): saves a clock read per dispatch). */
-void xtc__preempt_run_begin_at(xtc__fiber_t *f, int64_t slice_ns,
-                               int64_t now);
+ * the carrier's slice, except for XTC__RUN_EXACT. now: the run's start the
+ * loop already read (xtc__now(): saves a clock read per dispatch), ignored
+ * by XTC__RUN_TICK and _EXACT, which read the clock. until: the _ALONE
+ * modes only. */
+typedef enum xtc__run_mode {
+	/* the carrier's slice from the clock's now (tests) */
+	XTC__RUN_TICK,
+	/* slice_ns as given (xtc_fn, the tests) */
+	XTC__RUN_EXACT,
+	/* a run: the slice from now */
+	XTC__RUN_AT,
+	/* Executor: a contended run of work that already used a slice of this
+	 * service (it is long): its timer is armed at the slice end exactly,
+	 * not left in the window, so it gets the whole slice. Only for work
+	 * cut at its last slice end: a yielder would re-arm at every dispatch
+	 * (exec_lane.c). */
+	XTC__RUN_FULL,
+	/* Executor: a contended run while producers are active (their work
+	 * waits in the ring or the inbox). No timer syscall: every later
+	 * submission polls the run (xtc__preempt_contend) and signals it once
+	 * it overran; the monitor signals it XTC__PREEMPT_NET_GRACE_NS (or 4
+	 * slices) after its slice end if no producer came back. */
+	XTC__RUN_POLLED,
+	/* Executor: a run with nothing else to run on its loop; until = when
+	 * other work is due anyway (the next timer), INT64_MAX if never. The
+	 * soft deadline is the slice end, the hard one max(slice end,
+	 * min(until, now + xtc__preempt_alone_ns)). */
+	XTC__RUN_ALONE,
+	/* ... where until is a bound that moves with every run (demoted work
+	 * waits), not a loop timer, and the run is long work taking its turn
+	 * (its timer is armed at the turn's end) */
+	XTC__RUN_ALONE_TURN,
+	/* ... and the run is a fresh one (no timer syscall: producers' polls
+	 * and the monitor's net time it) */
+	XTC__RUN_ALONE_FRESH,
+} xtc__run_mode_t;
+void xtc__preempt_run_begin(xtc__fiber_t *f, int64_t slice_ns,
+                            xtc__run_mode_t mode, int64_t now, int64_t until);
 void xtc__preempt_run_end(void);
-/* Executor: a contended run of work that already used a slice of this
- * service (it is long): its timer is armed at the slice end exactly, not
- * left in the window, so it gets the whole slice. Only for work cut at its
- * last slice end: a yielder would re-arm at every dispatch (exec.c). */
-void xtc__preempt_run_begin_full(xtc__fiber_t *f, int64_t slice_ns,
-                                 int64_t now);
-/* Executor: a contended run while producers are active (their work waits
- * in the ring or the inbox). No timer syscall: every later submission polls
- * the run (xtc__preempt_contend) and signals it once it overran; the
- * monitor signals it XTC__PREEMPT_NET_GRACE_NS (or 4 slices) after its
- * slice end if no producer came back. */
-void xtc__preempt_run_begin_polled(xtc__fiber_t *f, int64_t slice_ns,
-                                   int64_t now);
-/* Executor: a run with nothing else to run on its loop; until = when other
- * work is due anyway (the next timer), INT64_MAX if never. The soft deadline
- * is the slice end, the hard one max(slice end, min(until, now +
- * xtc__preempt_alone_ns)). lazy: until is a bound that moves with every run
- * (demoted work waits), not a loop timer: 1, the run is long work taking
- * its turn (its timer is armed at the turn's end); 4, a fresh run (no
- * timer syscall: producers' polls and the monitor's net time it). */
-void xtc__preempt_run_begin_alone(xtc__fiber_t *f, int64_t slice_ns,
-                                  int64_t now, int64_t until, int lazy);
 /* Any thread: other work now waits on the carrier owning s: its current run
  * ends at its soft deadline (wakes the monitor if needed). NULL is a no-op.
  * Slots are never freed, so a stale pointer costs at most one extra
@@ -337,7 +359,7 @@ typedef struct xtc__quantum_ops {
 	void (*tick)(int64_t now);
 	/* preempt_monitor.c: when that is (INT64_MAX: no controller attached) */
 	int64_t (*next)(void);
-	/* preempt.c: idle wall time of a carrier (load = non-idle time) */
+	/* preempt_run.c: idle wall time of a carrier (load = non-idle time) */
 	void (*idle)(int64_t idle_ns);
 	/* sched.c: one completed service (a task's runs since it parked) */
 	void (*service)(int64_t svc_ns);

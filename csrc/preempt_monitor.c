@@ -75,7 +75,7 @@
  *     whose timer could not be created (they keep the old monitor-driven
  *     path, counted in timer_fallbacks), threads armed with
  *     xtc_preempt_arm, deadline functions outside carriers (their thread's
- *     own timer is the backstop a grace later, preempt.c trigger_exact),
+ *     own timer is the backstop a grace later, preempt_run.c trigger_exact),
  *     and the adaptive quantum's periods. It sleeps on a
  *     futex with an absolute timeout and PR_SET_TIMERSLACK 1 (the default
  *     50 us slack was most of its lateness), sends at most one signal per
@@ -94,7 +94,7 @@
  * ~41 us and lands ~43 us late, a near re-arm costs 13 us, a signal from
  * another CPU lands ~51 us after it is sent and stalls the carrier ~30 us:
  * what every trigger choice above is weighed against, and what the
- * overhead budget (preempt.c) protects a carrier from.
+ * overhead budget (preempt_run.c) protects a carrier from.
  *
  * Invariants of the net: `net` is written by the carrier at run start
  * and, for a run producers contend, by the first of them (a CAS from

@@ -65,7 +65,7 @@
  * different cores): the sender until its inbox push, 50-75 ns; push to
  * the idle carrier seeing it, ~300 ns (the floor's one-way: the carrier
  * spins on the inbox word); the carrier from seeing input to the loop
- * step's drain, 150-200 ns (exec.c: a clock read, the ring and work
+ * step's drain, 150-200 ns (exec_carrier.c: a clock read, the ring and work
  * checks); drain, slot line and wake, ~160 ns; switch and take, ~40 ns.
  * Since then the wake of a receiver parked on a loop whose carrier is
  * idle skips the inbox (loop_int.h, watched wakes; proc.c

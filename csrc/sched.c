@@ -244,7 +244,7 @@ static int hook_enqueue(xtc_loop_t *l, xtc_task_t *t)
 	const xtc__sched_exec_t *ex;
 
 	/* work made ready during a run (not the run's own yield): that run
-	 * now competes, so its slice applies (exec.c, preempt_begin) */
+	 * now competes, so its slice applies (exec_lane.c, preempt_begin) */
 	if ((l->feat & XTC__LF_PREEMPT) && xtc__ptls.fiber != NULL &&
 	    t != xtc__task_current())
 		xtc__preempt_contend(xtc__ptls.slot);
@@ -265,7 +265,8 @@ static void hook_run_begin(xtc_loop_t *l, xtc_task_t *t, int64_t now)
 		if (ex != NULL && ex->preempt_begin != NULL)
 			ex->preempt_begin(l, t, now);
 		else
-			xtc__preempt_run_begin_at(&t->fiber, l->lat_budget, now);
+			xtc__preempt_run_begin(&t->fiber, l->lat_budget,
+			    XTC__RUN_AT, now, 0);
 	}
 }
 
@@ -279,7 +280,7 @@ static void hook_run_end(xtc_loop_t *l, xtc_task_t *t, int64_t ran_ns)
 		xtc__preempt_run_end();
 		/* run time since the task last parked: the demotion of plain
 		 * yielders (loop.c) and, whole, the adaptive quantum's service
-		 * samples (fn.c) */
+		 * samples (fn_quantum.c) */
 		uint32_t st = atomic_load_explicit(&t->state,
 		    memory_order_relaxed);
 		t->svc_ns += ran_ns;

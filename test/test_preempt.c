@@ -74,7 +74,8 @@ static uint64_t drive(int n, int64_t run_ns)
 			if (fib_done[i])
 				continue;
 			live++;
-			xtc__preempt_run_begin(&fib[i], 0);
+			xtc__preempt_run_begin(&fib[i], 0, XTC__RUN_TICK, 0,
+			                       0);
 			xtc__fiber_switch(&fib[i]);
 			xtc__preempt_run_end();
 			runs++;
@@ -347,7 +348,8 @@ static uint64_t integrity_round(int nf, uint64_t target, int poke,
 		for (int i = 0; i < nf; i++) {
 			if (fib_done[i])
 				continue;
-			xtc__preempt_run_begin(&fib[i], 0);
+			xtc__preempt_run_begin(&fib[i], 0, XTC__RUN_TICK, 0,
+			                       0);
 			xtc__fiber_switch(&fib[i]);
 			xtc__preempt_run_end();
 		}
