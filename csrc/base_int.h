@@ -42,6 +42,23 @@ static inline int64_t xtc__now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* A deadline from a time and a duration: now + d, saturated at
+ * INT64_MAX (and INT64_MIN), never a signed overflow. Every "now + d" of
+ * the runtime goes through it: a caller's INT64_MAX timeout ("as good as
+ * forever") once wrapped to a deadline in the past (xtc_launch killed its
+ * child at once, xtc_exec_submit_wait refused a full ring at once, a
+ * preemption interval of INT64_MAX re-armed a timer at a negative time
+ * forever). Whether a negative d means "forever" is the caller's rule:
+ * this helper only adds. (The Go wrappers do no deadline arithmetic of
+ * their own: they pass time.Duration values down to these calls.) */
+static inline int64_t xtc__deadline_after(int64_t now, int64_t d)
+{
+	int64_t r;
+	if (__builtin_add_overflow(now, d, &r))
+		return d > 0 ? INT64_MAX : INT64_MIN;
+	return r;
+}
+
 /* Process-private futex on a 32-bit word w (any 32-bit atomic: the
  * callers' words are uint32_t or int). wait: sleep while *w == val, for
  * at most rel (NULL: no bound); returns on a wake, a signal, a timeout or

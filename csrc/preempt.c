@@ -175,8 +175,10 @@ _Atomic int64_t xtc__preempt_cost_ewma;
 
 /* Ask again at `at` for the current run: the carrier's timer when it has
  * one, else the monitor. Async-signal-safe (timer_settime, futex wake). */
+static int64_t not_before(int64_t at);
 static void ask_at(xtc__pslot_t *s, int64_t at)
 {
+	at = not_before(at);
 	xtc__preempt_set_deadline(at);
 	if (atomic_load_explicit(&s->timer, memory_order_relaxed))
 		xtc__ctimer_arm(s, at);
@@ -188,21 +190,44 @@ static void ask_at(xtc__pslot_t *s, int64_t at)
  * expiry costs, so a refusal that keeps recurring (a long libc call) does
  * not turn into an interrupt storm on a machine where one expiry costs
  * tens of microseconds. */
-static int64_t reask_ns(int64_t slice)
+static int64_t reask_floor(void)
 {
-	int64_t d = slice / 4;
 	int64_t c2 = 2 * atomic_load_explicit(&xtc__preempt_cost_ewma,
 	                                      memory_order_relaxed);
-	if (d < c2)
-		d = c2;
-	return d < 20000 ? 20000 : d;
+	int64_t l2 = 2 * xtc__ptls.fire_late;
+	if (c2 < l2)
+		c2 = l2;
+	return c2 < XTC__PREEMPT_REASK_MIN_NS ? XTC__PREEMPT_REASK_MIN_NS : c2;
+}
+
+static int64_t reask_ns(int64_t slice)
+{
+	int64_t d = slice / 4, f = reask_floor();
+	return d < f ? f : d;
+}
+
+/* Every time the handler asks again (a deferral, a seam tick, an expiry
+ * that landed in the runtime) goes through here: never sooner than one
+ * re-ask floor after the clock read now, at the handler's end. A timer
+ * armed nearer than what an expiry costs (delivery, this handler,
+ * sigreturn) is pending again when the handler returns, before the
+ * interrupted code runs one instruction: the thread livelocked in the
+ * handler (a 5 us xtc_fn slice whose expiry landed in the runtime's
+ * run_slice re-armed for now + 2.5 us: calls took 8-19 s; a 2 us carrier
+ * slice with no budget honoured a stop seconds late). So the interrupted
+ * code always gets at least a floor of progress, and a slice shorter than
+ * the floor costs one floor, never an unbounded loop. */
+static int64_t not_before(int64_t at)
+{
+	int64_t lo = xtc__deadline_after(now_ns(), reask_floor());
+	return at > lo ? at : lo;
 }
 
 static void rearm_later(int64_t now, int64_t slice)
 {
 	int64_t d = reask_ns(slice);
 	if (xtc__ptls.slot != NULL)
-		ask_at(xtc__ptls.slot, now + d);
+		ask_at(xtc__ptls.slot, xtc__deadline_after(now, d));
 }
 
 /* A carrier timer expired. 1: the current run is due (treat as a
@@ -288,6 +313,7 @@ static void redo_timer(xtc__ptls_t *p, xtc__pslot_t *s, int64_t now)
 	int64_t at = now + (p->slice > 0 ? p->slice / 2 : 20000);
 	if (soft > at)
 		at = soft;
+	at = not_before(at);
 	if (atomic_load_explicit(&s->timer, memory_order_relaxed))
 		xtc__ctimer_arm(s, at);
 	else
@@ -487,7 +513,7 @@ static void handler(int sig, siginfo_t *si, void *ucv)
 		/* seam semantics: tick again one interval later */
 		int64_t sl = p->fiber ? p->slice :
 		             atomic_load_explicit(&s->slice_ns, memory_order_relaxed);
-		ask_at(s, now + sl);
+		ask_at(s, xtc__deadline_after(now, sl));
 		goto out;
 	}
 	int why = safe_point(p, ucv);

@@ -59,6 +59,11 @@
 /* Shortest slice accepted (the monitor cannot do better on this kind of
  * machine; shorter requests are rounded up). */
 #define XTC__PREEMPT_MIN_SLICE_NS 2000
+/* The least a signal handler's re-ask waits after the handler (preempt.c
+ * not_before): above what an expiry costs on a slow hypervisor (~41 us
+ * measured, reference/tail-diagnosis.md) once doubled cost measurements
+ * exist; before them, this. */
+#define XTC__PREEMPT_REASK_MIN_NS 20000
 
 /* The slice-end window: a sliced run may be preempted from slice -
  * slice/XTC__SLICE_EARLY_DIV on (its timer is not moved for every short

@@ -679,6 +679,55 @@ static void test_exec_spinners_and_timer(void)
 	CHECK(xtc_exec_fini(e) == XTC_OK);
 }
 
+/* A carrier slice shorter than what a preemption costs, with the overhead
+ * budget off (issue 27): every run still makes progress and the work ends.
+ * An expiry that found the carrier in its own code re-armed the timer for
+ * half a slice later (1 us), pending again as the handler returned: the
+ * carrier livelocked in the handler (a stop honoured 3.6-9.7 s late after
+ * millions of signals). Counted, not timed: the handler entries per
+ * preemption are bounded; a watchdog fails the case if the bounded work
+ * never ends. */
+static void count_proc(void *arg)
+{
+	uint64_t n = (uint64_t)(uintptr_t)arg;
+	volatile uint64_t acc = 0;
+	for (uint64_t i = 0; i < n; i++)
+		acc += i;
+}
+
+static void test_exec_short_slice(void)
+{
+	if (!xtc_preempt_involuntary_supported())
+		return;
+	xtc_exec_t *e = NULL;
+	xtc_preempt_stats_t a, b;
+	int budget = xtc_preempt_get_budget();
+
+	REQUIRE(xtc_exec_init(&e, 1) == XTC_OK);
+	REQUIRE(xtc_preempt_set_budget(0) == XTC_OK);
+	CHECK(xtc_exec_set_preempt(e, 2 * US) == XTC_OK);
+	xtc_preempt_set_involuntary(1);
+	for (int i = 0; i < 2; i++)
+		REQUIRE(xtc_proc_spawn(xtc_exec_loop(e, 0), count_proc,
+		                       (void *)(uintptr_t)20000000, NULL,
+		                       NULL) == XTC_OK);
+	REQUIRE(xtc_preempt_stats_global(&a, NULL) == XTC_OK);
+	test_watchdog_start(60, "test_exec_short_slice");
+	CHECK(xtc_exec_run(e) == XTC_OK); /* returns once both procs ended */
+	test_watchdog_stop();
+	REQUIRE(xtc_preempt_stats_global(&b, NULL) == XTC_OK);
+	uint64_t entries = (b.signals + b.stale) - (a.signals + a.stale);
+	uint64_t cuts = b.preemptions - a.preemptions;
+	if (entries > 64 * cuts + 256) {
+		fprintf(stderr, "%llu handler entries for %llu preemptions\n",
+		        (unsigned long long)entries, (unsigned long long)cuts);
+		CHECK(entries <= 64 * cuts + 256);
+	}
+	xtc_preempt_set_involuntary(0);
+	CHECK(xtc_preempt_set_budget(budget) == XTC_OK);
+	CHECK(xtc_exec_fini(e) == XTC_OK);
+}
+
 /* 64 CPU-bound procs on one loop, 200 us slice: no livelock, every proc
  * advances, round after round (with the slice stretched 64x a round is
  * ~0.8 s of carrier CPU: a one-second window failed under load). */
@@ -1494,6 +1543,7 @@ int main(int argc, char **argv)
 	RUN(test_malloc_deferral);
 	RUN(test_exec_spinners_and_timer);
 	RUN(test_exec_alone);
+	RUN(test_exec_short_slice);
 	RUN(test_exec_64);
 	RUN(test_exec_malloc);
 	RUN(test_idle_no_signal);
