@@ -196,6 +196,10 @@ bench:
 	$(MESON) compile -C $(BUILD) -j $(JOBS) $(BENCH_EXES)
 	$(GO) run ./tools/benchtable -builddir $(BUILD) -reps $(BENCH_REPS) \
 		$(if $(BENCH_ONLY),-only $(BENCH_ONLY)) $(BENCH_ARGS)
+	@# the Go front door, one benchmark per entry point (frontdoor_bench_test.go):
+	@# round trips p50/p99 interleaved, throughput and allocs/op at G=1..512
+	$(GO) test -run '^$$' -bench 'BenchmarkFrontDoorRoundTrip' -benchtime 1x .
+	$(GO) test -run '^$$' -bench 'BenchmarkFrontDoorThroughput' -benchtime 200000x .
 
 run:
 	$(RUN_CMD)

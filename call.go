@@ -6,13 +6,15 @@ package xtc
 // result and a context, from any goroutine.
 //
 // Model. Each call is one proc (so it has a pid, a class and can be
-// killed) whose body runs the user's `intptr_t (*)(void *)` and records
-// the result; an exit hook of the proc (xtc__proc_spawn_hooked) settles a
-// promise exactly once, whatever ended the proc: its return (the value),
-// a kill or the executor's Fini (ErrAborted). The promise's future feeds
-// the process-wide completion queue (completion.go), so the waiting
-// goroutine parks on a channel, served by one goroutine parked in the
-// netpoller: no OS thread is blocked per waiter.
+// killed) whose body runs the user's `intptr_t (*)(void *)`; its record
+// (a slot of the executor's fixed table, csrc/exec_gocall.c) is settled exactly
+// once, whatever ended the proc: its return (the value), a kill or the
+// executor's Fini (ErrAborted). How the call gets to a carrier and its
+// result back to the goroutine is the front door (gocall.go): a ring push
+// per call, a spin on the record when the executor is idle, else a
+// completion ring served by one goroutine per executor that parks in the
+// netpoller: no OS thread is blocked per waiter, nothing is allocated per
+// synchronous call.
 //
 // Cancellation. When ctx ends first, Go returns ctx.Err() at once and
 // kills the proc (xtc_exit_pid). With involuntary preemption on
@@ -40,86 +42,14 @@ package xtc
 
 /*
 #include <stdint.h>
-#include <stdlib.h>
 #include "xtc.h"
-#include "proc_int.h"
-
-typedef struct xtc_go_call {
-	intptr_t (*fn)(void *);
-	void *arg;
-	xtc_promise_t *prom;
-	intptr_t value;
-	int finished;
-} xtc_go_call_t;
-
-static void xtc_go_call_body(void *a)
-{
-	xtc_go_call_t *c = a;
-
-	c->value = c->fn(c->arg);
-	c->finished = 1;
-}
-
-// The proc's exit hook: exactly once, on the thread that tore it down.
-static void xtc_go_call_exit(void *a, int reason)
-{
-	xtc_go_call_t *c = a;
-
-	(void)reason; // a kill with reason 0 looks like a return: use finished
-	if (c->finished)
-		xtc_promise_set(c->prom, c->value, 0);
-	else
-		xtc_promise_drop(c->prom); // completes with XTC_E_ABORTED
-	free(c);
-}
-
-// Spawn fn(arg) on loop as a proc whose end completes cq entry tag. On a
-// spawn error the promise is dropped (the entry still arrives, ABORTED),
-// so the Go side always gets exactly one completion per started call.
-static int xtc_go_call_start(xtc_loop_t *loop, void *fn, uintptr_t arg,
-                             xtc_exec_class_t cls, const char *name,
-                             xtc_cq_t *cq, uint64_t tag, xtc_pid_t *pid,
-                             int *routed)
-{
-	xtc_go_call_t *c = calloc(1, sizeof(*c));
-	xtc_future_t *fut;
-	xtc_proc_opts_t o = {0};
-	int rc;
-
-	*routed = 0;
-	if (c == NULL)
-		return XTC_E_NOMEM;
-	rc = xtc_future_new_pair(&c->prom, &fut);
-	if (rc != 0) {
-		free(c);
-		return rc;
-	}
-	rc = xtc_future_notify(fut, cq, tag);
-	if (rc != 0) {
-		xtc_future_drop(fut);
-		xtc_promise_drop(c->prom);
-		free(c);
-		return rc; // nothing was routed to cq
-	}
-	*routed = 1;
-	c->fn = (intptr_t (*)(void *))fn;
-	c->arg = (void *)arg;
-	o.sched_class = cls;
-	o.name = name;
-	rc = xtc__proc_spawn_hooked(loop, xtc_go_call_body, c, &o,
-	    xtc_go_call_exit, c, pid);
-	if (rc != 0) {
-		xtc_promise_drop(c->prom);
-		free(c);
-		return rc;
-	}
-	return 0;
-}
+#include "exec_gocall_int.h"
 */
 import "C"
 
 import (
 	"context"
+	"sync"
 	"unsafe"
 )
 
@@ -149,15 +79,26 @@ func WithName(name string) CallOption { return func(o *callOpts) { o.name = name
 // CallResult is the outcome of a call started with Exec.GoAsync.
 type CallResult struct {
 	f    *Future
-	pid  Pid
 	loop int // executor loop index the proc runs on
+
+	mu  sync.Mutex
+	g   *goCalls
+	idx int32 // the call's record until it settled, then -1
+	pid Pid   // once settled
 }
 
 // Pid is the call's proc (dead once Done is closed).
-func (r *CallResult) Pid() Pid { return r.pid }
+func (r *CallResult) Pid() Pid {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pid.IsNone() && r.idx >= 0 {
+		return r.g.pid(uint32(r.idx)) // a step started from the ring
+	}
+	return r.pid
+}
 
 // Done is closed once the proc has ended (returned, killed or dropped at
-// Fini) and its C record was freed: after that nothing of the call runs.
+// Fini) and its C record was released: after that nothing of the call runs.
 func (r *CallResult) Done() <-chan struct{} { return r.f.done }
 
 // Wait returns the C function's result once the proc ended, or ctx.Err()
@@ -165,18 +106,17 @@ func (r *CallResult) Done() <-chan struct{} { return r.f.done }
 // the proc was killed or the executor finalised before it returned.
 func (r *CallResult) Wait(ctx context.Context) (int64, error) { return r.f.Wait(ctx) }
 
-// Kill stops the call at its next slice (with preemption on) or its next
-// yield or park (xtc_exit_pid); Wait then returns ErrAborted. A call that
-// already ended is left alone (nil).
+// Kill stops the call: not started yet, it never runs; running, it stops
+// at its next slice (with preemption on) or its next yield or park
+// (xtc_exit_pid); Wait then returns ErrAborted. A call that already ended
+// is left alone (nil).
 func (r *CallResult) Kill() error {
-	if r.f.Ready() {
-		return nil
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.idx >= 0 {
+		C.xtc__gocall_kill(r.g.t, C.uint32_t(r.idx))
 	}
-	err := ExitPid(r.pid, int(ErrAborted))
-	if err != nil && r.f.Ready() {
-		return nil // it ended meanwhile
-	}
-	return err
+	return nil
 }
 
 // Go runs the C function fn(arg) as a proc of the executor and returns its
@@ -223,115 +163,74 @@ func (e *Exec) GoInt(ctx context.Context, fn unsafe.Pointer, n int64, opts ...Ca
 }
 
 func (e *Exec) wait(ctx context.Context, fn unsafe.Pointer, arg C.uintptr_t, opts []CallOption) (int64, error) {
-	r, err := e.start(fn, arg, opts)
-	if err != nil {
-		return 0, err
-	}
-	select {
-	case <-r.f.done:
-		return r.f.value, r.f.err
-	case <-ctx.Done():
-		_ = r.Kill()
-		return 0, ctx.Err()
-	}
+	return e.callSync(ctx, fn, arg, opts)
 }
 
 // GoAsync starts fn(arg) like Go and returns at once; the CallResult
-// waits for it, kills it and tells when its C side is gone.
+// waits for it, kills it and tells when its C side is gone. Its proc is
+// spawned before GoAsync returns (Pid is valid at once), so a spawn error
+// (ErrResource for the loop's proc cap, ErrNomem) is GoAsync's.
 func (e *Exec) GoAsync(fn, arg unsafe.Pointer, opts ...CallOption) (*CallResult, error) {
-	return e.start(fn, C.uintptr_t(uintptr(arg)), opts)
+	return e.callAsync(fn, C.uintptr_t(uintptr(arg)), opts, true)
 }
 
+// start: a call whose proc a carrier starts from its ring (the steps of
+// Fn and Launch; no pid needed).
 func (e *Exec) start(fn unsafe.Pointer, arg C.uintptr_t, opts []CallOption) (*CallResult, error) {
+	return e.callAsync(fn, arg, opts, false)
+}
+
+// place resolves a call's options: the executor loop, the class on it and
+// the proc's name.
+func (e *Exec) place(opts []CallOption) (int, C.xtc_exec_class_t, string, error) {
 	const op = "xtc_proc_spawn"
+	var cls C.xtc_exec_class_t
 	if e == nil || e.closed.Load() {
-		return nil, errClosed(op)
+		return 0, cls, "", errClosed(op)
 	}
-	if fn == nil {
-		return nil, errReason(op, ErrInval, "nil C function")
+	if e.shutting.Load() {
+		return 0, cls, "", errClosed(op)
+	}
+	if len(opts) == 0 { // the common call: no allocation for the options
+		i := int(e.rr.Add(1)-1) % len(e.loops)
+		return i, cls, "", nil
 	}
 	o := callOpts{loop: -1}
 	for _, f := range opts {
 		f(&o)
 	}
-	var cls C.xtc_exec_class_t
-	var l *Loop
-	li := -1
 	switch {
 	case o.class != nil && o.lclass != nil:
-		return nil, errReason(op, ErrInval, "WithClass and WithLoopClass together")
+		return 0, cls, "", errReason(op, ErrInval, "WithClass and WithLoopClass together")
 	case o.lclass != nil:
-		l = o.lclass.l
+		l := o.lclass.l
 		if l == nil || l.owner != e {
-			return nil, errReason(op, ErrInval, "class of another executor's loop")
+			return 0, cls, "", errReason(op, ErrInval, "class of another executor's loop")
 		}
-		cls = o.lclass.c
-	case o.class != nil:
-		if o.class.e != e {
-			return nil, errReason(op, ErrInval, "class of another executor")
-		}
-	}
-	if l == nil {
-		i := o.loop
-		if i >= len(e.loops) {
-			return nil, errReason(op, ErrInval, "loop index out of range")
-		}
-		if i < 0 {
-			i = int(e.rr.Add(1)-1) % len(e.loops)
-		}
-		l = e.loops[i]
-		li = i
-		if o.class != nil {
-			cls = o.class.per[i].c
-		}
-	} else if o.loop >= 0 && e.loops[o.loop] != l {
-		return nil, errReason(op, ErrInval, "WithLoop disagrees with the class's loop")
-	}
-	if e.shutting.Load() {
-		return nil, errClosed(op)
-	}
-	q, err := getCQ()
-	if err != nil {
-		return nil, err
-	}
-	if q.inflight.Add(1) > cqCapacity {
-		q.inflight.Add(-1)
-		return nil, errReason(op, ErrAgain, "too many calls and Submits in flight")
-	}
-	f := &Future{done: make(chan struct{}), op: "xtc.Exec.Go"}
-	q.mu.Lock()
-	q.next++
-	tag := q.next
-	q.pending[tag] = f
-	q.mu.Unlock()
-	e.calls.Add(1)
-	f.onDone = func() { e.calls.Add(-1) }
-	var cname *C.char
-	if o.name != "" {
-		cname = C.CString(o.name) // copied by the spawn
-		defer C.free(unsafe.Pointer(cname))
-	}
-	var pid C.xtc_pid_t
-	var routed C.int
-	err = l.withC(op, func(c *C.xtc_loop_t) C.int {
-		return C.xtc_go_call_start(c, fn, arg, cls, cname, q.cq, C.uint64_t(tag), &pid, &routed)
-	})
-	if err != nil {
-		q.mu.Lock()
-		delete(q.pending, tag)
-		q.mu.Unlock()
-		e.calls.Add(-1)
-		if routed == 0 {
-			q.inflight.Add(-1) // no entry will arrive for this tag
-		}
-		return nil, err
-	}
-	if li < 0 {
+		li := -1
 		for i, x := range e.loops {
 			if x == l {
 				li = i
 			}
 		}
+		if o.loop >= 0 && o.loop != li {
+			return 0, cls, "", errReason(op, ErrInval, "WithLoop disagrees with the class's loop")
+		}
+		return li, o.lclass.c, o.name, nil
+	case o.class != nil:
+		if o.class.e != e {
+			return 0, cls, "", errReason(op, ErrInval, "class of another executor")
+		}
 	}
-	return &CallResult{f: f, pid: pidFromC(pid), loop: li}, nil
+	i := o.loop
+	if i >= len(e.loops) {
+		return 0, cls, "", errReason(op, ErrInval, "loop index out of range")
+	}
+	if i < 0 {
+		i = int(e.rr.Add(1)-1) % len(e.loops)
+	}
+	if o.class != nil {
+		cls = o.class.per[i].c
+	}
+	return i, cls, o.name, nil
 }

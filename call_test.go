@@ -44,6 +44,12 @@ func TestExecGoResult(t *testing.T) {
 		WithClass(cls), WithName("spin"), WithLoop(1))
 	require.NoError(t, err)
 	assert.EqualValues(t, 42, v)
+	// the result can reach the caller (settled by the proc's exit hook)
+	// before the carrier charges the run to its class at the switch out
+	deadline := time.Now().Add(10 * time.Second)
+	for cls.CPU() == 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Microsecond)
+	}
 	assert.Greater(t, cls.CPU(), time.Duration(0))
 	assert.Greater(t, cls.Runs(), uint64(0))
 	require.NoError(t, e.Close())

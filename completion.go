@@ -23,26 +23,7 @@ package xtc
 /*
 #include <stdint.h>
 #include "xtc.h"
-#include "future_int.h"
-
-// Dispatch fn (an intptr_t (*)(void *)) on loop and route its result into
-// cq under tag. The slot was reserved by the Go side, so notify only fails
-// on a bug; the dispatch is then cancelled and the future dropped.
-static int xtc_go_fut_submit(xtc_loop_t *loop, void *fn, void *arg, xtc_cq_t *cq,
-                         uint64_t tag, xtc_dispatch_handle_t **out_h)
-{
-	xtc_future_t *f = NULL;
-	int rc = xtc__dispatch_coro(loop, (xtc_coro_fn)fn, arg, &f, out_h);
-	if (rc != 0)
-		return rc;
-	rc = xtc_future_notify(f, cq, tag);
-	if (rc != 0) {
-		xtc_dispatch_cancel(*out_h);
-		*out_h = NULL;
-		xtc_future_drop(f);
-	}
-	return rc;
-}
+#include "exec_gocall_int.h"
 */
 import "C"
 
@@ -199,7 +180,7 @@ func Submit(l *Loop, fn unsafe.Pointer, arg unsafe.Pointer) (*Future, error) {
 	// returns: f.mu makes complete wait until h is recorded.
 	f.mu.Lock()
 	err = l.withC("xtc_dispatch", func(c *C.xtc_loop_t) C.int {
-		return C.xtc_go_fut_submit(c, fn, arg, q.cq, C.uint64_t(tag), &f.h)
+		return C.xtc__gofut_submit(c, fn, arg, q.cq, C.uint64_t(tag), &f.h)
 	})
 	f.mu.Unlock()
 	if err != nil {

@@ -148,6 +148,9 @@ type Exec struct {
 	rr       atomic.Uint32           // round-robin cursor of Go calls
 	calls    atomic.Int64            // Go calls whose proc has not ended
 	shutting atomic.Bool             // Close/Shutdown began: no new calls
+
+	gc   atomic.Pointer[goCalls] // the Go front door's table (gocall.go)
+	gcMu sync.Mutex
 }
 
 // submitFn is what a Submit handle carries.
@@ -376,6 +379,9 @@ func (e *Exec) Fini() error {
 	if rc == 0 {
 		e.closed.Store(true)
 		e.c = nil
+		if g := e.gc.Load(); g != nil {
+			g.finish() // calls the fini dropped unrun: ErrAborted
+		}
 	}
 	for _, l := range e.loops {
 		if rc == 0 {

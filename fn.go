@@ -41,102 +41,9 @@ package xtc
 /*
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 #include "xtc.h"
 #include "xtc_fn.h"
-#include "xtc_launch.h"
-#include "preempt_int.h"
-
-enum { XTC_GO_FN_LAUNCH = 0, XTC_GO_FN_RESUME = 1 };
-
-typedef struct xtc_go_fn {
-	xtc_fn_t fn;
-	void *entry;   // intptr_t (*)(void *)
-	void *arg;
-	int64_t slice;
-	int op;        // XTC_GO_FN_*
-	int rc;        // the step's xtc_fn_* result, valid when ran
-	int ran;       // the step's C call returned
-} xtc_go_fn_t;
-
-// One step, run as the body of a driver proc on a carrier.
-static intptr_t xtc_go_fn_step(void *a)
-{
-	xtc_go_fn_t *r = a;
-	int rc;
-
-	if (r->op == XTC_GO_FN_LAUNCH)
-		rc = xtc_fn_launch(&r->fn, (xtc_fn_entry)r->entry, r->arg, r->slice);
-	else
-		rc = xtc_fn_resume(&r->fn, r->slice);
-	r->rc = rc;
-	r->ran = 1;
-	return rc;
-}
-
-static void *xtc_go_fn_step_fn(void) { return (void *)xtc_go_fn_step; }
-
-static xtc_go_fn_t *xtc_go_fn_new(void) { return calloc(1, sizeof(xtc_go_fn_t)); }
-
-// Drop a preempted function's context, from any thread.
-static int xtc_go_fn_discard(xtc_go_fn_t *r) { return xtc__fn_discard(&r->fn); }
-
-static void xtc_go_fn_free(xtc_go_fn_t *r)
-{
-	if (r->fn.state == XTC_FN_PREEMPTED)
-		(void)xtc__fn_discard(&r->fn);
-	free(r);
-}
-
-typedef struct xtc_go_launch {
-	void *fn;      // intptr_t (*)(void *)
-	void *arg;
-	int64_t timeout;
-	char *name;    // owned by the record (NULL: the default)
-	size_t mailbox_cap;
-	intptr_t result;
-	int rc;
-	int ran;
-} xtc_go_launch_t;
-
-// The driver of one xtc_launch: a proc, so a fiber of a carrier, which is
-// what xtc_launch requires of its caller. Killed while it waits, it kills
-// the child and waits for it to be gone before it ends (xtc_launch(3)).
-static intptr_t xtc_go_launch_drive(void *a)
-{
-	xtc_go_launch_t *r = a;
-	xtc_launch_opts_t o;
-
-	memset(&o, 0, sizeof(o));
-	o.name = r->name;
-	o.mailbox_cap = r->mailbox_cap;
-	r->rc = xtc_launch(NULL, (xtc_launch_fn)r->fn, r->arg, r->timeout, &o,
-	    &r->result);
-	r->ran = 1;
-	return 0;
-}
-
-static void *xtc_go_launch_drive_fn(void) { return (void *)xtc_go_launch_drive; }
-
-static xtc_go_launch_t *xtc_go_launch_new(void *fn, void *arg, int64_t timeout,
-                                          char *name, size_t cap)
-{
-	xtc_go_launch_t *r = calloc(1, sizeof(*r));
-	if (r == NULL)
-		return NULL;
-	r->fn = fn;
-	r->arg = arg;
-	r->timeout = timeout;
-	r->name = name;
-	r->mailbox_cap = cap;
-	return r;
-}
-
-static void xtc_go_launch_free(xtc_go_launch_t *r)
-{
-	free(r->name);
-	free(r);
-}
+#include "exec_gocall_int.h"
 */
 import "C"
 
@@ -175,7 +82,9 @@ var fnLive atomic.Int64
 type Fn struct {
 	mu     sync.Mutex
 	e      *Exec
-	rec    *C.xtc_go_fn_t
+	rec    *C.xtc__gofn_t
+	entry  unsafe.Pointer // of the last launch
+	arg    unsafe.Pointer
 	opts   []CallOption
 	busy   *fnStep // the step in flight, nil when none
 	closed bool
@@ -204,11 +113,12 @@ type fnStep struct {
 func (f *Fn) absorb() {
 	s := f.busy
 	f.busy = nil
-	rec := f.rec
-	f.state = FnState(rec.fn.state)
-	f.result = int64(rec.fn.result)
-	f.preempt = uint32(rec.fn.preemptions)
-	f.run = time.Duration(rec.fn.run_ns)
+	var rec C.xtc__gofn_view_t
+	C.xtc__gofn_view(f.rec, &rec)
+	f.state = FnState(rec.state)
+	f.result = int64(rec.result)
+	f.preempt = uint32(rec.preemptions)
+	f.run = time.Duration(rec.run_ns)
 	s.state = f.state
 	ran := f.state != s.preState || f.preempt != s.prePre
 	switch {
@@ -263,27 +173,23 @@ func (f *Fn) poll() {
 // ctx. On ctx's end it returns ctx.Err() and leaves the step in flight.
 func (f *Fn) step(ctx context.Context, op string, kind C.int, slice time.Duration) (FnState, error) {
 	rec := f.rec
-	rec.op = kind
-	rec.slice = C.int64_t(slice)
-	rec.rc = 0
-	rec.ran = 0
-	if kind == C.XTC_GO_FN_LAUNCH {
-		// a launch starts from a clean record (no context: idle or done),
-		// so "it ran" shows as a state other than idle
-		ent, arg := rec.entry, rec.arg
-		*rec = C.xtc_go_fn_t{}
-		rec.entry, rec.arg, rec.op, rec.slice = ent, arg, kind, C.int64_t(slice)
+	// a launch starts from a clean record (no context: idle or done), so
+	// "it ran" shows as a state other than idle
+	C.xtc__gofn_prepare(rec, kind, f.entry, f.arg, C.int64_t(slice))
+	if kind == C.XTC__GOFN_LAUNCH {
 		f.state, f.result, f.preempt, f.run = FnIdle, 0, 0, 0
 	}
 	// read before the start: from there on the carrier owns the record
-	s := &fnStep{op: op, preState: FnState(rec.fn.state), prePre: uint32(rec.fn.preemptions)}
-	r, err := f.e.start(unsafe.Pointer(C.xtc_go_fn_step_fn()),
+	var v C.xtc__gofn_view_t
+	C.xtc__gofn_view(rec, &v)
+	s := &fnStep{op: op, preState: FnState(v.state), prePre: uint32(v.preemptions)}
+	r, err := f.e.start(unsafe.Pointer(C.xtc__gofn_step_fn()),
 		C.uintptr_t(uintptr(unsafe.Pointer(rec))), f.opts)
 	if err != nil {
 		return f.state, err
 	}
 	s.r = r
-	if kind == C.XTC_GO_FN_LAUNCH && r.loop >= 0 {
+	if kind == C.XTC__GOFN_LAUNCH && r.loop >= 0 {
 		// the contexts of one function come from one carrier's pool
 		f.opts = append(f.opts, WithLoop(r.loop))
 	}
@@ -402,7 +308,7 @@ func (f *Fn) launch(ctx context.Context, e *Exec, entry, arg unsafe.Pointer, sli
 		return errReason(op, ErrInval, "already launched and preempted: Resume, Cancel or Close it")
 	}
 	if f.rec == nil {
-		f.rec = C.xtc_go_fn_new()
+		f.rec = C.xtc__gofn_new()
 		if f.rec == nil {
 			return errReason(op, ErrNomem, "function record")
 		}
@@ -410,9 +316,8 @@ func (f *Fn) launch(ctx context.Context, e *Exec, entry, arg unsafe.Pointer, sli
 	}
 	f.e = e
 	f.opts = append([]CallOption(nil), opts...)
-	f.rec.entry = entry
-	f.rec.arg = arg
-	_, err := f.step(ctx, op, C.XTC_GO_FN_LAUNCH, slice)
+	f.entry, f.arg = entry, arg
+	_, err := f.step(ctx, op, C.XTC__GOFN_LAUNCH, slice)
 	return err
 }
 
@@ -447,7 +352,7 @@ func (f *Fn) Resume(ctx context.Context, slice time.Duration) (bool, error) {
 	if f.state != FnPreempted {
 		return f.state == FnDone, errReason(op, ErrInval, "not preempted (state "+f.state.String()+")")
 	}
-	st, err := f.step(ctx, op, C.XTC_GO_FN_RESUME, slice)
+	st, err := f.step(ctx, op, C.XTC__GOFN_RESUME, slice)
 	return st == FnDone && err == nil, err
 }
 
@@ -549,7 +454,7 @@ func (f *Fn) Cancel() error {
 	case f.state != FnPreempted:
 		return errReason(op, ErrInval, "not preempted (state "+f.state.String()+")")
 	}
-	if rc := C.xtc_go_fn_discard(f.rec); rc != 0 {
+	if rc := C.xtc__gofn_discard(f.rec); rc != 0 {
 		return mkerr(op, int(rc))
 	}
 	f.state = FnIdle
@@ -593,7 +498,7 @@ func (f *Fn) Close() error {
 // free drops the C record (f.mu held, no step in flight).
 func (f *Fn) free() {
 	if f.rec != nil {
-		C.xtc_go_fn_free(f.rec)
+		C.xtc__gofn_free(f.rec)
 		f.rec = nil
 		fnLive.Add(-1)
 	}
@@ -647,17 +552,17 @@ func Launch(ctx context.Context, e *Exec, fn, arg unsafe.Pointer, timeout time.D
 		}
 		mcap = C.size_t(o.MailboxCap)
 	}
-	rec := C.xtc_go_launch_new(fn, arg, C.int64_t(timeout), name, mcap)
+	rec := C.xtc__golaunch_new(fn, arg, C.int64_t(timeout), name, mcap)
 	if rec == nil {
 		C.free(unsafe.Pointer(name))
 		return 0, errReason(op, ErrNomem, "launch record")
 	}
 	fnLive.Add(1)
 	free := func() {
-		C.xtc_go_launch_free(rec)
+		C.xtc__golaunch_free(rec)
 		fnLive.Add(-1)
 	}
-	r, err := e.start(unsafe.Pointer(C.xtc_go_launch_drive_fn()),
+	r, err := e.start(unsafe.Pointer(C.xtc__golaunch_drive_fn()),
 		C.uintptr_t(uintptr(unsafe.Pointer(rec))), opts)
 	if err != nil {
 		free()
@@ -676,11 +581,14 @@ func Launch(ctx context.Context, e *Exec, fn, arg unsafe.Pointer, timeout time.D
 		return 0, ctx.Err()
 	}
 	defer free()
-	if rec.ran == 0 {
+	var ran C.int
+	var result C.intptr_t
+	rc := C.xtc__golaunch_outcome(rec, &ran, &result)
+	if ran == 0 {
 		return 0, errReason(op, ErrAborted, "the driver proc ended before the child returned (killed, or the executor closed)")
 	}
-	if rec.rc != 0 {
-		return 0, mkerr(op, int(rec.rc))
+	if rc != 0 {
+		return 0, mkerr(op, int(rc))
 	}
-	return int64(rec.result), nil
+	return int64(result), nil
 }

@@ -65,7 +65,11 @@
 #include <unistd.h>
 
 #include "exec_gocall_int.h"
+#include "future_int.h"
+#include "preempt_int.h"
 #include "proc_int.h"
+#include "xtc_fn.h"
+#include "xtc_launch.h"
 
 #define GC_MAGIC 0x47434c53u /* "GCLS" */
 #define GC_MAX   (1u << 20)
@@ -390,6 +394,67 @@ int xtc__gocall_submit(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
 	return granted;
 }
 
+int xtc__gocall_spawn(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
+                      void *fn, uintptr_t arg, xtc_exec_class_t cls,
+                      const char *name, xtc_pid_t *out_pid)
+{
+	gocall_t *r;
+	xtc_loop_t *loop;
+	xtc_proc_opts_t o;
+	xtc_pid_t pid;
+	uint32_t q = XTC__GC_QUEUED;
+	int rc;
+
+	if (!tab_ok(t) || fn == NULL || idx > t->mask || out_pid == NULL)
+		return XTC_E_INVAL;
+	loop = xtc_exec_loop(t->exec, loop_idx);
+	if (loop == NULL)
+		return XTC_E_INVAL;
+	r = &t->recs[idx];
+	switch (atomic_load_explicit(&r->state, memory_order_relaxed)) {
+	case XTC__GC_FREE:
+	case XTC__GC_DONE:
+		break;
+	default:
+		return XTC_E_INVAL;
+	}
+	for (uint32_t h = atomic_load_explicit(&t->hi, memory_order_relaxed);
+	     idx >= h;)
+		if (atomic_compare_exchange_weak(&t->hi, &h, idx + 1))
+			break;
+	r->fn = (intptr_t (*)(void *))fn;
+	r->arg = (void *)arg;
+	r->cls = cls;
+	r->loop = loop;
+	r->finished = 0;
+	r->result = 0;
+	r->d.value = 0;
+	r->d.status = 0;
+	r->pid = XTC_PID_NONE;
+	r->name[0] = 0;
+	atomic_store_explicit(&r->kill, 0, memory_order_relaxed);
+	atomic_fetch_add_explicit(&t->inflight, 1, memory_order_relaxed);
+	__atomic_store_n(&r->d.waiter, XTC__GW_RING, __ATOMIC_RELAXED);
+	atomic_store(&r->state, XTC__GC_QUEUED);
+	memset(&o, 0, sizeof(o));
+	o.sched_class = cls;
+	o.name = name;
+	/* from this thread: through the loop's inbox (xtc_proc_spawn) */
+	rc = xtc__proc_spawn_hooked(loop, gc_body, r, &o, gc_exit, r, &pid);
+	if (rc != XTC_OK) {
+		atomic_store(&r->state, XTC__GC_FREE);
+		atomic_fetch_sub_explicit(&t->inflight, 1, memory_order_relaxed);
+		return rc;
+	}
+	/* the proc may have ended already: the caller keeps the record until
+	 * it consumed the settlement, so r is still valid here */
+	r->pid = pid;
+	(void)atomic_compare_exchange_strong(&r->state, &q, XTC__GC_STARTED);
+	atomic_fetch_add_explicit(&t->submitted, 1, memory_order_relaxed);
+	*out_pid = pid;
+	return XTC_OK;
+}
+
 int xtc__gocall_unspin(xtc__gocalls_t *t, uint32_t idx)
 {
 	uint32_t w = XTC__GW_SPIN;
@@ -500,4 +565,178 @@ void xtc__gocalls_stats(const xtc__gocalls_t *t, xtc__gocalls_stats_t *out)
 	out->fallback = atomic_load_explicit(&t->fallback, memory_order_relaxed);
 	out->ring = atomic_load_explicit(&t->n_ring, memory_order_relaxed);
 	out->spun = atomic_load_explicit(&t->n_spun, memory_order_relaxed);
+}
+
+/* ------------------------------------------------------------------ */
+/* the C halves of the other Go entry points                            */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Steps of a deadline-preemptible function (xtc_fn(3)) and the driver of
+ * one xtc_launch(3), each run as a call of this front door (the Go side:
+ * fn.go). The records are the Go side's, handed to a step by pointer; it
+ * reads them back through xtc__gofn_view / xtc__golaunch_outcome only
+ * after the step's call settled (so no struct layout crosses into Go).
+ * A step's outcome is the record's own state (XTC_FN_*), never the
+ * driver's return value: a driver killed or dropped at any point still
+ * leaves the state C last wrote.
+ */
+struct xtc__gofn {
+	xtc_fn_t fn;
+	void *entry; /* intptr_t (*)(void *) */
+	void *arg;
+	int64_t slice;
+	int op;      /* XTC__GOFN_* */
+	int rc;      /* the step's xtc_fn_* result, valid when ran */
+	int ran;     /* the step's C call returned */
+};
+
+static intptr_t gofn_step(void *a)
+{
+	xtc__gofn_t *r = a;
+	int rc;
+
+	if (r->op == XTC__GOFN_LAUNCH)
+		rc = xtc_fn_launch(&r->fn, (xtc_fn_entry)r->entry, r->arg,
+		                   r->slice);
+	else
+		rc = xtc_fn_resume(&r->fn, r->slice);
+	r->rc = rc;
+	r->ran = 1;
+	return rc;
+}
+
+void *xtc__gofn_step_fn(void)
+{
+	return (void *)gofn_step;
+}
+
+xtc__gofn_t *xtc__gofn_new(void)
+{
+	return calloc(1, sizeof(xtc__gofn_t));
+}
+
+void xtc__gofn_prepare(xtc__gofn_t *r, int op, void *entry, void *arg,
+                       int64_t slice)
+{
+	if (op == XTC__GOFN_LAUNCH) {
+		/* a launch starts from a clean record (no context: idle or
+		 * done), so "it ran" shows as a state other than idle */
+		memset(r, 0, sizeof(*r));
+		r->entry = entry;
+		r->arg = arg;
+	}
+	r->op = op;
+	r->slice = slice;
+	r->rc = 0;
+	r->ran = 0;
+}
+
+void xtc__gofn_view(const xtc__gofn_t *r, xtc__gofn_view_t *out)
+{
+	out->state = r->fn.state;
+	out->result = r->fn.result;
+	out->preemptions = r->fn.preemptions;
+	out->run_ns = r->fn.run_ns;
+	out->ran = r->ran;
+	out->rc = r->rc;
+}
+
+int xtc__gofn_discard(xtc__gofn_t *r)
+{
+	return xtc__fn_discard(&r->fn);
+}
+
+void xtc__gofn_free(xtc__gofn_t *r)
+{
+	if (r == NULL)
+		return;
+	if (r->fn.state == XTC_FN_PREEMPTED)
+		(void)xtc__fn_discard(&r->fn);
+	free(r);
+}
+
+struct xtc__golaunch {
+	void *fn;      /* intptr_t (*)(void *) */
+	void *arg;
+	int64_t timeout;
+	char *name;    /* owned by the record (NULL: the default) */
+	size_t mailbox_cap;
+	intptr_t result;
+	int rc;
+	int ran;
+};
+
+/* The driver of one xtc_launch: a proc, so a fiber of a carrier, which is
+ * what xtc_launch requires of its caller. Killed while it waits, it kills
+ * the child and waits for it to be gone before it ends (xtc_launch(3)). */
+static intptr_t golaunch_drive(void *a)
+{
+	xtc__golaunch_t *r = a;
+	xtc_launch_opts_t o;
+
+	memset(&o, 0, sizeof(o));
+	o.name = r->name;
+	o.mailbox_cap = r->mailbox_cap;
+	r->rc = xtc_launch(NULL, (xtc_launch_fn)r->fn, r->arg, r->timeout, &o,
+	                   &r->result);
+	r->ran = 1;
+	return 0;
+}
+
+void *xtc__golaunch_drive_fn(void)
+{
+	return (void *)golaunch_drive;
+}
+
+xtc__golaunch_t *xtc__golaunch_new(void *fn, void *arg, int64_t timeout,
+                                   char *name, size_t cap)
+{
+	xtc__golaunch_t *r = calloc(1, sizeof(*r));
+
+	if (r == NULL)
+		return NULL;
+	r->fn = fn;
+	r->arg = arg;
+	r->timeout = timeout;
+	r->name = name;
+	r->mailbox_cap = cap;
+	return r;
+}
+
+void xtc__golaunch_free(xtc__golaunch_t *r)
+{
+	if (r == NULL)
+		return;
+	free(r->name);
+	free(r);
+}
+
+int xtc__golaunch_outcome(const xtc__golaunch_t *r, int *ran,
+                          intptr_t *result)
+{
+	*ran = r->ran;
+	*result = r->result;
+	return r->rc;
+}
+
+/* Submit (completion.go): dispatch fn (an intptr_t (*)(void *)) on loop
+ * and route its result into cq under tag. The slot was reserved by the Go
+ * side, so notify only fails on a bug; the dispatch is then cancelled and
+ * the future dropped. */
+int xtc__gofut_submit(xtc_loop_t *loop, void *fn, void *arg, xtc_cq_t *cq,
+                      uint64_t tag, xtc_dispatch_handle_t **out_h)
+{
+	xtc_future_t *f = NULL;
+	int rc = xtc__dispatch_coro(loop, (xtc_coro_fn)fn, arg, &f, out_h);
+
+	if (rc != 0)
+		return rc;
+	rc = xtc_future_notify(f, cq, tag);
+	if (rc != 0) {
+		xtc_dispatch_cancel(*out_h);
+		*out_h = NULL;
+		xtc_future_drop(f);
+	}
+	return rc;
 }

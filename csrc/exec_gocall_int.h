@@ -34,6 +34,7 @@
 #ifndef XTC_EXEC_GOCALL_INT_H
 #define XTC_EXEC_GOCALL_INT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "xtc.h"
@@ -93,6 +94,14 @@ int xtc__gocall_submit(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
                        void *fn, uintptr_t arg, xtc_exec_class_t cls,
                        const char *name, int spin);
 
+/* The same, spawned from the calling thread (through the loop's inbox)
+ * so that the pid is known at return (GoAsync, whose CallResult has a
+ * Pid at once): no spin, the settlement comes through the ring. The
+ * caller must not consume a settlement of idx before this returned. */
+int xtc__gocall_spawn(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
+                      void *fn, uintptr_t arg, xtc_exec_class_t cls,
+                      const char *name, xtc_pid_t *out_pid);
+
 /* The spinning submitter gives up: XTC__GW_SPIN -> XTC__GW_RING. 0 when
  * it did (the index will come through the ring), 1 when the record was
  * settled meanwhile (take the result, nothing comes through the ring). */
@@ -129,5 +138,43 @@ typedef struct xtc__gocalls_stats {
 	uint64_t submitted, ring, spun, fallback;
 } xtc__gocalls_stats_t;
 void xtc__gocalls_stats(const xtc__gocalls_t *t, xtc__gocalls_stats_t *out);
+
+/* ---- the C halves of the other Go entry points (fn.go, completion.go) ----
+ * One step of a deadline-preemptible function, run as a call: its record
+ * (opaque to Go), prepared before the step and read back after its call
+ * settled. */
+enum { XTC__GOFN_LAUNCH = 0, XTC__GOFN_RESUME = 1 };
+typedef struct xtc__gofn xtc__gofn_t;
+typedef struct xtc__gofn_view {
+	int state;            /* XTC_FN_* */
+	int ran;              /* the step's C call returned */
+	int rc;               /* its xtc_fn_* result, valid when ran */
+	uint32_t preemptions;
+	intptr_t result;
+	int64_t run_ns;
+} xtc__gofn_view_t;
+xtc__gofn_t *xtc__gofn_new(void);
+void xtc__gofn_prepare(xtc__gofn_t *r, int op, void *entry, void *arg,
+                       int64_t slice);
+void xtc__gofn_view(const xtc__gofn_t *r, xtc__gofn_view_t *out);
+/* drop a preempted function's context, from any thread */
+int xtc__gofn_discard(xtc__gofn_t *r);
+void xtc__gofn_free(xtc__gofn_t *r);
+void *xtc__gofn_step_fn(void); /* the call's intptr_t (*)(void *) */
+
+/* One xtc_launch(3), driven by a call (a proc: what xtc_launch needs). */
+typedef struct xtc__golaunch xtc__golaunch_t;
+xtc__golaunch_t *xtc__golaunch_new(void *fn, void *arg, int64_t timeout,
+                                   char *name, size_t cap);
+void xtc__golaunch_free(xtc__golaunch_t *r);
+void *xtc__golaunch_drive_fn(void);
+/* after the driver's call settled: xtc_launch's result code, whether it
+ * returned (ran) and the child's value */
+int xtc__golaunch_outcome(const xtc__golaunch_t *r, int *ran,
+                          intptr_t *result);
+
+/* Submit: dispatch fn on loop, its result routed into cq under tag. */
+int xtc__gofut_submit(xtc_loop_t *loop, void *fn, void *arg, xtc_cq_t *cq,
+                      uint64_t tag, xtc_dispatch_handle_t **out_h);
 
 #endif

@@ -10,7 +10,8 @@
  * runs the function, a kill of a running call settles ABORTED; a full
  * submission ring falls back to the inbox (no refusal); submissions the
  * executor's fini dropped unrun are settled ABORTED by xtc__gocalls_settle;
- * class calls run in their class; bad arguments. Every wait is bounded by
+ * class calls run in their class; a call spawned from the caller's thread
+ * has its pid at return; bad arguments. Every wait is bounded by
  * events (a generous deadline ends a hung test), never a timing assertion.
  */
 #include <poll.h>
@@ -478,6 +479,39 @@ static void test_class(void)
 	xtc__gocalls_destroy(t);
 }
 
+/* spawned from the calling thread: the pid is known at return, the
+ * settlement comes through the ring; a kill by that pid works */
+static void test_spawn(void)
+{
+	pthread_t th;
+	xtc_exec_t *e = start_exec(1, &th);
+	xtc__gocalls_t *t = NULL;
+	xtc_pid_t pid = XTC_PID_NONE;
+	uint32_t i = 99;
+	int64_t dl;
+
+	REQUIRE(xtc__gocalls_create(e, 16, &t) == XTC_OK);
+	CHECK(xtc__gocall_spawn(t, 4, 0, (void *)f_ident, 43, NULL, "s", &pid) == XTC_OK);
+	CHECK(!xtc_pid_is_none(pid));
+	dl = now_ns() + 30 * SEC;
+	while (xtc__gocalls_pop(t, &i, 1) == 0 && now_ns() < dl)
+		sched_yield();
+	CHECK(i == 4 && done_of(t, 4)->status == 0 && done_of(t, 4)->value == 43);
+	atomic_store(&spin_started, 0);
+	CHECK(xtc__gocall_spawn(t, 5, 0, (void *)f_park_forever, 0, NULL, NULL, &pid) == XTC_OK);
+	while (!atomic_load(&spin_started) && now_ns() < dl)
+		sched_yield();
+	CHECK(xtc_exit_pid(pid, XTC_E_ABORTED) == XTC_OK);
+	while (xtc__gocalls_pop(t, &i, 1) == 0 && now_ns() < dl)
+		sched_yield();
+	CHECK(i == 5 && done_of(t, 5)->status == XTC_E_ABORTED);
+	CHECK(xtc__gocall_spawn(t, 5, 0, NULL, 0, NULL, NULL, &pid) == XTC_E_INVAL);
+	CHECK(xtc__gocall_spawn(t, 5, 3, (void *)f_ident, 0, NULL, NULL, &pid) == XTC_E_INVAL);
+	stop_exec(e, th);
+	CHECK(xtc_exec_fini(e) == XTC_OK);
+	xtc__gocalls_destroy(t);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -490,5 +524,6 @@ int main(int argc, char **argv)
 	RUN(test_fallback);
 	RUN(test_fini_settles);
 	RUN(test_class);
+	RUN(test_spawn);
 	return failures ? 1 : 0;
 }

@@ -1,0 +1,192 @@
+//go:build cgo
+
+package xtc
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xtc-go/xtc/internal/cfuture"
+	"github.com/xtc-go/xtc/internal/ctest"
+)
+
+// The front door's benchmarks, one per entry point that hands work from a
+// goroutine to C (gocall.go). Round trip: one goroutine, an idle executor
+// of one carrier, an empty C function; every variant interleaved with the
+// others, 5 repetitions of 2000 calls after a warm-up, medians of the
+// per-repetition p50/p99 with their spread. "gap" variants wait 100 us
+// between calls, so the carrier and the completion server have gone to
+// sleep before each one.
+//
+//	go test -run '^$' -bench BenchmarkFrontDoorRoundTrip -benchtime 1x .
+func BenchmarkFrontDoorRoundTrip(b *testing.B) {
+	e := startService(b, 1)
+	l := e.Loop(0)
+	ctx := context.Background()
+	goInt := func() {
+		if _, err := e.GoInt(ctx, ctest.Ident(), 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	variants := []struct {
+		name string
+		op   func()
+		gap  bool
+	}{
+		{"cgo call (empty C function)", func() { ctest.GocbDepth() }, false},
+		{"Exec.GoInt", goInt, false},
+		{"Exec.GoInt, 100us gap", goInt, true},
+		{"Exec.GoAsync + Wait", func() {
+			r, err := e.GoAsync(ctest.Ident(), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			r.Wait(ctx)
+		}, false},
+		{"Submit + Future.Wait", func() {
+			f, err := Submit(l, cfuture.AddOne, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			f.Wait(ctx)
+		}, false},
+		{"Exec.LaunchFn (1 slice) + Close", func() {
+			f, err := e.LaunchFn(ctx, ctest.Ident(), nil, time.Millisecond)
+			if err != nil {
+				b.Fatal(err)
+			}
+			f.Close()
+		}, false},
+	}
+	const reps, n = 5, 2000
+	p50s := make([][]time.Duration, len(variants))
+	p99s := make([][]time.Duration, len(variants))
+	for _, v := range variants {
+		for i := 0; i < 200; i++ {
+			v.op()
+		}
+	}
+	lat := make([]time.Duration, n)
+	for r := 0; r < reps; r++ {
+		for k, v := range variants {
+			for i := range lat {
+				if v.gap {
+					t0 := time.Now()
+					for time.Since(t0) < 100*time.Microsecond {
+						runtime.Gosched()
+					}
+				}
+				t0 := time.Now()
+				v.op()
+				lat[i] = time.Since(t0)
+			}
+			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+			p50s[k] = append(p50s[k], lat[n/2])
+			p99s[k] = append(p99s[k], lat[n*99/100])
+		}
+	}
+	for k, v := range variants {
+		m, lo, hi := medSpread(p50s[k])
+		m99, lo99, hi99 := medSpread(p99s[k])
+		b.Logf("%-32s p50 %9v [%v..%v]  p99 %9v [%v..%v]", v.name, m, lo, hi, m99, lo99, hi99)
+		if v.name == "Exec.GoInt" {
+			b.ReportMetric(float64(m.Nanoseconds()), "goint-p50-ns")
+			b.ReportMetric(float64(m99.Nanoseconds()), "goint-p99-ns")
+		}
+		if v.name == "Exec.GoInt, 100us gap" {
+			b.ReportMetric(float64(m.Nanoseconds()), "gap-p50-ns")
+			b.ReportMetric(float64(m99.Nanoseconds()), "gap-p99-ns")
+		}
+	}
+	logLoad(b)
+}
+
+func medSpread(d []time.Duration) (m, lo, hi time.Duration) {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2], s[0], s[len(s)-1]
+}
+
+func logLoad(b *testing.B) {
+	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
+		b.Logf("load average: %s", la[:len(la)-1])
+	}
+}
+
+// Throughput of Exec.GoInt on an empty C function from G goroutines, each
+// calling in a loop (one carrier): calls/s and allocs/op (the synchronous
+// path allocates nothing per call).
+//
+//	go test -run '^$' -bench 'BenchmarkFrontDoorThroughput' -benchtime 200000x .
+func BenchmarkFrontDoorThroughput(b *testing.B) {
+	for _, g := range []int{1, 8, 64, 512} {
+		for _, carriers := range []int{1, 2} {
+			b.Run(fmt.Sprintf("G=%d/carriers=%d", g, carriers), func(b *testing.B) {
+				e := startService(b, carriers)
+				ctx := context.Background()
+				fn := ctest.Ident()
+				for i := 0; i < 1000; i++ { // warm: the table, the stacks
+					e.GoInt(ctx, fn, 1)
+				}
+				var wg sync.WaitGroup
+				per := b.N / g
+				if per == 0 {
+					per = 1
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				t0 := time.Now()
+				for k := 0; k < g; k++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for i := 0; i < per; i++ {
+							if _, err := e.GoInt(ctx, fn, 1); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				el := time.Since(t0)
+				b.StopTimer()
+				b.ReportMetric(float64(per*g)/el.Seconds(), "calls/s")
+				sub, ring, spun, fb := e.callStats()
+				b.Logf("submitted %d: through the ring %d, to a spinner %d, inbox fallback %d", sub, ring, spun, fb)
+			})
+		}
+	}
+}
+
+// Throughput of the plain cgo call (the reference: the same goroutines
+// calling the empty C function directly).
+func BenchmarkFrontDoorThroughputCgo(b *testing.B) {
+	for _, g := range []int{1, 64} {
+		b.Run(fmt.Sprintf("G=%d", g), func(b *testing.B) {
+			var wg sync.WaitGroup
+			per := b.N / g
+			if per == 0 {
+				per = 1
+			}
+			t0 := time.Now()
+			for k := 0; k < g; k++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; i < per; i++ {
+						ctest.GocbDepth()
+					}
+				}()
+			}
+			wg.Wait()
+			b.ReportMetric(float64(per*g)/time.Since(t0).Seconds(), "calls/s")
+		})
+	}
+}

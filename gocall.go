@@ -1,0 +1,462 @@
+//go:build cgo
+
+package xtc
+
+// The Go front door: how a goroutine's call (Exec.Go, GoInt, GoAsync, the
+// steps of LaunchFn) reaches a carrier and how its result comes back.
+//
+// Design (the C half is csrc/exec_gocall.c, whose note has the measured why):
+//   - one table per executor, made on the executor's first call: a fixed
+//     slab of C call records (xtc__gocalls) and, on this side, one slot
+//     per record (a reusable channel, the waiter's state); the free list
+//     of indices is a LIFO stack here, so the records in use stay few and
+//     hot. No allocation per call on the synchronous path.
+//   - submit: one cgo call fills record i and pushes it on the chosen
+//     carrier's submission ring; the carrier drains its ring in batches
+//     on its own stack and starts each call as a proc of its loop (class,
+//     kill at the next slice, exactly one settlement: exec_gocall.c).
+//   - the way back has two roads. A caller that finds the executor idle
+//     (no other call of the table in flight) and a spinner's place free
+//     (at most max(1, GOMAXPROCS/2) spin at once) polls its record's
+//     waiter word for up to callSpin: the settlement is then a store the
+//     caller sees, with no ring entry, no doorbell and no goroutine wake.
+//     Every other call gets its index through the completion ring, which
+//     one goroutine per table serves: it pops settled indices in batches
+//     (one cgo call per batch) and hands each to its waiter's channel; it
+//     spins a little with Gosched before it arms the eventfd and parks in
+//     the netpoller, and a carrier writes the eventfd only when it was
+//     armed, so a busy table costs no syscall per call.
+//   - cancellation: a ctx that ends first kills the call (exec_gocall.c: not
+//     started, it never runs; running, its proc dies at its next slice or
+//     park) and leaves the slot to the server, which frees it when the
+//     settlement arrives; the caller returns ctx.Err() at once.
+//   - end: Fini finalises the C executor (every started call settles
+//     through its proc's exit hook), then settles the records its fini
+//     dropped unrun (ErrAborted); the server frees the table once every
+//     slot came back, and exits.
+//
+// Rules kept: Go code never runs on a fiber stack (the server and the
+// waiters are plain goroutines; carriers never call Go for a call), and no
+// preemption signal is armed on a Go thread (only cgo calls that push on
+// a ring, kill a pid or pop a ring are made from Go).
+
+/*
+#include <stdint.h>
+#include <stdlib.h>
+#include "xtc.h"
+#include "exec_gocall_int.h"
+*/
+import "C"
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// callCapacity bounds the calls of one executor in flight at once (C
+// records); past it a call returns ErrAgain.
+const callCapacity = 1 << 14
+
+// callSpin is how long a caller that found the executor idle polls its
+// record before it parks: a short call on an awake carrier comes back in
+// 1-3 us; longer spins held the caller's P from the goroutines behind it
+// (with GOMAXPROCS 2 and a busy load generator on the other P, a 50 us
+// spin delayed every request that arrived meanwhile) and took a CPU from
+// the carrier on a 2-vCPU machine.
+var callSpin = 10 * time.Microsecond
+
+// serverSpin is how long the completion server polls the ring (yielding
+// its P between polls) before it arms the doorbell and parks.
+var serverSpin = 10 * time.Microsecond
+
+// spinYield: a spinning caller yields its P this often.
+var spinYield = 10 * time.Microsecond
+
+const (
+	slotFree      = iota
+	slotSync      // a goroutine waits on ch
+	slotAbandoned // the waiter left (ctx): the server frees it
+	slotDelivered // the server sent the token
+	slotAsync     // a CallResult waits (GoAsync)
+)
+
+type callSlot struct {
+	st  atomic.Uint32
+	ch  chan struct{} // capacity 1, made on the slot's first sync use
+	res *CallResult   // slotAsync
+}
+
+type goCalls struct {
+	e      *Exec
+	t      *C.xtc__gocalls_t
+	base   unsafe.Pointer // record 0's xtc__gocall_done_t
+	stride uintptr
+	bell   *os.File
+
+	slots []callSlot
+
+	mu   sync.Mutex
+	free []uint32 // LIFO
+
+	live     atomic.Int64 // slots taken
+	spinners atomic.Int32
+	maxSpin  int32
+	closed   atomic.Bool
+	exited   chan struct{}
+}
+
+// calls returns the executor's table, making it on first use (e.mu held
+// for reading by the caller, so Fini cannot run meanwhile).
+func (e *Exec) callTable() (*goCalls, error) {
+	if g := e.gc.Load(); g != nil {
+		return g, nil
+	}
+	e.gcMu.Lock()
+	defer e.gcMu.Unlock()
+	if g := e.gc.Load(); g != nil {
+		return g, nil
+	}
+	var t *C.xtc__gocalls_t
+	if rc := C.xtc__gocalls_create(e.c, callCapacity, &t); rc != 0 {
+		return nil, mkerr("xtc_proc_spawn", int(rc))
+	}
+	n := int(C.xtc__gocalls_cap(t))
+	fd := C.xtc__gocalls_fd(t)
+	C.xtc__gocalls_release_fd(t) // the os.File owns it from here
+	g := &goCalls{
+		e:      e,
+		t:      t,
+		base:   C.xtc__gocalls_base(t),
+		stride: uintptr(C.xtc__gocalls_stride()),
+		bell:   os.NewFile(uintptr(fd), "xtc-calls"),
+		slots:  make([]callSlot, n),
+		free:   make([]uint32, n),
+		exited: make(chan struct{}),
+	}
+	for i := range g.free {
+		g.free[i] = uint32(n - 1 - i) // pops 0 first
+	}
+	g.maxSpin = int32(runtime.GOMAXPROCS(0) / 2)
+	if g.maxSpin < 1 {
+		g.maxSpin = 1
+	}
+	e.gc.Store(g)
+	go g.serve()
+	return g, nil
+}
+
+func (g *goCalls) done(i uint32) *C.xtc__gocall_done_t {
+	return (*C.xtc__gocall_done_t)(unsafe.Add(g.base, uintptr(i)*g.stride))
+}
+
+func (g *goCalls) waiter(i uint32) *atomic.Uint32 {
+	return (*atomic.Uint32)(unsafe.Pointer(&g.done(i).waiter))
+}
+
+func (g *goCalls) alloc() (uint32, bool) {
+	g.mu.Lock()
+	n := len(g.free)
+	if n == 0 {
+		g.mu.Unlock()
+		return 0, false
+	}
+	i := g.free[n-1]
+	g.free = g.free[:n-1]
+	g.mu.Unlock()
+	g.live.Add(1)
+	return i, true
+}
+
+// release hands slot i back once nothing of its call is left (the record
+// settled and read, or abandoned and settled).
+func (g *goCalls) release(i uint32) {
+	g.slots[i].st.Store(slotFree)
+	g.mu.Lock()
+	g.free = append(g.free, i)
+	g.mu.Unlock()
+	g.e.calls.Add(-1)
+	if g.live.Add(-1) == 0 && g.closed.Load() {
+		g.kick()
+	}
+}
+
+// kick makes the server look at g.closed (a read deadline in the past
+// ends its netpoller wait; no C call, so it is safe at any time).
+func (g *goCalls) kick() { _ = g.bell.SetReadDeadline(time.Unix(1, 0)) }
+
+// result reads a settled record.
+func (g *goCalls) result(i uint32, op string) (int64, error) {
+	d := g.done(i)
+	v, st := int64(d.value), int(d.status)
+	if st != 0 {
+		return v, mkerr(op, st)
+	}
+	return v, nil
+}
+
+// serve is the one consumer of the table's completion ring.
+func (g *goCalls) serve() {
+	var buf [256]C.uint32_t
+	var b [8]byte
+	defer close(g.exited)
+	for {
+		n := int(C.xtc__gocalls_pop(g.t, &buf[0], C.int(len(buf))))
+		if n > 0 {
+			for _, i := range buf[:n] {
+				g.deliver(uint32(i))
+			}
+			continue
+		}
+		if g.closed.Load() && g.live.Load() == 0 {
+			break
+		}
+		if g.spinPop() {
+			continue
+		}
+		if C.xtc__gocalls_arm(g.t) != 0 {
+			continue // settled between the pop and the arm
+		}
+		_, _ = g.bell.Read(b[:]) // parks in the netpoller; kick ends it
+	}
+	_ = g.bell.Close()
+	C.xtc__gocalls_destroy(g.t)
+}
+
+// spinPop polls the ring for up to serverSpin before the server parks,
+// while calls are in flight (an idle table parks at once). Like spin it
+// holds its P (no Gosched storm) but for a shorter time.
+func (g *goCalls) spinPop() bool {
+	if serverSpin <= 0 || g.live.Load() == 0 {
+		return false
+	}
+	t0 := time.Now()
+	for time.Since(t0) < serverSpin {
+		for j := 0; j < 16; j++ {
+			if g.peek() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// peek: is the next ring slot published? (cheap: no cgo)
+func (g *goCalls) peek() bool {
+	return C.xtc__gocalls_peek(g.t) != 0
+}
+
+func (g *goCalls) deliver(i uint32) {
+	s := &g.slots[i]
+	for {
+		switch s.st.Load() {
+		case slotSync:
+			if s.st.CompareAndSwap(slotSync, slotDelivered) {
+				s.ch <- struct{}{}
+				return
+			}
+		case slotAbandoned:
+			g.release(i)
+			return
+		case slotAsync:
+			r := s.res
+			r.mu.Lock()
+			v, err := g.result(i, "xtc.Exec.Go")
+			if r.pid.IsNone() {
+				r.pid = g.pid(i)
+			}
+			r.idx = -1
+			s.res = nil
+			g.release(i)
+			r.mu.Unlock()
+			r.f.settle(v, err)
+			return
+		default:
+			panic("xtc: call settled twice or on a free slot")
+		}
+	}
+}
+
+// spin polls the waiter word of record i for up to callSpin. It holds
+// its P (runtime.Gosched wakes an idle P's thread each time: a futex
+// storm on this guest), except for one yield every spinYield so that a
+// goroutine queued behind it is not held up for the whole spin.
+func (g *goCalls) spin(w *atomic.Uint32) bool {
+	t0 := time.Now()
+	last := time.Duration(0)
+	for {
+		for j := 0; j < 256; j++ {
+			if w.Load() == C.XTC__GW_DONE {
+				return true
+			}
+		}
+		el := time.Since(t0)
+		if el > callSpin {
+			return false
+		}
+		if el-last > spinYield {
+			last = el
+			runtime.Gosched()
+		}
+	}
+}
+
+// callStats: records submitted, settled through the ring, settled to a
+// spinning caller, started through the inbox fallback (tests, benchmarks).
+func (e *Exec) callStats() (submitted, ring, spun, fallback uint64) {
+	g := e.gc.Load()
+	if g == nil || g.closed.Load() {
+		return
+	}
+	var st C.xtc__gocalls_stats_t
+	C.xtc__gocalls_stats(g.t, &st)
+	return uint64(st.submitted), uint64(st.ring), uint64(st.spun), uint64(st.fallback)
+}
+
+// submit takes a slot and queues fn(arg) on loop li in class cls; st is
+// the slot's waiter kind. Returns the slot and whether the spin was
+// granted. e.mu is held for reading (no Fini meanwhile).
+//
+// With res (an asynchronous call), spawn says to start the proc from this
+// thread so that its pid is known at return (GoAsync); res.mu is held
+// meanwhile, so a settlement that arrives first waits for it.
+func (e *Exec) submitCall(op string, fn unsafe.Pointer, arg C.uintptr_t, li int, cls C.xtc_exec_class_t, name string, st uint32, res *CallResult, wantSpin, spawn bool) (*goCalls, uint32, bool, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed.Load() || e.shutting.Load() {
+		return nil, 0, false, errClosed(op)
+	}
+	g, err := e.callTable()
+	if err != nil {
+		return nil, 0, false, err
+	}
+	i, ok := g.alloc()
+	if !ok {
+		return nil, 0, false, errReason(op, ErrAgain, "too many calls in flight (16384)")
+	}
+	s := &g.slots[i]
+	if st == slotSync && s.ch == nil {
+		s.ch = make(chan struct{}, 1)
+	}
+	s.res = res
+	if res != nil {
+		res.mu.Lock()
+		defer res.mu.Unlock()
+		res.g, res.idx = g, int32(i)
+	}
+	s.st.Store(st)
+	spin := 0
+	if wantSpin && g.spinners.Load() < g.maxSpin {
+		spin = 1
+	}
+	var cname *C.char
+	if name != "" {
+		cname = C.CString(name) // copied into the record
+		defer C.free(unsafe.Pointer(cname))
+	}
+	e.calls.Add(1)
+	var rc C.int
+	if spawn {
+		var pid C.xtc_pid_t
+		rc = C.xtc__gocall_spawn(g.t, C.uint32_t(i), C.int(li), fn, arg, cls, cname, &pid)
+		if rc == 0 {
+			res.pid = pidFromC(pid)
+		}
+	} else {
+		rc = C.xtc__gocall_submit(g.t, C.uint32_t(i), C.int(li), fn, arg, cls, cname, C.int(spin))
+	}
+	if rc < 0 {
+		s.res = nil
+		g.release(i)
+		return nil, 0, false, mkerr(op, int(rc))
+	}
+	return g, i, rc == 1, nil
+}
+
+// callSync runs one call and waits for it (Exec.Go, GoInt).
+func (e *Exec) callSync(ctx context.Context, fn unsafe.Pointer, arg C.uintptr_t, opts []CallOption) (int64, error) {
+	const op = "xtc.Exec.Go"
+	li, cls, name, err := e.place(opts)
+	if err != nil {
+		return 0, err
+	}
+	if fn == nil {
+		return 0, errReason("xtc_proc_spawn", ErrInval, "nil C function")
+	}
+	g, i, spun, err := e.submitCall("xtc_proc_spawn", fn, arg, li, cls, name, slotSync, nil, true, false)
+	if err != nil {
+		return 0, err
+	}
+	if spun {
+		g.spinners.Add(1)
+		ok := g.spin(g.waiter(i))
+		g.spinners.Add(-1)
+		if ok || C.xtc__gocall_unspin(g.t, C.uint32_t(i)) == 1 {
+			v, err := g.result(i, op)
+			g.release(i)
+			return v, err
+		}
+	}
+	s := &g.slots[i]
+	select {
+	case <-s.ch:
+		v, err := g.result(i, op)
+		g.release(i)
+		return v, err
+	case <-ctx.Done():
+		C.xtc__gocall_kill(g.t, C.uint32_t(i))
+		if s.st.CompareAndSwap(slotSync, slotAbandoned) {
+			return 0, ctx.Err() // the server frees it at the settlement
+		}
+		<-s.ch // delivered meanwhile
+		g.release(i)
+		return 0, ctx.Err()
+	}
+}
+
+// callAsync starts one call and returns its CallResult (GoAsync with
+// spawn: the pid known at return; the steps of Fn and Launch through the
+// carrier's ring).
+func (e *Exec) callAsync(fn unsafe.Pointer, arg C.uintptr_t, opts []CallOption, spawn bool) (*CallResult, error) {
+	li, cls, name, err := e.place(opts)
+	if err != nil {
+		return nil, err
+	}
+	if fn == nil {
+		return nil, errReason("xtc_proc_spawn", ErrInval, "nil C function")
+	}
+	r := &CallResult{f: &Future{done: make(chan struct{}), op: "xtc.Exec.Go"}, loop: li, idx: -1}
+	if _, _, _, err := e.submitCall("xtc_proc_spawn", fn, arg, li, cls, name, slotAsync, r, false, spawn); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (g *goCalls) pid(i uint32) Pid {
+	var p C.xtc_pid_t
+	C.xtc__gocall_pid(g.t, C.uint32_t(i), &p)
+	return pidFromC(p)
+}
+
+// finish runs after xtc_exec_fini returned (e.mu held): every record the
+// fini dropped unrun is settled ErrAborted, and the server frees the
+// table once every slot is back.
+func (g *goCalls) finish() {
+	C.xtc__gocalls_settle(g.t)
+	g.closed.Store(true)
+	g.kick()
+}
+
+// settle completes a Future of the front door (no dispatch handle).
+func (f *Future) settle(v int64, err error) {
+	f.value = v
+	f.err = err
+	if f.onDone != nil {
+		f.onDone()
+	}
+	close(f.done)
+}
