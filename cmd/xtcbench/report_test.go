@@ -127,8 +127,11 @@ func TestVerdicts(t *testing.T) {
 		Tail: &TailResults{
 			Contenders: []Contender{{Key: "xtc-50µs", Label: "xtc a", Kind: "xtc"},
 				{Key: "xtc-b", Label: "xtc b", Kind: "xtc"},
+				{Key: "xtcgo-50µs", Label: "xtc go", Kind: "xtcgo"},
+				{Key: "xtcgo-b", Label: "xtc go b", Kind: "xtcgo", Coop: true},
 				{Key: "go", Kind: "go"}, {Key: "gocgo", Kind: "gocgo"}},
 			Points: []TailPoint{pt("xtc-50µs", 10_000), pt("xtc-b", 50_000),
+				pt("xtcgo-50µs", 20_000), pt("xtcgo-b", 100_000),
 				pt("go", 200_000), pt("gocgo", 150_000)},
 			MaxLoad: map[string]map[string]float64{"A1": {"xtc-50µs": 0.7, "go": 0}},
 		},
@@ -144,8 +147,12 @@ func TestVerdicts(t *testing.T) {
 	assert.Equal(t, resMet, got["micro yield (Go/xtc)"])
 	assert.Equal(t, resMissed, got["micro spawn (Go/xtc)"])
 	assert.Equal(t, resUnavail, got["micro fan-out (Go/xtc)"])
-	assert.Equal(t, resMet, got["A1 @ 70%: short p99, xtc a"])  // ≤ 200 µs, 20× Go
-	assert.Equal(t, resInfo, got["A1 @ 70%: short p99, xtc b"]) // next to it
+	assert.Equal(t, resMet, got["A1 @ 70%: short p99, core alone (fed from C), xtc a"])  // ≤ 200 µs, 20× Go
+	assert.Equal(t, resInfo, got["A1 @ 70%: short p99, core alone (fed from C), xtc b"]) // next to it
+	// from Go: 7.5x lower than plain cgo (>= 5) and 10x lower than Go
+	assert.Equal(t, resMet, got["A1 @ 70% from Go: short p99, xtc go"])
+	assert.Equal(t, resInfo, got["A1 @ 70% from Go: short p99, xtc go b"]) // next to it
+	assert.Equal(t, "A1 @ 70% from Go: short p99, xtc go", r.Verdicts[3].Check, "the from-Go rows come first")
 	assert.Equal(t, resMet, got["fairness 600:300:100, worst class error"])
 	for k, v := range got {
 		if strings.HasPrefix(k, "hog") {

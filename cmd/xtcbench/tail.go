@@ -54,6 +54,20 @@ func contenders(cfg *Config) []Contender {
 				Label: "Go, goroutine per request, runtime.Gosched every " + fmtDur(s.Nanoseconds()),
 				Kind:  "go", Slice: s, Coop: true})
 	}
+	// The headline rows: the same work served from Go through the public
+	// Go API (a goroutine per request calling Exec.GoInt), the first slice
+	// kept by interrupts and, with --coop, by yield points (fromgo.go).
+	if len(cfg.Slices) > 0 {
+		s := cfg.Slices[0]
+		cs = append(cs, Contender{Key: "xtcgo-" + s.String(),
+			Label: "xtc from Go (Exec.GoInt per request goroutine), slice " + fmtDur(s.Nanoseconds()),
+			Kind:  "xtcgo", Slice: s})
+		if cfg.Coop {
+			cs = append(cs, Contender{Key: "xtcgo-" + s.String() + "-coop",
+				Label: "xtc from Go (Exec.GoInt), slice " + fmtDur(s.Nanoseconds()) + ", clock-checked",
+				Kind:  "xtcgo", Slice: s, Coop: true})
+		}
+	}
 	cs = append(cs,
 		// The control: the same executor without preemption (FIFO, each
 		// request runs to completion), to show what preemption changes.
@@ -405,6 +419,21 @@ func runOne(cfg *Config, c Contender, s *Schedule, cIters, goIters []uint64,
 		done, lag := goTail(s, goIters, false, cfg.Carriers, y)
 		p.Status = StatusOK.String()
 		summarizeRun(s, done, lag, &p, warm)
+	case "xtcgo":
+		var chunk uint64
+		if c.Coop {
+			chunk = coopChunk(cal.CItersPerNs)
+		}
+		done, lag, refused, why := xtcGoTail(s, cIters, cfg.Carriers, c.Slice, chunk, drainBound(cfg))
+		p.Status = StatusOK.String()
+		summarizeRun(s, done, lag, &p, warm)
+		p.Dropped = refused
+		if refused > 0 {
+			p.Why = fmt.Sprintf("%d calls refused (ErrAgain or another error)", refused)
+		}
+		if why != "" {
+			p.Why = why
+		}
 	case "gocgo":
 		done, lag := goTail(s, cIters, true, cfg.Carriers, goSched{})
 		p.Status = StatusOK.String()

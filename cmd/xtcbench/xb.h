@@ -37,6 +37,11 @@ uint64_t xb_spin(uint64_t iters);
 double   xb_calibrate(void); /* iterations per ns of xb_spin */
 void     xb_noop(void);      /* the callee of the "C call" micro */
 int64_t  xb_now(void);       /* CLOCK_MONOTONIC ns */
+/* The busy loop as a call from Go (Exec.GoInt): intptr_t (*)(void *)
+ * taking the iteration count; the _coop one also takes a yield-point
+ * chunk (iterations | chunk << 40) and calls xtc_yield_if_due. */
+void    *xb_spin_call_fn(void);
+void    *xb_spin_call_coop_fn(void);
 
 /* Process-wide preemption counters (zeros without xtc_preempt.h):
  * signals, ticks, ring_ticks, preemptions, deferrals, honoured, stale,

@@ -184,3 +184,45 @@ void xb_preempt_stats(uint64_t out[9])
 	out[8] = sent;
 #endif
 }
+
+/* The same busy loop as a call from Go (Exec.GoInt): an
+ * intptr_t (*)(void *) taking its iteration count as the argument,
+ * declared preemptible where the runtime asks for declarations
+ * (xtc_preempt(3) SAFETY). The loop is written out here, not a call of
+ * xb_spin, so the whole run lies in the declared function. */
+#ifndef XTC_PREEMPTIBLE
+#define XTC_PREEMPTIBLE
+#endif
+XTC_PREEMPTIBLE intptr_t xb_spin_call(void *arg)
+{
+	uint64_t iters = (uint64_t)(uintptr_t)arg;
+	uint64_t x = iters | 1;
+
+	for (uint64_t i = 0; i < iters; i++) {
+		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+		__asm__ volatile("" : "+r"(x));
+	}
+	return (intptr_t)(x & 0xffff);
+}
+
+/* The clock-checked variant: a yield point (xtc_yield_if_due) every chunk
+ * iterations; arg packs iterations (low 40 bits) and chunk (high 24). */
+XTC_PREEMPTIBLE intptr_t xb_spin_call_coop(void *arg)
+{
+	uint64_t a = (uint64_t)(uintptr_t)arg;
+	uint64_t iters = a & ((1ULL << 40) - 1), chunk = a >> 40;
+	uint64_t x = iters | 1;
+
+	if (chunk == 0)
+		chunk = iters + 1;
+	for (uint64_t i = 0; i < iters; i++) {
+		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+		__asm__ volatile("" : "+r"(x));
+		if ((i + 1) % chunk == 0)
+			xtc_yield_if_due();
+	}
+	return (intptr_t)(x & 0xffff);
+}
+
+void *xb_spin_call_fn(void) { return (void *)xb_spin_call; }
+void *xb_spin_call_coop_fn(void) { return (void *)xb_spin_call_coop; }
