@@ -26,179 +26,10 @@ package xtc
 // (cgo-feasibility.md forbids it).
 
 /*
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 #include "xtc.h"
-#include "proc_int.h"
-
-enum { XTC_GO_MB_TOKEN = 16, XTC_GO_MB_CTL = XTC_GO_MB_TOKEN + 1 + 8 };
-
-typedef struct xtc_go_mbox {
-	xtc_cq_t *cq;
-	uint64_t tag;            // tag: messages, +1: gone, +2: control replies
-	_Atomic int credits;
-	unsigned char token[XTC_GO_MB_TOKEN];
-	xtc_promise_t *gone;
-} xtc_go_mbox_t;
-
-typedef struct xtc_go_mrec {
-	size_t len;
-	unsigned char data[];
-} xtc_go_mrec_t;
-
-// One entry into the queue; waits (parks the relay) while the ring is full.
-static void xtc_go_mb_push(xtc_go_mbox_t *m, uint64_t tag, intptr_t v, int st)
-{
-	for (;;) {
-		xtc_promise_t *p;
-		xtc_future_t *f;
-		int rc;
-
-		if (xtc_future_new_pair(&p, &f) != 0) {
-			xtc_proc_sleep(100000);
-			continue;
-		}
-		rc = xtc_future_notify(f, m->cq, tag);
-		if (rc == 0) {
-			xtc_promise_set(p, v, st);
-			return;
-		}
-		xtc_future_drop(f);
-		xtc_promise_drop(p);
-		xtc_proc_sleep(100000); // ring full: Go is behind
-	}
-}
-
-static void xtc_go_mb_control(xtc_go_mbox_t *m, const unsigned char *c)
-{
-	uint64_t v;
-	xtc_pid_t pid;
-	uint64_t ref = 0;
-	int rc;
-
-	memcpy(&v, c + XTC_GO_MB_TOKEN + 1, 8);
-	pid.loop_id = (uint16_t)(v >> 48);
-	pid.local_id = (uint16_t)(v >> 32);
-	pid.gen = (uint32_t)v;
-	switch (c[XTC_GO_MB_TOKEN]) {
-	case 'M': rc = xtc_monitor(pid, &ref); break;
-	case 'D': rc = xtc_demonitor(v); break;
-	case 'L': rc = xtc_link(pid); break;
-	case 'U': rc = xtc_unlink(pid); break;
-	default: rc = XTC_E_INVAL;
-	}
-	xtc_go_mb_push(m, m->tag + 2, (intptr_t)ref, rc);
-}
-
-static int xtc_go_mb_is_ctl(const void *data, size_t size, void *user)
-{
-	xtc_go_mbox_t *m = user;
-
-	return size == XTC_GO_MB_CTL && memcmp(data, m->token, XTC_GO_MB_TOKEN) == 0;
-}
-
-static void xtc_go_mb_body(void *a)
-{
-	xtc_go_mbox_t *m = a;
-
-	for (;;) {
-		void *msg;
-		size_t len;
-		xtc_go_mrec_t *r;
-		int rc;
-
-		// Go has `window` messages unread: take only control requests
-		// (the data stays queued, in order) until Go receives.
-		while (atomic_load(&m->credits) <= 0) {
-			rc = xtc_recv_match(xtc_go_mb_is_ctl, m, &msg, &len, 100000);
-			if (rc == XTC_OK) {
-				xtc_go_mb_control(m, msg);
-				xtc_free(msg);
-			} else if (rc != XTC_E_AGAIN) {
-				return;
-			}
-		}
-		if (xtc_recv(&msg, &len, -1) != 0)
-			return;
-		if (len == XTC_GO_MB_CTL &&
-		    memcmp(msg, m->token, XTC_GO_MB_TOKEN) == 0) {
-			xtc_go_mb_control(m, msg);
-			xtc_free(msg);
-			continue;
-		}
-		r = malloc(sizeof(*r) + len);
-		while (r == NULL) {
-			xtc_proc_sleep(1000000);
-			r = malloc(sizeof(*r) + len);
-		}
-		r->len = len;
-		if (len > 0)
-			memcpy(r->data, msg, len);
-		xtc_free(msg);
-		atomic_fetch_sub(&m->credits, 1);
-		xtc_go_mb_push(m, m->tag, (intptr_t)r, 0);
-	}
-}
-
-static void xtc_go_mb_exit(void *a, int reason)
-{
-	xtc_go_mbox_t *m = a;
-
-	(void)reason;
-	xtc_promise_set(m->gone, 0, 0); // Go frees m when this arrives
-}
-
-// The record, with its gone entry routed to the queue (tag + 1).
-static int xtc_go_mb_new(xtc_cq_t *cq, uint64_t tag, int window,
-                         const unsigned char *token, xtc_go_mbox_t **out)
-{
-	xtc_go_mbox_t *m = calloc(1, sizeof(*m));
-	xtc_future_t *f;
-	int rc;
-
-	if (m == NULL)
-		return XTC_E_NOMEM;
-	m->cq = cq;
-	m->tag = tag;
-	atomic_init(&m->credits, window);
-	memcpy(m->token, token, XTC_GO_MB_TOKEN);
-	if ((rc = xtc_future_new_pair(&m->gone, &f)) != 0) {
-		free(m);
-		return rc;
-	}
-	if ((rc = xtc_future_notify(f, cq, tag + 1)) != 0) {
-		xtc_future_drop(f);
-		xtc_promise_drop(m->gone);
-		free(m);
-		return rc;
-	}
-	*out = m;
-	return 0;
-}
-
-// Start the relay on loop; on failure the gone entry is settled (Go frees
-// m when it arrives, as after a normal exit).
-static int xtc_go_mb_spawn(xtc_loop_t *loop, xtc_go_mbox_t *m, size_t cap,
-                           xtc_pid_t *pid)
-{
-	xtc_proc_opts_t o = {0};
-	int rc;
-
-	o.name = "xtc.Mailbox";
-	o.mailbox_cap = cap;
-	rc = xtc__proc_spawn_hooked(loop, xtc_go_mb_body, m, &o,
-	    xtc_go_mb_exit, m, pid);
-	if (rc != 0)
-		xtc_promise_set(m->gone, 0, 0);
-	return rc;
-}
-
-static void xtc_go_mb_credit(xtc_go_mbox_t *m) { atomic_fetch_add(&m->credits, 1); }
-static xtc_go_mrec_t *xtc_go_mrec_of(intptr_t v) { return (xtc_go_mrec_t *)v; }
-static size_t xtc_go_mrec_len(const xtc_go_mrec_t *r) { return r->len; }
-static void *xtc_go_mrec_data(xtc_go_mrec_t *r) { return r->data; }
+#include "exec_gocall_int.h"
 */
 import "C"
 
@@ -230,7 +61,7 @@ type Mailbox struct {
 	ctlMu sync.Mutex
 
 	mu   sync.Mutex
-	c    *C.xtc_go_mbox_t // nil once gone (freed)
+	c    *C.xtc__gombox_t // nil once gone (freed)
 	gone chan struct{}
 }
 
@@ -271,7 +102,7 @@ func (e *Exec) NewMailbox(loopIdx int, cap int) (*Mailbox, error) {
 	m.tag = (q.next | 3) + 1 // a block of 4 tags: messages, gone, replies
 	q.next = m.tag + 3
 	q.mu.Unlock()
-	if rc := C.xtc_go_mb_new(q.cq, C.uint64_t(m.tag), mailboxWindow,
+	if rc := C.xtc__gombox_new(q.cq, C.uint64_t(m.tag), mailboxWindow,
 		(*C.uchar)(unsafe.Pointer(&m.token[0])), &m.c); rc != 0 {
 		return nil, mkerr(op, int(rc))
 	}
@@ -280,7 +111,7 @@ func (e *Exec) NewMailbox(loopIdx int, cap int) (*Mailbox, error) {
 	q.mu.Unlock()
 	var pid C.xtc_pid_t
 	err = e.loops[loopIdx].withC(op, func(c *C.xtc_loop_t) C.int {
-		return C.xtc_go_mb_spawn(c, m.c, C.size_t(cap), &pid)
+		return C.xtc__gombox_spawn(c, m.c, C.size_t(cap), &pid)
 	})
 	if err != nil {
 		<-m.gone // the settled gone entry frees the record
@@ -306,7 +137,7 @@ func (m *Mailbox) Recv(ctx context.Context) ([]byte, error) {
 		}
 		m.mu.Lock()
 		if m.c != nil {
-			C.xtc_go_mb_credit(m.c)
+			C.xtc__gombox_credit(m.c)
 		}
 		m.mu.Unlock()
 		return b, nil
@@ -411,8 +242,8 @@ func (m *Mailbox) Done() <-chan struct{} { return m.gone }
 func (q *completionQueue) deliverMailbox(m *Mailbox, e C.xtc_cq_entry_t) {
 	switch uint64(e.tag) - m.tag {
 	case 0:
-		r := C.xtc_go_mrec_of(e.value)
-		b := C.GoBytes(C.xtc_go_mrec_data(r), C.int(C.xtc_go_mrec_len(r)))
+		r := C.xtc__gombox_rec_of(e.value)
+		b := C.GoBytes(C.xtc__gombox_rec_data(r), C.int(C.xtc__gombox_rec_len(r)))
 		C.free(unsafe.Pointer(r))
 		m.msgs <- b
 	case 1:
@@ -421,7 +252,7 @@ func (q *completionQueue) deliverMailbox(m *Mailbox, e C.xtc_cq_entry_t) {
 		q.mu.Unlock()
 		m.mu.Lock()
 		if m.c != nil {
-			C.free(unsafe.Pointer(m.c))
+			C.xtc__gombox_free(m.c)
 			m.c = nil
 		}
 		m.mu.Unlock()

@@ -740,3 +740,188 @@ int xtc__gofut_submit(xtc_loop_t *loop, void *fn, void *arg, xtc_cq_t *cq,
 	}
 	return rc;
 }
+
+/* ------------------------------------------------------------------ */
+/* the mailbox relay (mailbox.go)                                       */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Exec.NewMailbox: a relay proc owns the pid goroutines receive on. It
+ * hands each message to Go through the completion queue (tag: a message,
+ * whose value is an xtc__gombox_rec_t the Go side frees; tag + 1: the
+ * relay is gone; tag + 2: the reply to a control request), at most
+ * `window` unread at a time (credits; Go returns one per message read),
+ * and serves control requests (monitor, demonitor, link, unlink: a
+ * message carrying the record's random token) even while Go is behind.
+ */
+enum { XTC__GOMBOX_TOKEN = 16, XTC__GOMBOX_CTL = XTC__GOMBOX_TOKEN + 1 + 8 };
+
+struct xtc__gombox {
+	xtc_cq_t *cq;
+	uint64_t tag;            /* tag: messages, +1: gone, +2: control replies */
+	_Atomic int credits;
+	unsigned char token[XTC__GOMBOX_TOKEN];
+	xtc_promise_t *gone;
+};
+
+struct xtc__gombox_rec {
+	size_t len;
+	unsigned char data[];
+};
+
+/* One entry into the queue; waits (parks the relay) while the ring is full. */
+static void gombox_push(xtc__gombox_t *m, uint64_t tag, intptr_t v, int st)
+{
+	for (;;) {
+		xtc_promise_t *p;
+		xtc_future_t *f;
+		int rc;
+
+		if (xtc_future_new_pair(&p, &f) != 0) {
+			xtc_proc_sleep(100000);
+			continue;
+		}
+		rc = xtc_future_notify(f, m->cq, tag);
+		if (rc == 0) {
+			xtc_promise_set(p, v, st);
+			return;
+		}
+		xtc_future_drop(f);
+		xtc_promise_drop(p);
+		xtc_proc_sleep(100000); /* ring full: Go is behind */
+	}
+}
+
+static void gombox_control(xtc__gombox_t *m, const unsigned char *c)
+{
+	uint64_t v;
+	xtc_pid_t pid;
+	uint64_t ref = 0;
+	int rc;
+
+	memcpy(&v, c + XTC__GOMBOX_TOKEN + 1, 8);
+	pid.loop_id = (uint16_t)(v >> 48);
+	pid.local_id = (uint16_t)(v >> 32);
+	pid.gen = (uint32_t)v;
+	switch (c[XTC__GOMBOX_TOKEN]) {
+	case 'M': rc = xtc_monitor(pid, &ref); break;
+	case 'D': rc = xtc_demonitor(v); break;
+	case 'L': rc = xtc_link(pid); break;
+	case 'U': rc = xtc_unlink(pid); break;
+	default: rc = XTC_E_INVAL;
+	}
+	gombox_push(m, m->tag + 2, (intptr_t)ref, rc);
+}
+
+static int gombox_is_ctl(const void *data, size_t size, void *user)
+{
+	xtc__gombox_t *m = user;
+
+	return size == XTC__GOMBOX_CTL && memcmp(data, m->token, XTC__GOMBOX_TOKEN) == 0;
+}
+
+static void gombox_body(void *a)
+{
+	xtc__gombox_t *m = a;
+
+	for (;;) {
+		void *msg;
+		size_t len;
+		xtc__gombox_rec_t *r;
+		int rc;
+
+		/* Go has `window` messages unread: take only control requests */
+		/* (the data stays queued, in order) until Go receives. */
+		while (atomic_load(&m->credits) <= 0) {
+			rc = xtc_recv_match(gombox_is_ctl, m, &msg, &len, 100000);
+			if (rc == XTC_OK) {
+				gombox_control(m, msg);
+				xtc_free(msg);
+			} else if (rc != XTC_E_AGAIN) {
+				return;
+			}
+		}
+		if (xtc_recv(&msg, &len, -1) != 0)
+			return;
+		if (len == XTC__GOMBOX_CTL &&
+		    memcmp(msg, m->token, XTC__GOMBOX_TOKEN) == 0) {
+			gombox_control(m, msg);
+			xtc_free(msg);
+			continue;
+		}
+		r = malloc(sizeof(*r) + len);
+		while (r == NULL) {
+			xtc_proc_sleep(1000000);
+			r = malloc(sizeof(*r) + len);
+		}
+		r->len = len;
+		if (len > 0)
+			memcpy(r->data, msg, len);
+		xtc_free(msg);
+		atomic_fetch_sub(&m->credits, 1);
+		gombox_push(m, m->tag, (intptr_t)r, 0);
+	}
+}
+
+static void gombox_exit(void *a, int reason)
+{
+	xtc__gombox_t *m = a;
+
+	(void)reason;
+	xtc_promise_set(m->gone, 0, 0); /* Go frees m when this arrives */
+}
+
+/* The record, with its gone entry routed to the queue (tag + 1). */
+int xtc__gombox_new(xtc_cq_t *cq, uint64_t tag, int window,
+                         const unsigned char *token, xtc__gombox_t **out)
+{
+	xtc__gombox_t *m = calloc(1, sizeof(*m));
+	xtc_future_t *f;
+	int rc;
+
+	if (m == NULL)
+		return XTC_E_NOMEM;
+	m->cq = cq;
+	m->tag = tag;
+	atomic_init(&m->credits, window);
+	memcpy(m->token, token, XTC__GOMBOX_TOKEN);
+	if ((rc = xtc_future_new_pair(&m->gone, &f)) != 0) {
+		free(m);
+		return rc;
+	}
+	if ((rc = xtc_future_notify(f, cq, tag + 1)) != 0) {
+		xtc_future_drop(f);
+		xtc_promise_drop(m->gone);
+		free(m);
+		return rc;
+	}
+	*out = m;
+	return 0;
+}
+
+/* Start the relay on loop; on failure the gone entry is settled (Go frees */
+/* m when it arrives, as after a normal exit). */
+int xtc__gombox_spawn(xtc_loop_t *loop, xtc__gombox_t *m, size_t cap,
+                           xtc_pid_t *pid)
+{
+	xtc_proc_opts_t o = {0};
+	int rc;
+
+	o.name = "xtc.Mailbox";
+	o.mailbox_cap = cap;
+	rc = xtc__proc_spawn_hooked(loop, gombox_body, m, &o,
+	    gombox_exit, m, pid);
+	if (rc != 0)
+		xtc_promise_set(m->gone, 0, 0);
+	return rc;
+}
+
+void xtc__gombox_credit(xtc__gombox_t *m) { atomic_fetch_add(&m->credits, 1); }
+xtc__gombox_rec_t *xtc__gombox_rec_of(intptr_t v) { return (xtc__gombox_rec_t *)v; }
+size_t xtc__gombox_rec_len(const xtc__gombox_rec_t *r) { return r->len; }
+void *xtc__gombox_rec_data(xtc__gombox_rec_t *r) { return r->data; }
+
+void xtc__gombox_free(xtc__gombox_t *m)
+{
+	free(m);
+}

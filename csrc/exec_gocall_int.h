@@ -177,4 +177,23 @@ int xtc__golaunch_outcome(const xtc__golaunch_t *r, int *ran,
 int xtc__gofut_submit(xtc_loop_t *loop, void *fn, void *arg, xtc_cq_t *cq,
                       uint64_t tag, xtc_dispatch_handle_t **out_h);
 
+/* The mailbox relay (Exec.NewMailbox; exec_gocall.c has the protocol).
+ * new: the record, its "gone" settlement routed to cq under tag + 1,
+ * token the 16 random bytes of its control requests; spawn: the relay on
+ * loop (on failure the gone entry is settled all the same); credit: Go
+ * read one message; the rec_* accessors read a message record (the cq
+ * entry's value), which Go frees with free(); free: the record, once its
+ * gone entry arrived. */
+typedef struct xtc__gombox xtc__gombox_t;
+typedef struct xtc__gombox_rec xtc__gombox_rec_t;
+int xtc__gombox_new(xtc_cq_t *cq, uint64_t tag, int window,
+                    const unsigned char *token, xtc__gombox_t **out);
+int xtc__gombox_spawn(xtc_loop_t *loop, xtc__gombox_t *m, size_t cap,
+                      xtc_pid_t *pid);
+void xtc__gombox_credit(xtc__gombox_t *m);
+xtc__gombox_rec_t *xtc__gombox_rec_of(intptr_t v);
+size_t xtc__gombox_rec_len(const xtc__gombox_rec_t *r);
+void *xtc__gombox_rec_data(xtc__gombox_rec_t *r);
+void xtc__gombox_free(xtc__gombox_t *m);
+
 #endif
