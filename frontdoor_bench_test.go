@@ -42,6 +42,16 @@ func BenchmarkFrontDoorRoundTrip(b *testing.B) {
 		{"cgo call (empty C function)", func() { ctest.GocbDepth() }, false},
 		{"Exec.GoInt", goInt, false},
 		{"Exec.GoInt, 100us gap", goInt, true},
+		{"Exec.GoInt, no caller spin", func() {
+			defer func(d time.Duration) { callSpin = d }(callSpin)
+			callSpin = 0
+			goInt()
+		}, false},
+		{"Exec.GoInt, 50us caller spin", func() {
+			defer func(d time.Duration) { callSpin = d }(callSpin)
+			callSpin = 50 * time.Microsecond
+			goInt()
+		}, false},
 		{"Exec.GoAsync + Wait", func() {
 			r, err := e.GoAsync(ctest.Ident(), nil)
 			if err != nil {

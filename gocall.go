@@ -104,6 +104,7 @@ type goCalls struct {
 	free []uint32 // LIFO
 
 	live     atomic.Int64 // slots taken
+	awaited  atomic.Int64 // calls whose settlement will come through the ring
 	spinners atomic.Int32
 	maxSpin  int32
 	closed   atomic.Bool
@@ -228,10 +229,14 @@ func (g *goCalls) serve() {
 }
 
 // spinPop polls the ring for up to serverSpin before the server parks,
-// while calls are in flight (an idle table parks at once). Like spin it
-// holds its P (no Gosched storm) but for a shorter time.
+// while settlements are still to come through it (an idle table parks at
+// once). Like spin it holds its P (no Gosched storm) but for a shorter
+// time. It does not spin for calls merely not yet released: right after a
+// delivery the woken waiter sits in this P's run queue, and a spin there
+// delayed it by the whole spin (measured: a lone caller's round trip
+// 31 -> 55 us p50).
 func (g *goCalls) spinPop() bool {
-	if serverSpin <= 0 || g.live.Load() == 0 {
+	if serverSpin <= 0 || g.awaited.Load() <= 0 {
 		return false
 	}
 	t0 := time.Now()
@@ -251,6 +256,7 @@ func (g *goCalls) peek() bool {
 }
 
 func (g *goCalls) deliver(i uint32) {
+	g.awaited.Add(-1)
 	s := &g.slots[i]
 	for {
 		switch s.st.Load() {
@@ -350,7 +356,7 @@ func (e *Exec) submitCall(op string, fn unsafe.Pointer, arg C.uintptr_t, li int,
 	}
 	s.st.Store(st)
 	spin := 0
-	if wantSpin && g.spinners.Load() < g.maxSpin {
+	if wantSpin && callSpin > 0 && g.spinners.Load() < g.maxSpin {
 		spin = 1
 	}
 	var cname *C.char
@@ -373,6 +379,9 @@ func (e *Exec) submitCall(op string, fn unsafe.Pointer, arg C.uintptr_t, li int,
 		s.res = nil
 		g.release(i)
 		return nil, 0, false, mkerr(op, int(rc))
+	}
+	if rc != 1 {
+		g.awaited.Add(1)
 	}
 	return g, i, rc == 1, nil
 }
@@ -400,6 +409,7 @@ func (e *Exec) callSync(ctx context.Context, fn unsafe.Pointer, arg C.uintptr_t,
 			g.release(i)
 			return v, err
 		}
+		g.awaited.Add(1) // it comes through the ring now
 	}
 	s := &g.slots[i]
 	select {
