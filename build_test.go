@@ -163,7 +163,7 @@ func TestErrorWrapsCode(t *testing.T) {
 	require.ErrorAs(t, err, &xe)
 	assert.Equal(t, "xtc_send", xe.Op)
 	assert.Equal(t, ErrAgain, xe.Code)
-	assert.True(t, strings.HasPrefix(err.Error(), "xtc: xtc_send: try again"), err.Error())
+	assert.True(t, strings.HasPrefix(err.Error(), "xtc: xtc_send: resource temporarily unavailable"), err.Error())
 	assert.NoError(t, mkerr("xtc_send", 0))
 }
 

@@ -22,6 +22,16 @@ func (e Errno) Error() string {
 	return "xtc: unknown error " + strconv.Itoa(int(e))
 }
 
+// Explain returns the longer reading of the code from the error table
+// (xtc(3)), or "" when its text (xtc_strerror's, libxtc's) says it all.
+// It is the Reason of an *Error whose call site gave none.
+func (e Errno) Explain() string {
+	if i := -int(e); i >= 0 && i < len(errnoExplains) {
+		return errnoExplains[i]
+	}
+	return ""
+}
+
 // Name returns the C name of the code, e.g. "XTC_E_INVAL".
 func (e Errno) Name() string {
 	if i := -int(e); i >= 0 && i < len(errnoNames) && errnoNames[i] != "" {
@@ -39,7 +49,7 @@ func (e Errno) Name() string {
 type Error struct {
 	Op     string // e.g. "xtc_loop_init", "xtc.Exec.Go"
 	Code   Errno
-	Reason string // e.g. "shares must be in 1..1000, got 0"; "" = none
+	Reason string // e.g. "shares must be in 1..1000, got 0"; else Code.Explain()
 }
 
 // Error returns "xtc: op: code text (reason)".
@@ -72,10 +82,11 @@ func errReason(op string, code Errno, reason string) error {
 	return &Error{Op: op, Code: code, Reason: reason}
 }
 
-// mkerr converts a C return code into a Go error (nil for XTC_OK).
+// mkerr converts a C return code into a Go error (nil for XTC_OK); its
+// Reason is the code's longer reading (Errno.Explain).
 func mkerr(op string, rc int) error {
 	if rc == 0 {
 		return nil
 	}
-	return &Error{Op: op, Code: Errno(rc)}
+	return &Error{Op: op, Code: Errno(rc), Reason: Errno(rc).Explain()}
 }

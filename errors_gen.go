@@ -6,17 +6,17 @@ package xtc
 // this package are *[Error] values that wrap one, so
 // errors.Is(err, xtc.ErrInval) works on them.
 const (
-	// ErrInval is XTC_E_INVAL (-1): invalid argument or calling context.
+	// ErrInval is XTC_E_INVAL (-1): invalid argument (invalid argument or calling context).
 	ErrInval Errno = -1
 	// ErrNomem is XTC_E_NOMEM (-2): out of memory.
 	ErrNomem Errno = -2
-	// ErrNosys is XTC_E_NOSYS (-3): not supported on this platform or build.
+	// ErrNosys is XTC_E_NOSYS (-3): not implemented on this platform (not supported on this platform or build).
 	ErrNosys Errno = -3
-	// ErrRange is XTC_E_RANGE (-4): value out of range.
+	// ErrRange is XTC_E_RANGE (-4): numeric out of range.
 	ErrRange Errno = -4
-	// ErrAgain is XTC_E_AGAIN (-5): try again: timeout, full queue or budget exhausted.
+	// ErrAgain is XTC_E_AGAIN (-5): resource temporarily unavailable (try again: timeout, full queue or budget exhausted).
 	ErrAgain Errno = -5
-	// ErrInternal is XTC_E_INTERNAL (-6): internal error.
+	// ErrInternal is XTC_E_INTERNAL (-6): internal invariant violation (a runtime invariant failed or the platform failed unexpectedly).
 	ErrInternal Errno = -6
 	// ErrResource is XTC_E_RESOURCE (-7): resource cap reached.
 	ErrResource Errno = -7
@@ -32,7 +32,7 @@ const (
 	ErrIo Errno = -12
 )
 
-// errnoNames and errnoTexts are indexed by -code.
+// errnoNames, errnoTexts and errnoExplains are indexed by -code.
 var errnoNames = [...]string{
 	0:  "XTC_E_OK",
 	1:  "XTC_E_INVAL",
@@ -50,17 +50,25 @@ var errnoNames = [...]string{
 }
 
 var errnoTexts = [...]string{
-	0:  "success",
-	1:  "invalid argument or calling context",
+	0:  "ok",
+	1:  "invalid argument",
 	2:  "out of memory",
-	3:  "not supported on this platform or build",
-	4:  "value out of range",
-	5:  "try again: timeout, full queue or budget exhausted",
-	6:  "internal error",
+	3:  "not implemented on this platform",
+	4:  "numeric out of range",
+	5:  "resource temporarily unavailable",
+	6:  "internal invariant violation",
 	7:  "resource cap reached",
 	8:  "deadlock: nothing can make progress",
 	9:  "version mismatch",
 	10: "aborted or cancelled",
 	11: "not found",
 	12: "I/O error",
+}
+
+var errnoExplains = [...]string{
+	0: "success",
+	1: "invalid argument or calling context",
+	3: "not supported on this platform or build",
+	5: "try again: timeout, full queue or budget exhausted",
+	6: "a runtime invariant failed or the platform failed unexpectedly",
 }

@@ -254,7 +254,7 @@ func ExampleSchedContinuousSet() {
 	}
 	loop.Run()
 	fmt.Println(xtc.SchedContinuousSet(loop, 3)) // setup-only
-	// Output: xtc: xtc_sched_continuous_set: try again: timeout, full queue or budget exhausted
+	// Output: xtc: xtc_sched_continuous_set: resource temporarily unavailable (try again: timeout, full queue or budget exhausted)
 }
 
 // The cost of a Go Select per selection opportunity (a cgo callback from

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -66,42 +67,39 @@ void *xtc_calloc(size_t n, size_t size)
 	return calloc(n, size);
 }
 
-/* The registered allocation region (base_int.h): published with release
- * after its fields, read with acquire (free on x86, one ldar on arm64). */
+/* The registered recycler (base_int.h): published with release after
+ * its bounds, read with acquire (free on x86, one ldar on arm64). */
 static struct {
-	_Atomic uintptr_t lo;
-	size_t len;
-	void (*free_fn)(void *);
-	void *(*realloc_fn)(void *, size_t);
-} region;
+	_Atomic(void (*)(void *)) put;
+	size_t lo, span;
+} recycler;
 
-void xtc__alloc_region_set(void *lo, size_t len, void (*free_fn)(void *),
-                           void *(*realloc_fn)(void *, size_t))
+void xtc__alloc_recycler_set(size_t lo, size_t hi, void (*put)(void *))
 {
-	region.len = len;
-	region.free_fn = free_fn;
-	region.realloc_fn = realloc_fn;
-	atomic_store_explicit(&region.lo, (uintptr_t)lo, memory_order_release);
-}
-
-static inline int in_region(const void *p)
-{
-	uintptr_t lo = atomic_load_explicit(&region.lo, memory_order_acquire);
-	return lo != 0 && (uintptr_t)p - lo < region.len;
+	recycler.lo = lo;
+	recycler.span = hi - lo;
+	atomic_store_explicit(&recycler.put, put, memory_order_release);
 }
 
 /* realloc(p, 0) may free p and return NULL; keep the unique-pointer rule. */
 void *xtc_realloc(void *p, size_t size)
 {
-	if (in_region(p)) /* e.g. a received message buffer (proc_mailbox.c) */
-		return region.realloc_fn(p, size);
 	return realloc(p, size != 0 ? size : 1);
 }
 
+/* Every buffer the API hands out is a malloc chunk, so free() releases it
+ * too; xtc_free gives blocks of the message size back to the message
+ * cache (proc_mailbox.c) instead: one malloc_usable_size call, the price
+ * of letting free() work (bench_proc proc_pingpong: +58 instructions per
+ * round trip, 885 -> 943, +3-4% in thread CPU time). */
 void xtc_free(void *p)
 {
-	if (in_region(p)) { /* e.g. a received message buffer (proc_mailbox.c) */
-		region.free_fn(p);
+	void (*put)(void *) = atomic_load_explicit(&recycler.put,
+	                                           memory_order_acquire);
+
+	if (put != NULL && p != NULL &&
+	    malloc_usable_size(p) - recycler.lo <= recycler.span) {
+		put(p);
 		return;
 	}
 	free(p);

@@ -2,11 +2,13 @@
  * base_int.h - internal interface of the base layer (base.c): what the
  * layers above register with it. Nothing here depends on another layer.
  *
- * Allocation region: one allocator of a higher layer (proc_mailbox.c's message
- * arena) may own an address range whose pointers reach users as ordinary
- * xtc_malloc memory; xtc_free and xtc_realloc hand them back to it. The
- * registration replaces a direct call from base.c into proc_mailbox.c, which
- * made the bottom layer depend on the proc layer (tools/layers.txt).
+ * Recycler: one allocator of a higher layer (proc_mailbox.c's message
+ * cache) takes back, through xtc_free, the malloc blocks of its size that
+ * users release, instead of the C library. Every buffer the API hands out
+ * stays an ordinary malloc block, so free() works on it too (libxtc
+ * programs call it). The registration replaces a direct call from base.c
+ * into proc_mailbox.c, which made the bottom layer depend on the proc
+ * layer (tools/layers.txt).
  *
  * Primitives every layer uses, written once: the initial-exec TLS model
  * (the signal handler and the switch path read TLS; no lazy allocation),
@@ -84,8 +86,9 @@ static inline void xtc__futex_wake(void *w, int n)
 	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }
 
-/* Once, before the first pointer of [lo, lo + len) exists; any thread. */
-void xtc__alloc_region_set(void *lo, size_t len, void (*free_fn)(void *),
-                           void *(*realloc_fn)(void *, size_t));
+/* Recycler of freed blocks (one, registered once; any thread): xtc_free
+ * hands it every block whose malloc_usable_size is in [lo, hi] instead of
+ * freeing it (mailbox.c's message cache). */
+void xtc__alloc_recycler_set(size_t lo, size_t hi, void (*put)(void *));
 
 #endif

@@ -249,6 +249,19 @@ static void migrate_out(xtc_loop_t *l, xtc__post_t *p)
 	}
 }
 
+/* libxtc's contract for eager rebalance (default off): a loop that still
+ * owns parked tasks or pending timers does not steal -- the work it holds
+ * will wake it, and a stolen proc would compete with it -- unless eager
+ * rebalance is on, which trades migration cost for idle capacity. A loop
+ * with nothing of its own left always may. */
+int xtc__carrier_may_steal(xtc__carrier_t *c)
+{
+	xtc_loop_t *l = c->loop;
+
+	return (l->live_tasks == 0 && l->pending_timers == 0) ||
+	    atomic_load_explicit(&c->exec->eager, memory_order_relaxed);
+}
+
 /* Take one task from a random busy peer and start moving it here. */
 int xtc__carrier_try_steal(xtc__carrier_t *c)
 {
@@ -256,7 +269,7 @@ int xtc__carrier_try_steal(xtc__carrier_t *c)
 	int start, n = e->n;
 
 	if (n < 2 || atomic_load_explicit(&c->steal_inflight,
-	    memory_order_relaxed))
+	    memory_order_relaxed) || !xtc__carrier_may_steal(c))
 		return 0;
 	start = (int)(rng_next(&c->rng) % (uint64_t)n);
 	for (int k = 0; k < n; k++) {

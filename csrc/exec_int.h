@@ -208,5 +208,7 @@ void *xtc__carrier_main(void *arg);          /* the carrier thread */
 void  xtc__exec_wake_all(xtc_exec_t *e);     /* stop and errors */
 int   xtc__carrier_drain(xtc__carrier_t *c); /* a paced ring drain: # run */
 int   xtc__carrier_try_steal(xtc__carrier_t *c);
+/* May c steal now? (eager rebalance's contract, exec_carrier.c) */
+int   xtc__carrier_may_steal(xtc__carrier_t *c);
 
 #endif

@@ -54,7 +54,8 @@ int xtc__exec_sim_runnable(xtc_exec_t *e, int idx, int64_t now)
 	return l->rq_head != NULL || l->low_head != NULL ||
 	    xtc__deque_size(&c->dq) > 0 || xtc__class_queued(l) > 0 || atomic_load(&l->inbox) != NULL ||
 	    xtc__carrier_ring_nonempty(c) || (next >= 0 && next <= now) ||
-	    (!atomic_load(&c->steal_inflight) && others_have_stealable(e, idx));
+	    (!atomic_load(&c->steal_inflight) && xtc__carrier_may_steal(c) &&
+	     others_have_stealable(e, idx));
 }
 
 /* Earliest timer deadline over every loop, -1 = none. */

@@ -105,6 +105,13 @@ size_t xtc__stack_cache_count(void); /* stacks cached by this thread */
 size_t xtc__stack_default(void);
 int    xtc__stack_set_default(size_t bytes);
 size_t xtc__page_size(void);
+
+/* Stack reclaim at park (fiber_reclaim.c): 0 = off, else the bytes kept
+ * below the stack pointer. A parking fiber that reads it nonzero calls
+ * xtc__stack_reclaim_park(its stack, keep) on itself before it is
+ * published as parked. */
+extern _Atomic size_t xtc__stack_reclaim_keep;
+void xtc__stack_reclaim_park(const xtc__stack_t *st, size_t keep);
 /* VMA budget: each guarded stack costs 2 kernel VMAs, and vm.max_map_count
  * defaults to 65530, so ~32k live stacks is the default ceiling.
  * headroom: how many more stacks fit now (-1 when /proc is unreadable).
@@ -169,6 +176,16 @@ extern int (*xtc__fiber_slice_yield)(void);
 static inline xtc__fiber_t *xtc__fiber_current(void)
 {
 	return xtc__fiber_cur;
+}
+/* Called by a fiber about to park (loop.c), before it switches away:
+ * one relaxed load while reclaim is off (fiber_reclaim.c). */
+static inline void xtc__stack_reclaim_check(void)
+{
+	size_t keep = atomic_load_explicit(&xtc__stack_reclaim_keep,
+	                                   memory_order_relaxed);
+
+	if (__builtin_expect(keep != 0, 0))
+		xtc__stack_reclaim_park(&xtc__fiber_cur->stack, keep);
 }
 /* The same from code that may resume on another thread between two reads
  * in one function (a migratable proc looping around a park). The real

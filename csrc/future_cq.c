@@ -386,3 +386,16 @@ int xtc_dispatch_cancelled(void)
 		return 0;
 	return atomic_load(&((xtc_dispatch_handle_t *)t->arg)->cancelled);
 }
+
+/* libxtc's xtc_cancel_requested (xtc_proc.h): here because a dispatch is
+ * a services-layer concept; the kill flag is the task's. */
+int xtc_cancel_requested(void)
+{
+	xtc_task_t *t = xtc__task_current();
+
+	if (t == NULL || !t->is_fiber)
+		return 0;
+	if (atomic_load_explicit(&t->kill_pending, memory_order_acquire))
+		return 1;
+	return xtc_dispatch_cancelled();
+}

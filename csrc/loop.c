@@ -648,6 +648,7 @@ int xtc__park_ex(int64_t timeout_ns, int fd, uint32_t interest,
 	rc = xtc__task_park_arm(loop, t, timeout_ns, fd, interest);
 	if (rc != 0)
 		return rc;
+	xtc__stack_reclaim_check();
 	if (!park_publish(t))
 		fiber_switch_out(loop, t);
 	/* Resumed (maybe on another loop after migration). */
@@ -682,6 +683,7 @@ int xtc__park_published(void)
 
 	t->park_why = XTC__PW_NONE;
 	t->revents = 0;
+	xtc__stack_reclaim_check();
 	fiber_switch_out(t->loop, t);
 	t->park_why = XTC__PW_NONE;
 	if (XTC__UNLIKELY(atomic_load_explicit(&t->kill_pending,

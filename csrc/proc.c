@@ -469,6 +469,8 @@ static void proc_teardown(xtc__proc_t *p, int reason)
 	xtc_pid_t me;
 	xtc_task_t *t;
 
+	if (p->fault)
+		xtc__proc_fault_free(p);
 	xtc__spin_lock(&p->lock);
 	me = xtc__proc_pid(p);
 	slot_die_locked(p);
@@ -1110,7 +1112,8 @@ int xtc_monitor(xtc_pid_t target, uint64_t *out_ref)
 	uint64_t mref;
 	int rc, ok = 0;
 
-	if (!p || !out_ref || xtc_pid_is_none(target))
+	/* out_ref may be NULL (libxtc): the DOWN comes all the same */
+	if (!p || xtc_pid_is_none(target))
 		return XTC_E_INVAL;
 	me = xtc__proc_pid(p);
 	if (xtc_pid_eq(me, target))
@@ -1144,8 +1147,14 @@ int xtc_monitor(xtc_pid_t target, uint64_t *out_ref)
 		if (rc != XTC_OK)
 			return rc;
 	}
-	*out_ref = mref;
+	if (out_ref)
+		*out_ref = mref;
 	return XTC_OK;
+}
+
+int xtc_down_is_noproc(int reason)
+{
+	return reason == XTC_DOWN_NOPROC;
 }
 
 int xtc_demonitor(uint64_t mref)

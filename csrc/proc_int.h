@@ -60,19 +60,6 @@ static inline void *xtc__msg_data(xtc__msg_t *m)
 	return (char *)m - XTC__MSG_OFF(m->size);
 }
 
-/* Small messages live in fixed blocks of one reserved range (proc_mailbox.c,
- * "small-message cache"); xtc_free and xtc_realloc route such pointers
- * back with these. */
-#define XTC__MSG_ARENA ((size_t)64 << 20)
-extern _Atomic uintptr_t xtc__msg_lo;
-static inline int xtc__msg_cached(const void *p)
-{
-	uintptr_t lo = atomic_load_explicit(&xtc__msg_lo, memory_order_relaxed);
-	return lo != 0 && (uintptr_t)p - lo < XTC__MSG_ARENA;
-}
-void  xtc__msg_uncache(void *p);                 /* any thread */
-void *xtc__msg_cached_realloc(void *p, size_t size);
-
 typedef struct xtc__msgq {
 	xtc__msg_t *head, *tail;
 	uint32_t n;
@@ -198,6 +185,9 @@ typedef struct xtc__proc {
 	 * that still holds `name` after the proc died reads valid memory (at
 	 * worst the name of the slot's next proc) */
 	char name_buf[XTC_PROC_NAME_MAX];
+	/* recovery frame (proc_fault.c); NULL until the proc first arms one,
+	 * freed at teardown */
+	struct xtc__pfault *fault;
 } xtc__proc_t;
 _Static_assert(offsetof(xtc__proc_t, tab) == 64,
                "a handoff's fields fill the slot's first line, no more");
@@ -286,6 +276,9 @@ static inline xtc_pid_t xtc__proc_pid(const xtc__proc_t *p)
 	xtc_pid_t pid = { p->tab->loop_id, p->local_id, p->gen };
 	return pid;
 }
+
+/* proc_fault.c: free p's recovery frame (teardown, on the proc's fiber). */
+void xtc__proc_fault_free(xtc__proc_t *p);
 
 /* The calling proc's slot, or NULL off a proc. */
 static inline xtc__proc_t *xtc__proc_current(void)

@@ -13,11 +13,11 @@
  * (EXIT, DOWN) bypass the cap: losing a DOWN would leave a watcher waiting
  * forever.
  *
- * A message is one buffer: payload at the start (that pointer is what
- * xtc_recv returns, freed with xtc_free in any thread), the queue node at
- * the 16-aligned end. Small ones are fixed blocks from a per-thread free
- * list over a reserved range ("small-message cache" below), larger ones a
- * malloc; xtc_free tells them apart by address.
+ * A message is one malloc block: payload at the start (that pointer is
+ * what xtc_recv returns, freed with xtc_free or free() in any thread),
+ * the queue node at the 16-aligned end. Small ones are fixed-size blocks
+ * recycled through a per-thread free list ("small-message cache" below),
+ * larger ones a malloc of their size.
  *
  * Wake protocol. A receiver that finds nothing sets slot->waiting under the
  * lock and parks, with preemption deferred from the flag to the park (a
@@ -99,27 +99,35 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "base_int.h"
 #include "proc_int.h"
 
 /* ---- small-message cache -------------------------------------------------
- * Messages whose payload and node fit in MSG_BLK bytes come from fixed
- * blocks carved out of one reserved address range (the arena), recycled
- * through a per-thread free list, so the same-thread send/recv/xtc_free
- * cycle costs a few loads and stores instead of a malloc and a free.
- * xtc_free recognises a block by its address (one range compare,
- * xtc__msg_cached) and hands it back here from any thread: blocks are
- * interchangeable, so a foreign free just feeds that thread's list.
+ * Messages whose payload and node fit in MSG_BLK bytes use fixed-size
+ * blocks recycled through a per-thread free list, so the same-thread
+ * send/recv/xtc_free cycle costs a few loads and stores instead of a
+ * malloc and a free. Every block is an ordinary malloc(MSG_BLK) chunk, so
+ * a received buffer may also be released with free(), as libxtc programs
+ * do: it then just leaves the cache and a later send mallocs a new one.
+ * xtc_free takes back any block whose usable size (malloc_usable_size) is
+ * in [MSG_BLK, MSG_BLK_MAX] -- a block its owner gave up serves as well as
+ * one of ours -- from any thread: a foreign free feeds that thread's list.
  * A thread's list is bounded (TC_MAX); the surplus, and the whole list at
- * thread exit, goes to a global list under a spinlock that refills
- * threads in batches. When the arena is used up, messages fall back to
- * malloc. Under ASan/TSan the cache is off so the sanitizers see every
- * message's lifetime.
- * Rejected: a header with a magic word in front of every payload (xtc_free
- * would have to read before arbitrary malloc pointers); glibc's tcache
- * alone (malloc + free were ~130 instructions per message here). */
+ * thread exit, goes to a global list (at most GL_MAX blocks, the rest is
+ * freed) under a spinlock that refills threads in batches. Under ASan/TSan
+ * the cache is off so the sanitizers see every message's lifetime.
+ * Cost of the compatibility: xtc_free's malloc_usable_size call against
+ * the old one range compare, 885 -> 943 instructions per same-loop
+ * ping-pong round trip (cachegrind), +3-4% thread CPU time in 12
+ * interleaved runs at load average 14 (a program that frees with free()
+ * pays a malloc per message instead: it leaves the cache).
+ * Rejected: blocks carved from one reserved address range that xtc_free
+ * recognised by address (the design until issue 28: free() of such a
+ * block crashed in glibc with "free(): invalid pointer"); a header with a
+ * magic word in front of every payload (xtc_free would have to read before
+ * arbitrary malloc pointers); glibc's tcache alone (malloc + free were
+ * ~130 instructions per message here). */
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define MSG_CACHE 0
@@ -133,17 +141,17 @@
 #endif
 
 #define MSG_BLK      128u                 /* bytes per block */
+#define MSG_BLK_MAX  192u                 /* largest usable size taken back */
 #define TC_MAX       256u                 /* blocks kept per thread */
 #define TC_BATCH     32u                  /* global <-> thread transfer */
-
-_Atomic uintptr_t xtc__msg_lo; /* arena base once mapped, else 0 */
+#define GL_MAX       65536u               /* blocks kept globally */
 
 struct blk { struct blk *next; };
 
 static struct {
 	xtc__spin_t lock;
 	struct blk *head;        /* global free list */
-	_Atomic size_t bump;     /* arena bytes handed out */
+	size_t n;
 	pthread_once_t once;
 	pthread_key_t key;
 	int key_ok;
@@ -156,27 +164,37 @@ static XTC__TLS __thread struct tcache {
 } tc;
 
 static void tc_flush(void *arg);
+static void msg_recycle(void *p);
 
 static void mc_init(void)
 {
-	void *a = mmap(NULL, XTC__MSG_ARENA, PROT_READ | PROT_WRITE,
-	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-
 	g_mc.key_ok = pthread_key_create(&g_mc.key, tc_flush) == 0;
-	if (a == MAP_FAILED || !g_mc.key_ok)
-		return; /* no cache: every message is malloc'd */
-	atomic_store_explicit(&xtc__msg_lo, (uintptr_t)a, memory_order_release);
-	/* xtc_free/xtc_realloc of a received buffer come back here */
-	xtc__alloc_region_set(a, XTC__MSG_ARENA, xtc__msg_uncache,
-	                      xtc__msg_cached_realloc);
+	if (g_mc.key_ok) /* xtc_free hands blocks of our size back */
+		xtc__alloc_recycler_set(MSG_BLK, MSG_BLK_MAX, msg_recycle);
 }
 
-/* Give the chain head..tail to the global list. */
-static void global_put(struct blk *head, struct blk *tail)
+static void chain_free(struct blk *b)
+{
+	while (b) {
+		struct blk *n = b->next;
+		free(b);
+		b = n;
+	}
+}
+
+/* Give the chain head..tail (n blocks) to the global list. */
+static void global_put(struct blk *head, struct blk *tail, size_t n)
 {
 	xtc__spin_lock(&g_mc.lock);
+	if (g_mc.n + n > GL_MAX) {
+		xtc__spin_unlock(&g_mc.lock);
+		tail->next = NULL;
+		chain_free(head);
+		return;
+	}
 	tail->next = g_mc.head;
-	g_mc.head = head;
+	__atomic_store_n(&g_mc.head, head, __ATOMIC_RELAXED);
+	g_mc.n += n;
 	xtc__spin_unlock(&g_mc.lock);
 }
 
@@ -190,57 +208,49 @@ static void tc_flush(void *arg)
 		return;
 	while (tail->next)
 		tail = tail->next;
-	global_put(c->head, tail);
+	global_put(c->head, tail, c->n);
 	c->head = NULL;
 	c->n = 0;
 }
 
-/* Slow path of a small alloc: a batch from the global list, else from the
- * arena. NULL when both are dry (the caller mallocs). */
-static struct blk *tc_refill(void)
+static void tc_register(void)
 {
-	struct blk *b, *last = NULL;
-	uint32_t n = 0;
-	size_t off;
-
 	pthread_once(&g_mc.once, mc_init);
-	if (!atomic_load_explicit(&xtc__msg_lo, memory_order_acquire))
-		return NULL;
-	if (!tc.registered) {
+	if (!tc.registered && g_mc.key_ok) {
 		tc.registered = 1;
 		pthread_setspecific(g_mc.key, &tc);
 	}
-	xtc__spin_lock(&g_mc.lock);
-	b = g_mc.head;
-	while (b && n < TC_BATCH) {
-		last = b;
-		b = b->next;
-		n++;
-	}
-	if (n) {
-		struct blk *got = g_mc.head;
-		g_mc.head = b;
+}
+
+/* Slow path of a small alloc: a batch from the global list, else one new
+ * block. NULL only when malloc fails. */
+static __attribute__((noinline)) struct blk *tc_refill(void)
+{
+	struct blk *b, *last = NULL;
+	uint32_t n = 0;
+
+	tc_register();
+	if (__atomic_load_n(&g_mc.head, __ATOMIC_RELAXED) != NULL) {
+		xtc__spin_lock(&g_mc.lock);
+		b = g_mc.head;
+		while (b && n < TC_BATCH) {
+			last = b;
+			b = b->next;
+			n++;
+		}
+		if (n) {
+			struct blk *got = g_mc.head;
+			__atomic_store_n(&g_mc.head, b, __ATOMIC_RELAXED);
+			g_mc.n -= n;
+			xtc__spin_unlock(&g_mc.lock);
+			last->next = NULL;
+			tc.head = got->next;
+			tc.n = n - 1;
+			return got;
+		}
 		xtc__spin_unlock(&g_mc.lock);
-		last->next = NULL;
-		tc.head = got->next;
-		tc.n = n - 1;
-		return got;
 	}
-	xtc__spin_unlock(&g_mc.lock);
-	off = atomic_fetch_add_explicit(&g_mc.bump, TC_BATCH * MSG_BLK,
-	                                memory_order_relaxed);
-	if (off + TC_BATCH * MSG_BLK > XTC__MSG_ARENA)
-		return NULL; /* arena used up */
-	b = (struct blk *)(atomic_load_explicit(&xtc__msg_lo,
-	                                        memory_order_relaxed) + off);
-	for (n = 1; n < TC_BATCH; n++) {
-		struct blk *x = (struct blk *)((char *)b + n * MSG_BLK);
-		x->next = n + 1 < TC_BATCH
-		          ? (struct blk *)((char *)x + MSG_BLK) : NULL;
-	}
-	tc.head = (struct blk *)((char *)b + MSG_BLK);
-	tc.n = TC_BATCH - 1;
-	return b;
+	return malloc(MSG_BLK);
 }
 
 static inline void *blk_get(void)
@@ -256,11 +266,14 @@ static inline void *blk_get(void)
 }
 
 /* First free on this thread, or its list is full. */
-static __attribute__((noinline)) void uncache_slow(struct blk *b)
+static __attribute__((noinline)) void recycle_slow(struct blk *b)
 {
 	if (!tc.registered) {
-		tc.registered = 1;
-		pthread_setspecific(g_mc.key, &tc);
+		tc_register();
+		if (!tc.registered) {
+			free(b);
+			return;
+		}
 	}
 	b->next = tc.head;
 	tc.head = b;
@@ -271,11 +284,12 @@ static __attribute__((noinline)) void uncache_slow(struct blk *b)
 			tail = tail->next;
 		tc.head = tail->next;
 		tc.n -= TC_MAX / 2;
-		global_put(first, tail);
+		global_put(first, tail, TC_MAX / 2);
 	}
 }
 
-void xtc__msg_uncache(void *p)
+/* xtc_free of a block of our size (base.c), any thread. */
+static void msg_recycle(void *p)
 {
 	struct blk *b = p;
 
@@ -285,18 +299,7 @@ void xtc__msg_uncache(void *p)
 		tc.n++;
 		return;
 	}
-	uncache_slow(b);
-}
-
-void *xtc__msg_cached_realloc(void *p, size_t size)
-{
-	void *q = malloc(size ? size : 1);
-
-	if (!q)
-		return NULL; /* p stays valid, as with realloc */
-	memcpy(q, p, size < MSG_BLK ? size : MSG_BLK);
-	xtc__msg_uncache(p);
-	return q;
+	recycle_slow(b);
 }
 
 /* ---- messages and queues ------------------------------------------------ */

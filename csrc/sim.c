@@ -30,6 +30,7 @@
 
 #include "xtc_sim.h"
 #include "sched_int.h"
+#include "sim_int.h"
 
 #define CHECK_EVERY 64
 
@@ -64,6 +65,7 @@ void xtc_sim_activate(uint64_t seed)
 {
 	sim.active = 1;
 	sim.seed = seed;
+	xtc__sim_fault_reset(); /* buggify decides afresh in each run */
 	for (int i = 0; i < XTC_SIM_RNG_NSTREAMS; i++) {
 		uint64_t s = seed ^ (0xd1b54a32d192ed03ull * (uint64_t)(i + 1));
 		sim.stream[i] = splitmix(&s);

@@ -460,7 +460,12 @@ static void monitor_driver(void *arg)
 	mr.demon_zero = xtc_demonitor(0) == XTC_E_INVAL;
 	mr.mon_none = xtc_monitor(XTC_PID_NONE, &r) == XTC_E_INVAL;
 	mr.mon_self = xtc_monitor(xtc_self(), &r) == XTC_E_INVAL;
-	mr.mon_null = xtc_monitor(p, NULL) == XTC_E_INVAL;
+	/* a NULL ref is accepted (libxtc): the DOWN (NOPROC: p is gone)
+	 * still arrives */
+	mr.mon_null = xtc_monitor(p, NULL) == XTC_OK;
+	b = get(NULL, 5000 * MS);
+	mr.mon_null = mr.mon_null && b != NULL;
+	xtc_free(b);
 }
 
 static void test_monitors(void)

@@ -4,7 +4,8 @@
  * a seed sweep over a mixed workload (cross-loop messages, sleeps, stealing,
  * wakes) that must pass the invariant checker with exact counts, a lost wake
  * reported as XTC_E_DEADLK, the step budget, the virtual clock, and the
- * checker catching a planted corruption.
+ * checker catching a planted corruption, and eager rebalance's contract
+ * (off: a loop that owns parked fibers does not steal; on: it does).
  *
  * SWEEP_SEEDS (default 500) sets the sweep size; test_sim_soak.c includes
  * this file with a larger one for the slow suite.
@@ -227,6 +228,9 @@ static int run_mix(uint64_t seed, uint64_t *hash)
 
 	memset(&mix, 0, sizeof(mix));
 	CHECK_EQ(xtc_exec_init(&e, n), XTC_OK);
+	/* every loop holds parked procs: only eager rebalance steals then
+	 * (test_eager_rebalance), and the sweep is about migrations */
+	xtc_exec_set_eager_rebalance(e, 1);
 	mix.e = e;
 	memset(&o, 0, sizeof(o));
 	for (int i = 0; i < NPAIRS; i++) {
@@ -477,6 +481,79 @@ static void test_nested_run(void)
 	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
 }
 
+/* ---- eager rebalance (libxtc's contract) ------------------------------
+ * Loop 1 owns one proc parked in a receive for the whole run; loop 0 holds
+ * 16 migratable workers that yield. Off (the default), loop 1 never
+ * steals: it owns a parked fiber. On, it steals workers. The last worker
+ * releases the parked proc so the run ends quiescent. */
+#define EG_WORKERS 16
+static xtc_pid_t eg_holder;
+static int eg_left;
+
+static void eg_holder_body(void *a)
+{
+	void *m;
+
+	(void)a;
+	if (xtc_recv(&m, NULL, -1) == XTC_OK)
+		xtc_free(m);
+}
+
+static void eg_worker(void *a)
+{
+	(void)a;
+	for (int i = 0; i < 50; i++)
+		xtc_yield();
+	if (--eg_left == 0)
+		CHECK_EQ(xtc_send(eg_holder, "x", 1), XTC_OK);
+}
+
+static uint64_t eg_run(int eager, uint64_t seed, uint64_t *hash)
+{
+	xtc_exec_t *e = NULL;
+	xtc_proc_opts_t o;
+	xtc_loop_stats_t st;
+	uint64_t steals = 0;
+
+	REQUIRE(xtc_exec_init(&e, 2) == XTC_OK);
+	xtc_exec_set_eager_rebalance(e, eager);
+	memset(&o, 0, sizeof o);
+	REQUIRE(xtc_proc_spawn(xtc_exec_loop(e, 1), eg_holder_body, NULL, NULL,
+	                       &eg_holder) == XTC_OK);
+	o.migratable = 1;
+	eg_left = EG_WORKERS;
+	for (int i = 0; i < EG_WORKERS; i++)
+		REQUIRE(xtc_proc_spawn(xtc_exec_loop(e, 0), eg_worker, NULL, &o,
+		                       NULL) == XTC_OK);
+	CHECK_EQ(xtc_sim_exec_run(e, seed, 1000000), XTC_OK);
+	CHECK_EQ(eg_left, 0);
+	for (int i = 0; i < 2; i++) {
+		REQUIRE(xtc_exec_loop_stats(e, i, &st) == XTC_OK);
+		steals += st.steals;
+	}
+	*hash = xtc_sim_state_hash(e);
+	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+	return steals;
+}
+
+static void test_eager_rebalance(void)
+{
+	uint64_t h_off, h_on, h2, off, on;
+
+	off = eg_run(0, 4242, &h_off);
+	on = eg_run(1, 4242, &h_on);
+	fprintf(stderr, "  seed 4242: steals off %llu, on %llu\n",
+	        (unsigned long long)off, (unsigned long long)on);
+	CHECK_EQ(off, 0);
+	CHECK(on > 0);
+	CHECK(h_off != h_on);
+	/* each replays */
+	CHECK_EQ(eg_run(0, 4242, &h2), off);
+	CHECK(h2 == h_off);
+	CHECK_EQ(eg_run(1, 4242, &h2), on);
+	CHECK(h2 == h_on);
+}
+
 int main(void)
 {
 	if (!xtc_sim_supported()) {
@@ -494,5 +571,6 @@ int main(void)
 	RUN(test_shares_exact);
 	RUN(test_replay);
 	RUN(test_sweep);
+	RUN(test_eager_rebalance);
 	return failures ? 1 : 0;
 }

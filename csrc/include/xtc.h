@@ -61,6 +61,7 @@ XTC_API int64_t xtc_atomic_i64_add(int64_t *p, int64_t delta);
 }
 #endif
 
+#include "xtc_io.h"
 #include "xtc_loop.h"
 #include "xtc_async.h"
 #include "xtc_proc.h"
@@ -70,6 +71,7 @@ XTC_API int64_t xtc_atomic_i64_add(int64_t *p, int64_t delta);
 #include "xtc_fn.h"
 #include "xtc_blocking.h"
 #include "xtc_future.h"
+#include "xtc_dispatch.h"
 #include "xtc_launch.h"
 #include "xtc_osproc.h"
 #include "xtc_sim.h"

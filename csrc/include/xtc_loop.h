@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 
+#include "xtc_io.h" /* XTC_IO_* interest bits, xtc_io_backend_name */
 
 #ifdef __cplusplus
 extern "C" {
@@ -31,12 +32,6 @@ typedef void (*xtc_timer_fn)(void *user);
 #define XTC_TASK_DONE    0 /* finished; the loop reaps it */
 #define XTC_TASK_RESCHED 1 /* requeue at the back of the run queue */
 #define XTC_TASK_PENDING 2 /* parked: runs again after a wake, timer or fd */
-
-#define XTC_IO_READABLE 0x01u
-#define XTC_IO_WRITABLE 0x02u
-#define XTC_IO_HUP      0x04u
-#define XTC_IO_ERR      0x08u
-#define XTC_IO_WAKEUP   0x10u
 
 typedef struct xtc_waker {
 	xtc_loop_t *loop;
@@ -69,10 +64,6 @@ XTC_API int xtc_waker_wake(const xtc_waker_t *w);
 XTC_API int xtc_timer_set(xtc_loop_t *loop, int64_t delay_ns, xtc_timer_fn fn,
                           void *user, xtc_timer_t **out_timer);
 XTC_API int xtc_timer_cancel(xtc_timer_t *timer);
-
-/* "uring" or "epoll": the backend this process actually uses (io_uring is
- * preferred; epoll is chosen at run time when io_uring is refused). */
-XTC_API const char *xtc_io_backend_name(void);
 
 #ifdef __cplusplus
 }

@@ -47,7 +47,7 @@ XTC_API int  xtc_osproc_isolated_spawn(const char *name,
 
 /* Framed request/reply over the control socket (4-byte little-endian
  * length, then the bytes). The reply is allocated with xtc_malloc and freed
- * by the caller with xtc_free. */
+ * by the caller with xtc_free or free(). */
 #define XTC_OSPROC_MAX_FRAME (64u * 1024u * 1024u)
 XTC_API int xtc_osproc_call(xtc_osproc_t *p, const void *req, size_t req_len,
                             void **reply, size_t *reply_len, size_t max_reply,

@@ -22,6 +22,7 @@
 #ifndef XTC_PROC_H
 #define XTC_PROC_H
 
+#include <setjmp.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -143,7 +144,8 @@ XTC_API int   xtc_proc_set_class(xtc_exec_class_t cls);
  *   XTC_E_AGAIN   mailbox full (the message is dropped and counted)
  *   XTC_E_NOMEM */
 XTC_API int xtc_send(xtc_pid_t to, const void *data, size_t size);
-/* Take the oldest message; *out is freed by the caller with xtc_free.
+/* Take the oldest message; *out is freed by the caller with xtc_free (or
+ * free(): every buffer the API hands out is a malloc block).
  * out_size may be NULL. XTC_E_AGAIN on timeout, XTC_E_INVAL off a proc,
  * NULL out, or from inside a match predicate; XTC_E_DEADLK inside a Go
  * callback. */
@@ -160,7 +162,7 @@ XTC_API int xtc_proc_mailbox_stats(xtc_pid_t pid, xtc_mailbox_stats_t *out);
 
 /* Collect n_expected messages whose first corr_size bytes equal corr_value
  * (corr_size 0 matches any message), in arrival order, into out_msgs[0..];
- * *out_n counts them (also on failure: the caller owns and xtc_frees every
+ * *out_n counts them (also on failure: the caller owns and frees every
  * out_msgs[i].data below *out_n). Other messages stay queued in order (save
  * queue, as xtc_recv_match). XTC_E_AGAIN on timeout with the partial count;
  * XTC_E_INVAL off a proc, NULL out_msgs or out_n, n_expected < 1, NULL
@@ -220,9 +222,10 @@ XTC_API int xtc_exit_pid(xtc_pid_t target, int reason);
 XTC_API int xtc_link(xtc_pid_t other);
 XTC_API int xtc_unlink(xtc_pid_t other);
 /* One-way monitor: when target exits, a DOWN message (xtc_down_decode)
- * carrying *out_ref arrives. A dead or unknown target gives an immediate
- * DOWN with reason XTC_DOWN_NOPROC (not an error). XTC_E_INVAL off a proc,
- * NULL out_ref, NONE or self. */
+ * carrying the monitor's ref arrives; the ref is stored in *out_ref unless
+ * out_ref is NULL (the DOWN still comes; only xtc_demonitor needs the
+ * ref). A dead or unknown target gives an immediate DOWN with reason
+ * XTC_DOWN_NOPROC (not an error). XTC_E_INVAL off a proc, NONE or self. */
 XTC_API int xtc_monitor(xtc_pid_t target, uint64_t *out_ref);
 /* Cancel a monitor of the calling proc; no DOWN for it arrives afterwards
  * (one already queued is removed). XTC_E_NOTFOUND when ref is neither
@@ -238,6 +241,39 @@ XTC_API int xtc_down_decode_ex(const void *msg, size_t len,
                                xtc_down_info_t *out);
 XTC_API int xtc_exit_decode(const void *msg, size_t len, xtc_pid_t *out_pid,
                             int *out_reason);
+/* 1 when a DOWN reason is XTC_DOWN_NOPROC (the monitored proc was already
+ * gone: benign, not a crash), else 0. */
+XTC_API int xtc_down_is_noproc(int reason);
+
+/* 1 when the calling proc or fiber has been asked to stop and has not yet
+ * reached the yield or park that acts on it: a pending xtc_exit_pid (or a
+ * deadline kill), or a cancelled xtc_dispatch. 0 otherwise and off a
+ * fiber. Lets long computations stop early. */
+XTC_API int xtc_cancel_requested(void);
+
+/* ---- fault containment (xtc_proc(3) FAULTS) ------------------------------
+ * xtc_fault_guard_install: handle SIGSEGV, SIGBUS, SIGFPE and SIGILL
+ * process-wide (chained to the handlers installed before) and give the
+ * calling thread an alternate signal stack; call it on every thread that
+ * runs loops (idempotent; 0 or XTC_E_NOMEM/XTC_E_INTERNAL). Then a fault
+ * in a proc's own code ends only that proc: with a recovery frame armed,
+ * xtc_proc_recovery_arm() returns again with the signal number; without,
+ * the proc exits with the signal number as its reason (its monitors get
+ * a DOWN). Inside xtc_proc_critical_enter/leave (nestable; also defers
+ * involuntary preemption) or the runtime's own code a fault is not
+ * contained: the process dies of the signal. Stack overflows keep their
+ * report. */
+XTC_API int xtc_fault_guard_install(void);
+/* The calling proc's recovery buffer (a throwaway one off a proc), marked
+ * armed: what xtc_proc_recovery_arm() expands to. */
+XTC_API jmp_buf *xtc_proc_recovery_slot(void);
+/* Like setjmp: 0 when arming, the signal number after a contained fault
+ * (the frame is then disarmed). Valid while the calling function is
+ * active: disarm before it returns. */
+#define xtc_proc_recovery_arm() setjmp(*xtc_proc_recovery_slot())
+XTC_API void xtc_proc_recovery_disarm(void);
+XTC_API void xtc_proc_critical_enter(void);
+XTC_API void xtc_proc_critical_leave(void);
 
 #ifdef __cplusplus
 }

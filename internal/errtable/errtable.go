@@ -13,11 +13,13 @@ import (
 	"strings"
 )
 
-// Code is one row of the table: X(NAME, value, "text").
+// Code is one row of the table, X(NAME, value, "text"), with its longer
+// reading from XTC_ERRORS_EXPLAIN, E(NAME, "explanation"), if any.
 type Code struct {
-	Name  string // as in C, without the XTC_E_ prefix: "INVAL"
-	Value int
-	Text  string
+	Name    string // as in C, without the XTC_E_ prefix: "INVAL"
+	Value   int
+	Text    string // xtc_strerror's text (libxtc's where libxtc has one)
+	Explain string // "" when Text says it all
 }
 
 // GoName is the Go identifier suffix: "INVAL" -> "Inval", "NOTFOUND" ->
@@ -30,6 +32,27 @@ func (c Code) GoName() string {
 		}
 	}
 	return strings.Join(parts, "")
+}
+
+var explainRow = regexp.MustCompile(`E\(\s*([A-Z][A-Z0-9_]*)\s*,\s*"((?:[^"\\]|\\.)*)"\s*\)`)
+
+// macroBody returns the text of the multi-line #define of name, "" when
+// there is none.
+func macroBody(hdr []byte, name string) string {
+	start := bytes.Index(hdr, []byte("#define "+name))
+	if start < 0 {
+		return ""
+	}
+	// The macro body ends at the first line that does not continue with '\'.
+	var body strings.Builder
+	for _, line := range strings.Split(string(hdr[start:]), "\n") {
+		body.WriteString(line)
+		body.WriteByte('\n')
+		if !strings.HasSuffix(strings.TrimRight(line, " \t\r"), "\\") {
+			break
+		}
+	}
+	return body.String()
 }
 
 var row = regexp.MustCompile(`X\(\s*([A-Z][A-Z0-9_]*)\s*,\s*(-?[0-9]+)\s*,\s*"((?:[^"\\]|\\.)*)"\s*\)`)
@@ -73,6 +96,21 @@ func Parse(hdr []byte) ([]Code, error) {
 	if len(codes) < 2 || codes[0].Value != 0 {
 		return nil, fmt.Errorf("table must start with X(OK, 0, ...) and list errors")
 	}
+	for _, m := range explainRow.FindAllStringSubmatch(macroBody(hdr, "XTC_ERRORS_EXPLAIN(E)"), -1) {
+		text, err := strconv.Unquote(`"` + m[2] + `"`)
+		if err != nil {
+			return nil, fmt.Errorf("%s: bad explanation: %w", m[1], err)
+		}
+		found := false
+		for i := range codes {
+			if codes[i].Name == m[1] {
+				codes[i].Explain, found = text, true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("XTC_ERRORS_EXPLAIN names %s, which XTC_ERRORS does not", m[1])
+		}
+	}
 	return codes, nil
 }
 
@@ -89,11 +127,15 @@ func GenerateGo(codes []Code) ([]byte, error) {
 		if c.Value == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "\t// Err%s is XTC_E_%s (%d): %s.\n", c.GoName(), c.Name, c.Value, c.Text)
+		if c.Explain != "" {
+			fmt.Fprintf(&b, "\t// Err%s is XTC_E_%s (%d): %s (%s).\n", c.GoName(), c.Name, c.Value, c.Text, c.Explain)
+		} else {
+			fmt.Fprintf(&b, "\t// Err%s is XTC_E_%s (%d): %s.\n", c.GoName(), c.Name, c.Value, c.Text)
+		}
 		fmt.Fprintf(&b, "\tErr%s Errno = %d\n", c.GoName(), c.Value)
 	}
 	b.WriteString(")\n\n")
-	b.WriteString("// errnoNames and errnoTexts are indexed by -code.\n")
+	b.WriteString("// errnoNames, errnoTexts and errnoExplains are indexed by -code.\n")
 	b.WriteString("var errnoNames = [...]string{\n")
 	for _, c := range codes {
 		fmt.Fprintf(&b, "\t%d: %q,\n", -c.Value, "XTC_E_"+c.Name)
@@ -101,6 +143,12 @@ func GenerateGo(codes []Code) ([]byte, error) {
 	b.WriteString("}\n\nvar errnoTexts = [...]string{\n")
 	for _, c := range codes {
 		fmt.Fprintf(&b, "\t%d: %q,\n", -c.Value, c.Text)
+	}
+	b.WriteString("}\n\nvar errnoExplains = [...]string{\n")
+	for _, c := range codes {
+		if c.Explain != "" {
+			fmt.Fprintf(&b, "\t%d: %q,\n", -c.Value, c.Explain)
+		}
 	}
 	b.WriteString("}\n")
 	return format.Source(b.Bytes())
