@@ -268,18 +268,34 @@ static void test_call_serve(void)
 	xtc_osproc_destroy(p);
 }
 
-/* A fiber waits for a 60 ms child while a peer keeps running: the wait
- * parks the fiber, not the loop. */
+/* A fiber waits for a child while a peer keeps running: the wait parks the
+ * fiber, not the loop. Ordered by events, not by time: the child exits only
+ * once the peer, after ticking 10 times, writes it a byte, so a wait that
+ * blocked the loop would never end (and time out after 5 s). */
 static volatile int peer_ticks, waiter_done;
+static xtc_osproc_t *volatile waited_child;
+static int child_wait_byte(int fd, void *arg)
+{
+	(void)arg;
+	char c;
+	ssize_t n;
+	do
+		n = read(fd, &c, 1);
+	while (n < 0 && errno == EINTR);
+	return 3;
+}
+
 static intptr_t waiter(void *arg)
 {
 	(void)arg;
-	xtc_osproc_opts_t o = { .fn = child_nap_ms, .arg = (void *)(intptr_t)60 };
+	xtc_osproc_opts_t o = { .fn = child_wait_byte, .ctrl_socket = 1 };
 	xtc_osproc_t *p = NULL;
 	if (xtc_osproc_spawn(&o, &p) != XTC_OK)
 		return -1;
+	waited_child = p;
 	int st = -1;
 	int rc = xtc_osproc_wait(p, &st, 5000 * MS);
+	waited_child = NULL;
 	xtc_osproc_destroy(p);
 	waiter_done = 1;
 	return rc == XTC_OK && WEXITSTATUS(st) == 3 ? 1 : -2;
@@ -288,8 +304,12 @@ static intptr_t waiter(void *arg)
 static intptr_t peer(void *arg)
 {
 	(void)arg;
+	int sent = 0;
 	while (!waiter_done) {
 		peer_ticks++;
+		xtc_osproc_t *p = waited_child;
+		if (!sent && peer_ticks >= 10 && p != NULL)
+			sent = write(xtc_osproc_ctrl_fd(p), "x", 1) == 1;
 		xtc__park(1 * MS, -1, 0, NULL);
 	}
 	return 0;
