@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -199,4 +200,29 @@ func BenchmarkFrontDoorThroughputCgo(b *testing.B) {
 			b.ReportMetric(float64(per*g)/time.Since(t0).Seconds(), "calls/s")
 		})
 	}
+}
+
+// Idle cost: after a burst of calls the executor, its carrier and the
+// completion server go quiet; the process's CPU time over the next second
+// (after a 200 ms settle, so every spin has ended) as a fraction of one CPU.
+//
+//	go test -run '^$' -bench BenchmarkFrontDoorIdleCPU -benchtime 1x .
+func BenchmarkFrontDoorIdleCPU(b *testing.B) {
+	e := startService(b, 1)
+	ctx := context.Background()
+	for i := 0; i < 10000; i++ {
+		e.GoInt(ctx, ctest.Ident(), 1)
+	}
+	time.Sleep(200 * time.Millisecond)
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	c0, t0 := cpu(), time.Now()
+	time.Sleep(time.Second)
+	frac := float64(cpu()-c0) / float64(time.Since(t0))
+	b.Logf("idle executor: %.2f%% of a CPU over 1 s", 100*frac)
+	b.ReportMetric(100*frac, "idle-cpu-%")
+	logLoad(b)
 }
