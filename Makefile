@@ -176,7 +176,7 @@ test-asan:
 # proc_stress is left out: its 10^6-proc churn takes >8 min under TSan.
 # preempt and fn skip themselves (TSan defers asynchronous signals).
 TSAN_TESTS ?= exec exec_stress class stall sched loop async timer future blocking launch mailbox proc fiber \
-	osproc fn preempt migrate batch stop pacing exit_race exec_gocall
+	osproc fn preempt migrate batch stop pacing exit_race exec_gocall durations
 test-tsan:
 	@$(SETUP) $(BUILD)-tsan $(WERROR) -Db_sanitize=thread -Db_lundef=false \
 		-Dbenches=false $(MESON_OPTS)

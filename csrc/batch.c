@@ -868,7 +868,7 @@ static int exec_wait(xtc_batch_t *g, const xtc_batch_exec_t *ex,
 	int timed = g->exec_timeout > 0 && ex->kind != XTC_BATCH_EXEC_BLOCKING;
 
 	if (timed)
-		deadline = xtc_clock_mono() + g->exec_timeout;
+		deadline = xtc__deadline_after(xtc_clock_mono(), g->exec_timeout);
 	for (;;) {
 		int64_t left = -1;
 		uint32_t rev = 0;

@@ -441,7 +441,7 @@ int xtc_exec_submit_wait(xtc_exec_t *e, int loop_idx, xtc_exec_fn fn,
 	if (loop_idx < 0)
 		loop_idx = pick_loop(e);
 	if (timeout_ns > 0)
-		deadline = xtc_clock_mono() + timeout_ns;
+		deadline = xtc__deadline_after(xtc_clock_mono(), timeout_ns);
 	for (;;) {
 		rc = submit_once(e, loop_idx, fn, arg);
 		if (rc != XTC_E_AGAIN || timeout_ns == 0)

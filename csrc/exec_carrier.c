@@ -567,12 +567,11 @@ static int user_spin(xtc__carrier_t *c, int64_t t0)
 		return 0;
 	if (c->spin_since == 0)
 		c->spin_since = t0;
-	int64_t end = us > INT64_MAX - c->spin_since ? INT64_MAX
-	    : c->spin_since + us;
+	int64_t end = xtc__deadline_after(c->spin_since, us);
 	int64_t now = xtc_clock_mono(), tmo = park_timeout(c);
 	int capped = tmo >= 0 && tmo < end - now;
 	if (capped)
-		end = now + tmo;
+		end = xtc__deadline_after(now, tmo);
 	if (end > now && carrier_spin(c, now, end - now)) {
 		c->spin_since = 0;
 		return 1;

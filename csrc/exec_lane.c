@@ -242,8 +242,9 @@ static void preempt_begin(xtc_loop_t *l, xtc_task_t *t, int64_t now)
 		 * "alone" otherwise, so new work that arrives still gets the
 		 * carrier at the ordinary slice end. */
 		int64_t q = run_slice(l, c), turn = demoted_turn(q);
-		if (q > 0 && (until < 0 || now + turn < until)) {
-			until = now + turn;
+		if (q > 0 && (until < 0 ||
+		              xtc__deadline_after(now, turn) < until)) {
+			until = xtc__deadline_after(now, turn);
 			/* long work taking its turn among demoted work is
 			 * timed by the carrier (one arm per turn); a fresh run
 			 * (most are short) by producers' polls and the net */

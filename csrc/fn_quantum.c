@@ -170,7 +170,8 @@ int xtc_fn_quantum_create(const xtc_fn_quantum_opts_t *opts,
 	atomic_store(&q->quantum, o.initial_ns);
 	atomic_store(&q->load_override_ppm, -1);
 	q->last_update = now_ns();
-	atomic_store(&q->next_update, q->last_update + o.period_ns);
+	atomic_store(&q->next_update,
+	             xtc__deadline_after(q->last_update, o.period_ns));
 	*out = q;
 	return XTC_OK;
 }
@@ -367,7 +368,7 @@ int64_t xtc_fn_quantum_update(xtc_fn_quantum_t *q)
 	pt->tail_index = q->alpha;
 	pt->samples = n;
 	atomic_store_explicit(&q->n_traj, ti + 1, memory_order_release);
-	atomic_store(&q->next_update, now + q->o.period_ns);
+	atomic_store(&q->next_update, xtc__deadline_after(now, q->o.period_ns));
 	if (atomic_load(&exec_q) == q)
 		atomic_store(&xtc__preempt_adaptive_slice, qu);
 	return qu;

@@ -181,7 +181,7 @@ int xtc__wnode_wait(xtc__wnode_t *w, int64_t timeout_ns)
 
 	if (timeout_ns > 0) {
 		int64_t now = wnode_now(w);
-		dl = timeout_ns > INT64_MAX - now ? INT64_MAX : now + timeout_ns;
+		dl = xtc__deadline_after(now, timeout_ns);
 	}
 	for (;;) {
 		s = atomic_load_explicit(&w->state, memory_order_acquire);
@@ -838,7 +838,7 @@ int xtc_future_with_timeout(xtc_future_t *src, int64_t timeout_ns,
 	r->loop = loop;
 	r->out = p;
 	now = xtc__now();
-	dl = timeout_ns > INT64_MAX - now ? INT64_MAX : now + timeout_ns;
+	dl = xtc__deadline_after(now, timeout_ns);
 	rc = xtc__timer_arm(loop, &r->tm, dl, tmo_timer_cb, r);
 	if (rc != 0) {
 		fut_unclaim(src);

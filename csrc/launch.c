@@ -168,7 +168,7 @@ static int launch_wait(launch_rec_t *r, int64_t timeout_ns)
 {
 	xtc_pid_t pid = r->pid;
 	int64_t deadline = timeout_ns < 0 ? INT64_MAX
-	                                  : xtc_clock_mono() + timeout_ns;
+	    : xtc__deadline_after(xtc_clock_mono(), timeout_ns);
 	int rc;
 
 	for (;;) {

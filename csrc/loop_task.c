@@ -309,8 +309,7 @@ int xtc__task_park_arm(xtc_loop_t *loop, xtc_task_t *t, int64_t timeout_ns,
 	}
 	if (timeout_ns > 0) {
 		int64_t now = xtc__now();
-		int64_t dl = timeout_ns > INT64_MAX - now ? INT64_MAX
-		                                          : now + timeout_ns;
+		int64_t dl = xtc__deadline_after(now, timeout_ns);
 		rc = xtc__timer_arm(loop, &t->park_timer, dl, park_timer_cb, t);
 		if (rc != 0) {
 			xtc__task_park_cancel(loop, t);
@@ -729,7 +728,7 @@ int xtc_task_park_on_timer(xtc_task_t *self, int64_t delay_ns)
 	if (!stackless_self_ok(self) || delay_ns < 0)
 		return XTC_E_INVAL;
 	now = xtc__now();
-	dl = delay_ns > INT64_MAX - now ? INT64_MAX : now + delay_ns;
+	dl = xtc__deadline_after(now, delay_ns);
 	rc = xtc__timer_arm(self->loop, &self->park_timer, dl, park_timer_cb,
 	                    self);
 	if (rc == 0)

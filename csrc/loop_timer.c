@@ -218,11 +218,7 @@ static int timer_loop_ok(const xtc_loop_t *loop)
 
 static int64_t deadline_after(int64_t delay_ns)
 {
-	int64_t now = xtc__now();
-
-	if (delay_ns > INT64_MAX - now)
-		return INT64_MAX;
-	return now + delay_ns;
+	return xtc__deadline_after(xtc__now(), delay_ns);
 }
 
 int xtc_timer_set(xtc_loop_t *loop, int64_t delay_ns, xtc_timer_fn fn,

@@ -77,7 +77,8 @@ static int64_t now_ns(void)
 
 static int64_t deadline_of(int64_t timeout_ns)
 {
-	return timeout_ns < 0 ? INT64_MAX : now_ns() + timeout_ns;
+	return timeout_ns < 0 ? INT64_MAX
+	                      : xtc__deadline_after(now_ns(), timeout_ns);
 }
 
 /* Wait until fd is ready for events or the deadline passes.

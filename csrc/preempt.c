@@ -831,7 +831,7 @@ int xtc_preempt_arm(int64_t interval_ns)
 		interval_ns = XTC__PREEMPT_MIN_SLICE_NS;
 	if (p->fiber == NULL) {
 		atomic_fetch_add_explicit(&p->slot->gen, 1, memory_order_relaxed);
-		int64_t d = now_ns() + interval_ns;
+		int64_t d = xtc__deadline_after(now_ns(), interval_ns);
 		atomic_store_explicit(&p->slot->soft, d, memory_order_relaxed);
 		atomic_store_explicit(&p->slot->deadline, d, memory_order_release);
 		xtc__monitor_kick(d);

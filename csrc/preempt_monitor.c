@@ -388,9 +388,9 @@ static void *monitor_main(void *arg)
 			 * carrier's CPU. Uncontended alone runs need no periodic
 			 * wake at all; the long cap is a safety net (and paces the
 			 * adaptive quantum controller). */
-			target = now + (sliced ? min_slice :
-			                any ? atomic_load(&xtc__preempt_alone_ns) :
-			                2 * min_slice);
+			target = xtc__deadline_after(now, sliced ? min_slice :
+			    any ? atomic_load(&xtc__preempt_alone_ns) :
+			    xtc__deadline_after(min_slice, min_slice));
 			if (next < target)
 				target = next;
 			if (target <= now)

@@ -483,8 +483,8 @@ static void coop_begin(xtc__ptls_t *p, int64_t slice_ns, int exact,
 	p->run_start = now;
 	p->slice = slice_ns;
 	p->early = slice_ns / XTC__SLICE_EARLY_DIV;
-	p->hard = now + slice_ns;
-	p->coop_due = now + slice_ns;
+	p->hard = xtc__deadline_after(now, slice_ns);
+	p->coop_due = p->hard;
 }
 
 /* Batched publication. Back-to-back runs that producers time (lazy 3: their
@@ -541,12 +541,13 @@ static void trigger_exact(xtc__pslot_t *s, int64_t hard, int64_t slice_ns)
 {
 	atomic_store_explicit(&s->net, hard, memory_order_release);
 	xtc__monitor_kick(hard);
-	int64_t grace = 4 * slice_ns;
+	int64_t grace = slice_ns > INT64_MAX / 4 ? INT64_MAX : 4 * slice_ns;
 	if (grace < XTC__PREEMPT_NET_GRACE_NS)
 		grace = XTC__PREEMPT_NET_GRACE_NS;
 	int64_t at = atomic_load_explicit(&s->timer_at, memory_order_relaxed);
-	if (at < hard || at > hard + grace)
-		xtc__ctimer_arm(s, hard + grace);
+	int64_t last = xtc__deadline_after(hard, grace);
+	if (at < hard || at > last)
+		xtc__ctimer_arm(s, last);
 }
 
 /* until: 0 = a contended run (hard = soft); > 0 see XTC__RUN_ALONE.
@@ -600,11 +601,12 @@ static void run_begin(xtc__fiber_t *f, int64_t slice_ns, int exact,
 		        p->ovh_ns, atomic_load_explicit(&budget_pct,
 		                                        memory_order_relaxed)))
 			budget_window(p, now);
-		slice_ns <<= p->stretch;
+		slice_ns = slice_ns > (INT64_MAX >> p->stretch) ? INT64_MAX
+		           : slice_ns << p->stretch;
 	}
-	int64_t soft = now + slice_ns, hard = soft;
-	int64_t cap = now + atomic_load_explicit(&xtc__preempt_alone_ns,
-	                                         memory_order_relaxed);
+	int64_t soft = xtc__deadline_after(now, slice_ns), hard = soft;
+	int64_t cap = xtc__deadline_after(now,
+	    atomic_load_explicit(&xtc__preempt_alone_ns, memory_order_relaxed));
 	if (until > 0) {
 		hard = cap;
 		if (until < hard)
@@ -623,7 +625,8 @@ static void run_begin(xtc__fiber_t *f, int64_t slice_ns, int exact,
 	/* clock-checked with an involuntary backstop: the points cut at the
 	 * slice, the interrupts only at the backstop's */
 	if (p->coop_slice > 0)
-		p->coop_due = exact ? 0 : now + coop_slice_of(p, asked);
+		p->coop_due = exact ? 0 :
+		    xtc__deadline_after(now, coop_slice_of(p, asked));
 	if (batch_keeps(p, s, lazy, soft, now))
 		return;
 	uint32_t g = atomic_load_explicit(&s->gen, memory_order_relaxed);
@@ -689,8 +692,8 @@ static void republish(xtc__pslot_t *s, int64_t soft, int64_t hard)
 		return;
 	}
 	int64_t now = now_ns();
-	int64_t cap = now + atomic_load_explicit(&xtc__preempt_alone_ns,
-	                                         memory_order_relaxed);
+	int64_t cap = xtc__deadline_after(now,
+	    atomic_load_explicit(&xtc__preempt_alone_ns, memory_order_relaxed));
 	if (d == hard && hard >= cap && soft != hard) {
 		atomic_store_explicit(&s->net, hard, memory_order_release);
 		xtc__monitor_net(s, hard);

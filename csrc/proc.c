@@ -875,7 +875,7 @@ int xtc_proc_sleep(int64_t ns)
 		rc = xtc__fiber_yield(); /* the loop's yield: xtc_yield_ex */
 		return rc == XTC_E_DEADLK ? rc : XTC_OK;
 	}
-	deadline = xtc__now() + ns;
+	deadline = xtc__deadline_after(xtc__now(), ns);
 	for (;;) {
 		int64_t left = deadline - xtc__now();
 		if (left <= 0)
@@ -901,7 +901,8 @@ int xtc_proc_wait_fd(int fd, uint32_t interest, int64_t timeout_ns,
 {
 	xtc_task_t *t = xtc__tls_task;
 	xtc__proc_t *p = t ? t->proc : NULL;
-	int64_t deadline = timeout_ns > 0 ? xtc__now() + timeout_ns : 0;
+	int64_t deadline = timeout_ns > 0 ?
+	    xtc__deadline_after(xtc__now(), timeout_ns) : 0;
 	const uint32_t ok_bits = XTC_IO_READABLE | XTC_IO_WRITABLE |
 	                         XTC_IO_HUP | XTC_IO_ERR;
 

@@ -635,7 +635,8 @@ int xtc_recv(void **out, size_t *out_size, int64_t timeout_ns)
 {
 	xtc_task_t *t = xtc__tls_task;
 	xtc__proc_t *p = t ? t->proc : NULL;
-	int64_t deadline = timeout_ns > 0 ? xtc__now() + timeout_ns : 0;
+	int64_t deadline = timeout_ns > 0 ?
+	    xtc__deadline_after(xtc__now(), timeout_ns) : 0;
 	xtc__msg_t *m;
 
 	if (!out)
@@ -733,7 +734,8 @@ int xtc_recv_match(xtc_match_fn match_fn, void *user_data, void **out,
 {
 	xtc_task_t *t = xtc__tls_task;
 	xtc__proc_t *p = t ? t->proc : NULL;
-	int64_t deadline = timeout_ns > 0 ? xtc__now() + timeout_ns : 0;
+	int64_t deadline = timeout_ns > 0 ?
+	    xtc__deadline_after(xtc__now(), timeout_ns) : 0;
 	xtc__msg_t *prev = NULL, *m;
 	int rc;
 
@@ -778,7 +780,8 @@ int xtc_recv_correlate(const void *corr_value, size_t corr_size,
 {
 	xtc_task_t *t = xtc__tls_task;
 	xtc__proc_t *p = t ? t->proc : NULL;
-	int64_t deadline = timeout_ns > 0 ? xtc__now() + timeout_ns : 0;
+	int64_t deadline = timeout_ns > 0 ?
+	    xtc__deadline_after(xtc__now(), timeout_ns) : 0;
 	xtc__msg_t *prev = NULL, *m;
 	int got = 0, rc;
 
