@@ -67,7 +67,10 @@
  * wake; the ending driver stores parked = 2 and waits for wakers == 0, so
  * no thread ever wakes a task that has been reaped.
  *   mt_calls counts the mt calls in progress; destroy refuses (XTC_E_AGAIN)
- * while one runs instead of freeing memory under it.
+ * while one runs instead of freeing memory under it, and otherwise shuts
+ * the gate (MT_SHUT) with one compare-and-swap from "no call": there is no
+ * moment where a live group reads as dead to a call that enters (storing
+ * DEAD, seeing a call and storing LIVE back told such a call XTC_E_INVAL).
  * Rejected: a mutex around the slots (the owner's hot path would take it,
  * and a producer would block behind a step); the loop's inbox (it carries
  * tasks, costs a wakeup per post, and cannot refuse when full).
@@ -105,6 +108,10 @@
 #define MT_SEQ_MASK ((((uint64_t)1 << 63) - 1) >> SLOT_BITS)
 #define MT_MIN 64u
 #define MT_MAX 65536u
+/* mt_calls: the mt calls in flight, and this bit once destroy shut the
+ * gate (an mt call entering after it fails; destroy shuts it only when no
+ * call is in flight, with one compare-and-swap) */
+#define MT_SHUT ((uint64_t)1 << 63)
 
 enum { OP_SUBMIT = 1, OP_CANCEL, OP_RESUME };
 
@@ -223,7 +230,7 @@ struct xtc_batch {
 	uint32_t over_head, over_tail; /* records waiting for a slot */
 	size_t n_over, n_over_cancel;
 	_Alignas(64) _Atomic uint64_t mt_pend;  /* pushed, not yet drained */
-	_Atomic uint64_t mt_calls;              /* mt calls in progress */
+	_Atomic uint64_t mt_calls;              /* mt calls in progress | MT_SHUT */
 	_Atomic uint64_t wakers;
 	_Atomic uint64_t mt_refused;
 
@@ -312,6 +319,14 @@ static int loop_alive(const xtc_batch_t *g)
 
 	return atomic_load_explicit(&l->magic, memory_order_acquire) ==
 	               XTC__LOOP_LIVE && l->id == g->loop_id;
+}
+
+/* Every call but destroy: the group is live and so is its loop (a loop
+ * finalised under a live group leaves it usable by destroy only,
+ * xtc_batch(3) "Errors after the end"; get_stats once answered XTC_OK). */
+static int group_usable(const xtc_batch_t *g)
+{
+	return group_live(g) && loop_alive(g);
 }
 
 /* Before the loop started: any caller (setup is single-threaded by
@@ -1466,12 +1481,14 @@ int xtc_batch_destroy(xtc_batch_t *g)
 			boundary(g);
 		}
 	}
-	/* no mt call may be inside the group's memory when it goes */
-	atomic_store(&g->magic, GROUP_DEAD);
-	if (atomic_load(&g->mt_calls) != 0) {
-		atomic_store(&g->magic, GROUP_LIVE);
+	/* no mt call may be inside the group's memory when it goes: shut
+	 * the gate in the one step that sees it idle. (It stored DEAD, saw a
+	 * call in flight and stored LIVE back: a call entering in between
+	 * was told XTC_E_INVAL, "bad group", of a live group.) */
+	uint64_t idle = 0;
+	if (!atomic_compare_exchange_strong(&g->mt_calls, &idle, MT_SHUT))
 		return XTC_E_AGAIN;
-	}
+	atomic_store(&g->magic, GROUP_DEAD);
 	/* else the loop was finalised under the group (a usage error): its
 	 * driver was abandoned with it; free what is ours */
 	live_del(g);
@@ -1485,7 +1502,7 @@ int xtc_batch_get_stats(const xtc_batch_t *cg, xtc_batch_stats_t *out)
 {
 	xtc_batch_t *g = (xtc_batch_t *)cg;
 
-	if (out == NULL || !group_live(g))
+	if (out == NULL || !group_usable(g))
 		return XTC_E_INVAL;
 	memset(out, 0, sizeof *out);
 	out->accepted = ctr_ld(&g->accepted);
@@ -1521,8 +1538,8 @@ static int mt_enter(xtc_batch_t *g)
 {
 	if (g == NULL)
 		return XTC_E_INVAL;
-	atomic_fetch_add(&g->mt_calls, 1);
-	if (!group_live(g) || !loop_alive(g)) {
+	uint64_t v = atomic_fetch_add(&g->mt_calls, 1);
+	if ((v & MT_SHUT) || !group_usable(g)) {
 		atomic_fetch_sub(&g->mt_calls, 1);
 		return XTC_E_INVAL;
 	}
@@ -1609,7 +1626,7 @@ long xtc_batch_mt_capacity(const xtc_batch_t *cg)
 {
 	xtc_batch_t *g = (xtc_batch_t *)cg;
 
-	if (!group_live(g))
+	if (!group_usable(g))
 		return XTC_E_INVAL;
 	return (long)g->n_recs;
 }
@@ -1642,7 +1659,7 @@ int xtc_batch_router_create(xtc_batch_t *const *groups, size_t n,
 	if (n > XTC_BATCH_ROUTER_MAX)
 		return XTC_E_RANGE;
 	for (size_t i = 0; i < n; i++)
-		if (!group_live(groups[i]))
+		if (!group_usable(groups[i]))
 			return XTC_E_INVAL;
 	pthread_mutex_lock(&shells_mu);
 	r = router_shells;
