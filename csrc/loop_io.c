@@ -238,7 +238,8 @@ void xtc__io_disarm(xtc_loop_t *loop, xtc__io_req_t *r)
 {
 	if (loop == NULL || loop->io == NULL || r == NULL)
 		return;
-	if (r->state != XTC__IOR_ARMED && r->state != XTC__IOR_READY)
+	if (r->state != XTC__IOR_ARMED && r->state != XTC__IOR_READY &&
+	    r->state != XTC__IOR_FIRING)
 		return;
 	loop->io->armed--;
 	loop->io->ops->disarm(loop->io, r);

@@ -25,7 +25,9 @@ enum {
 	XTC__IOR_FREE = 0,
 	XTC__IOR_ARMED = 1,  /* registered, callback pending */
 	XTC__IOR_DEAD = 2,   /* disarmed, waiting for the kernel to let go */
-	XTC__IOR_READY = 3   /* epoll: fired without registering (regular file) */
+	XTC__IOR_READY = 3,  /* epoll: fired without registering (regular file) */
+	XTC__IOR_FIRING = 4  /* epoll: taken off its fd by this poll's event,
+	                      * its callback not run yet */
 };
 
 struct xtc__io_req {
@@ -34,8 +36,10 @@ struct xtc__io_req {
 	int fd;
 	uint32_t interest;
 	uint32_t state;      /* XTC__IOR_* */
-	xtc__io_req_t *next; /* free list / pending list */
+	xtc__io_req_t *next; /* free list / pending list / epoll: its fd's
+	                      * waiters, then the firing list */
 	xtc__io_req_t *all_next;
+	uint32_t batch;      /* epoll: the poll it was armed in */
 };
 
 struct xtc_io;
@@ -60,7 +64,6 @@ struct xtc_io {
 	xtc__io_req_t *req_free;
 	xtc__io_req_t *req_all;    /* every request ever allocated (fini) */
 	xtc__io_req_t *pending;    /* epoll: ready without registration */
-	xtc__io_req_t *zombies;    /* epoll: disarmed during a poll batch */
 	int armed;                 /* live registrations */
 	void *impl;                /* backend state */
 };

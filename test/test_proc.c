@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "loop_int.h"
@@ -1107,6 +1108,83 @@ static void test_tab_recycle(void)
 	CHECK(xtc_exit_pid(old, 1) == XTC_E_INVAL);
 }
 
+/* ---- several waiters on one fd (both I/O backends) ----------------------- */
+
+/* Two procs waiting on one pipe, a task and a proc, a reader and a writer
+ * on one socket (issue 27): every waiter is told once its own interest is
+ * met. Under XTC_IO_BACKEND=epoll (meson runs this file again with it) the
+ * second waiter got XTC_E_INVAL at once: epoll keys registrations by fd.
+ * Ordered by the loop: the waiters park before the writer runs (spawn
+ * order). */
+static int mw_fd[2], mw_sock[2];
+static int mw_rc[4] = { 1, 1, 1, 1 };
+static uint32_t mw_rev[4];
+static int mw_task_woken;
+
+static void mw_reader(void *arg)
+{
+	int i = (int)(intptr_t)arg;
+	mw_rc[i] = xtc_proc_wait_fd(mw_fd[0], XTC_IO_READABLE, 60 * SEC,
+	                            &mw_rev[i]);
+}
+
+static int mw_task(xtc_task_t *self, void *user)
+{
+	(void)user;
+	if (mw_task_woken++ == 0) {
+		int rc = xtc_task_park_on_fd(self, mw_fd[0], XTC_IO_READABLE);
+		CHECK_EQ(rc, XTC_OK);
+		return rc == XTC_OK ? XTC_TASK_PENDING : XTC_TASK_DONE;
+	}
+	return XTC_TASK_DONE;
+}
+
+static void mw_sock_wait(void *arg)
+{
+	int i = (int)(intptr_t)arg;
+	mw_rc[i] = xtc_proc_wait_fd(mw_sock[0], i == 2 ? XTC_IO_READABLE :
+	                            XTC_IO_WRITABLE, 60 * SEC, &mw_rev[i]);
+}
+
+static void mw_writer(void *arg)
+{
+	(void)arg;
+	REQUIRE(write(mw_fd[1], "x", 1) == 1);
+	/* the socket's writer-side waiter (3) is done by now: the reader
+	 * (2) still waits on the same fd */
+	while (mw_rc[3] == 1)
+		REQUIRE(xtc_proc_sleep(0) == XTC_OK);
+	CHECK(mw_rc[2] == 1);
+	REQUIRE(write(mw_sock[1], "y", 1) == 1);
+}
+
+static void test_wait_fd_shared(void)
+{
+	xtc_loop_t *l = new_loop();
+	REQUIRE(pipe(mw_fd) == 0);
+	REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, mw_sock) == 0);
+	REQUIRE(xtc_proc_spawn(l, mw_reader, (void *)0, NULL, NULL) == XTC_OK);
+	REQUIRE(xtc_proc_spawn(l, mw_reader, (void *)1, NULL, NULL) == XTC_OK);
+	REQUIRE(xtc_task_spawn(l, mw_task, NULL, NULL) == XTC_OK);
+	REQUIRE(xtc_proc_spawn(l, mw_sock_wait, (void *)2, NULL, NULL) ==
+	        XTC_OK);
+	REQUIRE(xtc_proc_spawn(l, mw_sock_wait, (void *)3, NULL, NULL) ==
+	        XTC_OK);
+	REQUIRE(xtc_proc_spawn(l, mw_writer, NULL, NULL, NULL) == XTC_OK);
+	run_fini(l);
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ(mw_rc[i], XTC_OK);
+	CHECK(mw_rev[0] & XTC_IO_READABLE);
+	CHECK(mw_rev[1] & XTC_IO_READABLE);
+	CHECK(mw_rev[2] & XTC_IO_READABLE);
+	CHECK(mw_rev[3] & XTC_IO_WRITABLE);
+	CHECK_EQ(mw_task_woken, 2);
+	close(mw_fd[0]);
+	close(mw_fd[1]);
+	close(mw_sock[0]);
+	close(mw_sock[1]);
+}
+
 int main(void)
 {
 	test_tab_recycle();
@@ -1116,6 +1194,7 @@ int main(void)
 	test_classes();
 	test_sleep();
 	test_wait_fd();
+	test_wait_fd_shared();
 	test_wake_pthread();
 	test_info();
 	test_monitors();
