@@ -30,6 +30,7 @@ static void xtc_go_stall_tramp(xtc_loop_t *loop, xtc_task_t *task,
 	if (xtc_loop_stall_inflight(loop, &in) != 0 || in.task != task) {
 		memset(&in, 0, sizeof(in));
 		in.task = task;
+		in.cpu_ns = in.off_cpu_ns = -1; // not measured
 	}
 	in.ran_ns = ran;
 	in.budget_ns = budget;
@@ -780,7 +781,8 @@ func (l *Loop) stallInflight() (StallReport, bool) {
 
 func stallReportC(in *C.xtc_stall_info_t) StallReport {
 	r := StallReport{Pid: pidFromC(in.pid), Ran: time.Duration(in.ran_ns),
-		Budget: time.Duration(in.budget_ns), Run: uint64(in.run)}
+		Budget: time.Duration(in.budget_ns), Run: uint64(in.run),
+		CPU: time.Duration(in.cpu_ns), OffCPU: time.Duration(in.off_cpu_ns)}
 	if in.name != nil {
 		r.Name = C.GoString(in.name)
 	}

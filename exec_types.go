@@ -39,6 +39,13 @@ type StallReport struct {
 	InFlight bool          // true: the run is still going on
 	Run      uint64        // the loop's run number: tells reports apart
 	Started  time.Duration // the run's start on the ClockMono clock (StallInFlight)
+	// Ran is wall time. Of it, the carrier thread used the CPU for CPU
+	// and was not running (descheduled by the OS, a stopped VM) for
+	// OffCPU: on a busy host a 3 us call can be on the carrier when the
+	// thread loses 25 ms, and only CPU tells. Measured for a run past the
+	// budget (xtc_stall_info_t cpu_ns, off_cpu_ns); -1 otherwise.
+	CPU    time.Duration
+	OffCPU time.Duration
 }
 
 // StallFunc receives stall reports of a loop (Loop.SetStallFunc). It is

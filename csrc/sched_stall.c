@@ -29,10 +29,12 @@
 #include "rtcode_int.h" /* first: this file is runtime code */
 #include <execinfo.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sched_int.h"
@@ -56,6 +58,18 @@ typedef struct xtc__stall {
 	_Atomic(const char *) cur_name;
 	_Atomic int64_t cur_start;
 	_Atomic int64_t cur_ran;  /* -1 while the run is in flight */
+	/* CPU time against wall time (see Model): the carrier thread's CPU
+	 * clock and its reading the run started under (cpu0, taken at
+	 * cpu_at, at most budget / XTC__STALL_CPU_DIV before the start);
+	 * cur_cpu / cur_off: the split of the last over-budget run, -1 for
+	 * a run that stayed under the budget (not measured) */
+	_Atomic int cur_clock;
+	_Atomic int64_t cur_cpu0;
+	_Atomic int64_t cur_cpu;
+	_Atomic int64_t cur_off;
+	/* owner only: the last reading of the thread's CPU clock */
+	int64_t base_cpu, base_at;
+	int base_ok;
 	/* the one cross-thread request (see Invariants) */
 	_Atomic int apply_queued;
 	/* cb and user change together: a report never pairs one callback
@@ -65,6 +79,19 @@ typedef struct xtc__stall {
 } xtc__stall_t;
 
 #define RLX memory_order_relaxed
+
+/* A run's CPU time is read from a sample of the thread's CPU clock taken
+ * at most budget / XTC__STALL_CPU_DIV of wall time before the run started:
+ * at most DIV syscalls per budget of busy wall time, none per run. */
+#define XTC__STALL_CPU_DIV 8
+
+static int64_t cpu_read(clockid_t c)
+{
+	struct timespec ts;
+	if (clock_gettime(c, &ts) != 0)
+		return -1;
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 #define ACQ memory_order_acquire
 
 static uint64_t pid_pack(xtc_pid_t p)
@@ -196,7 +223,22 @@ void xtc__stall_begin(xtc_loop_t *loop, xtc_task_t *t, int64_t now)
 
 	if (s == NULL)
 		return;
+	/* the CPU clock sample this run is measured from */
+	int64_t budget = atomic_load_explicit(&s->budget, RLX);
+	clockid_t clk;
+	if (budget > 0 && (!s->base_ok || now - s->base_at < 0 ||
+	    now - s->base_at >= budget / XTC__STALL_CPU_DIV) &&
+	    pthread_getcpuclockid(pthread_self(), &clk) == 0) {
+		s->base_cpu = cpu_read(clk);
+		s->base_at = now;
+		s->base_ok = s->base_cpu >= 0;
+		atomic_store_explicit(&s->cur_clock, s->base_ok ? (int)clk : 0,
+		                      RLX);
+	}
 	wr_begin(s);
+	atomic_store_explicit(&s->cur_cpu0, s->base_ok ? s->base_cpu : -1, RLX);
+	atomic_store_explicit(&s->cur_cpu, -1, RLX);
+	atomic_store_explicit(&s->cur_off, -1, RLX);
 	atomic_store_explicit(&s->cur, t, RLX);
 	atomic_store_explicit(&s->cur_is_proc, p != NULL, RLX);
 	atomic_store_explicit(&s->cur_pid,
@@ -214,6 +256,8 @@ int xtc_loop_stall_inflight(const xtc_loop_t *loop, xtc_stall_info_t *out)
 	xtc__stall_t *w;
 	uint64_t q0, q1;
 	xtc_stall_info_t r;
+	int64_t cpu0 = -1;
+	int clk = 0;
 
 	if (!loop_ok(loop) || out == NULL)
 		return XTC_E_INVAL;
@@ -240,6 +284,10 @@ int xtc_loop_stall_inflight(const xtc_loop_t *loop, xtc_stall_info_t *out)
 		r.name = atomic_load_explicit(&w->cur_name, ACQ);
 		r.started_ns = atomic_load_explicit(&w->cur_start, ACQ);
 		r.ran_ns = atomic_load_explicit(&w->cur_ran, ACQ);
+		r.cpu_ns = atomic_load_explicit(&w->cur_cpu, ACQ);
+		r.off_cpu_ns = atomic_load_explicit(&w->cur_off, ACQ);
+		cpu0 = atomic_load_explicit(&w->cur_cpu0, ACQ);
+		clk = atomic_load_explicit(&w->cur_clock, ACQ);
 		q1 = atomic_load_explicit(&w->seq, RLX);
 		if (q0 == q1)
 			break;
@@ -248,37 +296,52 @@ int xtc_loop_stall_inflight(const xtc_loop_t *loop, xtc_stall_info_t *out)
 	}
 	if (r.run == 0)
 		return XTC_E_NOTFOUND;
+	r.budget_ns = atomic_load_explicit(&w->budget, RLX);
 	r.running = r.ran_ns < 0;
 	if (r.running) {
 		r.ran_ns = xtc__now() - r.started_ns;
 		if (r.ran_ns < 0)
 			r.ran_ns = 0;
+		/* in flight past the budget: the carrier's CPU clock, read
+		 * from this thread (the carrier pays nothing) */
+		r.cpu_ns = r.off_cpu_ns = -1;
+		int64_t c1;
+		if (r.budget_ns > 0 && r.ran_ns >= r.budget_ns && cpu0 >= 0 &&
+		    (c1 = cpu_read((clockid_t)clk)) >= cpu0) {
+			r.cpu_ns = c1 - cpu0 < r.ran_ns ? c1 - cpu0 : r.ran_ns;
+			r.off_cpu_ns = r.ran_ns - r.cpu_ns;
+		}
 	}
-	r.budget_ns = atomic_load_explicit(&w->budget, RLX);
 	*out = r;
 	return XTC_OK;
 }
 
 static void default_report(xtc_loop_t *loop, const xtc__stall_t *s,
-                           int64_t ran, int64_t budget)
+                           int64_t ran, int64_t budget, int64_t cpu)
 {
 	void *frames[32];
+	char split[96] = "";
 	int n;
+
+	/* "ran" is wall time: the thread may not have been running */
+	if (cpu >= 0)
+		snprintf(split, sizeof split, " (on CPU %.3f ms, thread not "
+		         "running %.3f ms)", cpu / 1e6, (ran - cpu) / 1e6);
 
 	if (atomic_load_explicit(&s->cur_is_proc, RLX)) {
 		xtc_pid_t pid = pid_unpack(atomic_load_explicit(&s->cur_pid,
 		    RLX));
 		const char *name = atomic_load_explicit(&s->cur_name, RLX);
 		fprintf(stderr, "xtc: WARN stall: loop %u proc <%u.%u.%u> \"%s\" "
-		    "ran %.3f ms >= budget %.3f ms\n", (unsigned)loop->id,
+		    "ran %.3f ms%s >= budget %.3f ms\n", (unsigned)loop->id,
 		    (unsigned)pid.loop_id, (unsigned)pid.local_id,
 		    (unsigned)pid.gen, name ? name : "",
-		    ran / 1e6, budget / 1e6);
+		    ran / 1e6, split, budget / 1e6);
 	} else {
-		fprintf(stderr, "xtc: WARN stall: loop %u task %p ran %.3f ms >= "
-		    "budget %.3f ms\n", (unsigned)loop->id,
+		fprintf(stderr, "xtc: WARN stall: loop %u task %p ran %.3f ms%s "
+		    ">= budget %.3f ms\n", (unsigned)loop->id,
 		    (void *)atomic_load_explicit(&s->cur, RLX),
-		    ran / 1e6, budget / 1e6);
+		    ran / 1e6, split, budget / 1e6);
 	}
 	fflush(stderr);
 	/* the loop thread's stack at the run-end boundary */
@@ -304,6 +367,24 @@ void xtc__stall_check(xtc_loop_t *loop, xtc_task_t *t, int64_t ran_ns)
 	budget = atomic_load_explicit(&s->budget, memory_order_relaxed);
 	if (budget <= 0 || ran_ns < budget)
 		return;
+	/* over budget: how much of it the thread ran (one clock read, only
+	 * here). The sample may precede the run's start by up to
+	 * budget / DIV: the run's CPU time is at most what the clock moved
+	 * since, and at most its wall time. */
+	int64_t cpu0 = atomic_load_explicit(&s->cur_cpu0, RLX), cpu = -1;
+	if (cpu0 >= 0 && s->base_ok) {
+		int64_t c1 = cpu_read((clockid_t)atomic_load_explicit(
+		    &s->cur_clock, RLX));
+		if (c1 >= cpu0)
+			cpu = c1 - cpu0 < ran_ns ? c1 - cpu0 : ran_ns;
+	}
+	if (atomic_load_explicit(&s->cur, RLX) == t) {
+		wr_begin(s);
+		atomic_store_explicit(&s->cur_cpu, cpu, RLX);
+		atomic_store_explicit(&s->cur_off, cpu < 0 ? -1 : ran_ns - cpu,
+		                      RLX);
+		wr_end(s);
+	}
 	atomic_fetch_add_explicit(&s->count, 1, memory_order_relaxed);
 	xtc__spin_lock(&s->cb_lock);
 	cb = atomic_load(&s->cb);
@@ -312,7 +393,7 @@ void xtc__stall_check(xtc_loop_t *loop, xtc_task_t *t, int64_t ran_ns)
 	if (cb != NULL)
 		cb(loop, t, ran_ns, budget, user);
 	else
-		default_report(loop, s, ran_ns, budget);
+		default_report(loop, s, ran_ns, budget, cpu);
 }
 
 void xtc__stall_loop_fini(xtc_loop_t *loop)

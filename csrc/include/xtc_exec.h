@@ -159,6 +159,13 @@ typedef struct xtc_stall_info {
 	int64_t     ran_ns;     /* so far when running, else the whole run */
 	int64_t     budget_ns;  /* the loop's budget now (0 = off) */
 	int         running;    /* 1 while the run is in flight */
+	/* ran_ns is wall time: of it, the carrier thread ran cpu_ns and was
+	 * not running (descheduled by the OS, a stopped VM) off_cpu_ns.
+	 * Measured only for a run past the budget (-1 otherwise), from a
+	 * sample of the thread's CPU clock at most budget/8 older than the
+	 * run's start (cpu_ns may include that much of what ran before). */
+	int64_t     cpu_ns;
+	int64_t     off_cpu_ns;
 } xtc_stall_info_t;
 /* Snapshot for any thread (a watcher polling for hung runs: running and
  * ran_ns >= budget_ns is a stall in flight; `run` tells runs apart).

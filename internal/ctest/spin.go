@@ -48,7 +48,17 @@ static intptr_t gospin_for(void *arg)
 	return 42;
 }
 
+// Proc body: the thread sleeps *(int64_t *)arg ns inside the run, off
+// CPU, as a carrier the OS does not run would sit (stall CPU split).
+static void gospin_nap_proc(void *arg)
+{
+	int64_t ns = *(int64_t *)arg;
+	struct timespec ts = { ns / 1000000000, ns % 1000000000 };
+	nanosleep(&ts, NULL);
+}
+
 static void *gospin_proc_fn(void)    { return (void *)gospin_proc; }
+static void *gospin_nap_proc_fn(void) { return (void *)gospin_nap_proc; }
 static void *gospin_ident_fn(void)   { return (void *)gospin_ident; }
 static void *gospin_forever_fn(void) { return (void *)gospin_forever; }
 static void *gospin_for_fn(void)     { return (void *)gospin_for; }
@@ -60,6 +70,11 @@ import "unsafe"
 // SpinProc is a `void (*)(void *)` proc body spinning for the number of
 // nanoseconds its int64 argument (C memory, see NewCell: N) holds.
 func SpinProc() unsafe.Pointer { return C.gospin_proc_fn() }
+
+// NapProc is a `void (*)(void *)` proc body whose thread sleeps (off
+// CPU, not parked on the loop) for the nanoseconds its int64 argument
+// (C memory, see NewCell: N) holds.
+func NapProc() unsafe.Pointer { return C.gospin_nap_proc_fn() }
 
 // Ident is an `intptr_t (*)(void *)` returning its argument.
 func Ident() unsafe.Pointer { return C.gospin_ident_fn() }
