@@ -32,6 +32,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -182,10 +183,24 @@ static int run_slice(xtc_fn_t *fn, fnctx_t *c, int64_t slice_ns)
 	int64_t t0 = now_ns();
 	if (slice_ns < XTC__PREEMPT_MIN_SLICE_NS)
 		slice_ns = XTC__PREEMPT_MIN_SLICE_NS;
+	uint64_t cuts = xtc__ptls.st.preemptions;
 	xtc__preempt_run_begin(&c->fiber, slice_ns, XTC__RUN_EXACT, 0, 0);
 	xtc__fiber_switch(&c->fiber);
 	xtc__preempt_run_end();
-	fn->run_ns += now_ns() - t0;
+	int64_t ran = now_ns() - t0;
+	fn->run_ns += ran;
+	/* A slice that overran without being cut may have run with the
+	 * preemption signal blocked (a function that masked every signal
+	 * with pthread_sigmask): the mask is the thread's, so every later
+	 * function on it would be uncuttable. Unblock the runtime's signal
+	 * then: one syscall, only on an overrun that no cut ended (a cut
+	 * proves the signal was deliverable). */
+	if (ran >= slice_ns && xtc__ptls.st.preemptions == cuts) {
+		sigset_t ss;
+		sigemptyset(&ss);
+		sigaddset(&ss, xtc__preempt_signo());
+		pthread_sigmask(SIG_UNBLOCK, &ss, NULL);
+	}
 	cur_ctx = outer_ctx;
 	xtc__preempt_run_restore(&outer);
 	if (c->done) {

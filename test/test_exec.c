@@ -38,6 +38,27 @@ static void nop_fn(void *a)
 	(void)a;
 }
 
+/* xtc_exec_run from inside any loop (here a plain loop's task) is refused
+ * with XTC_E_INVAL, as xtc_exec(3) ERRORS says (issue 27: it did not). */
+static int run_inside_rc = 1;
+static int run_inside_task(xtc_task_t *self, void *user)
+{
+	(void)self;
+	run_inside_rc = xtc_exec_run(user);
+	return XTC_TASK_DONE;
+}
+
+static void check_run_inside_loop(void)
+{
+	xtc_exec_t *e = NULL;
+	xtc_loop_t *l = new_loop();
+	REQUIRE(xtc_exec_init(&e, 1) == XTC_OK);
+	REQUIRE(xtc_task_spawn(l, run_inside_task, e, NULL) == XTC_OK);
+	run_fini(l);
+	CHECK_EQ(run_inside_rc, XTC_E_INVAL);
+	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+}
+
 static void test_errors(void)
 {
 	xtc_exec_t *e = NULL;
@@ -48,6 +69,7 @@ static void test_errors(void)
 	CHECK(e == NULL);
 	CHECK_EQ(xtc_exec_fini(NULL), XTC_E_INVAL);
 	CHECK_EQ(xtc_exec_run(NULL), XTC_E_INVAL);
+	check_run_inside_loop();
 	CHECK_EQ(xtc_exec_stop(NULL), XTC_E_INVAL);
 	CHECK_EQ(xtc_exec_n_loops(NULL), 0);
 	CHECK(xtc_exec_loop(NULL, 0) == NULL);

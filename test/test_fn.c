@@ -211,6 +211,38 @@ static void test_short_slice_progress(void)
 	test_watchdog_stop();
 }
 
+/* A function that blocks every signal and runs past its slice (issue 27):
+ * the mask is the thread's, and it kept every later function on the thread
+ * from being cut. The runtime unblocks its signal at the end of a slice
+ * that overran uncut; the next long function is cut again (ordering: it
+ * returns XTC_E_AGAIN, not XTC_OK after all its work). */
+static intptr_t mask_all_and_sum(void *arg)
+{
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	return sum_to(arg);
+}
+
+static void test_sigmask_restored(void)
+{
+	const uint64_t n = 60000000; /* tens of ms of work */
+	xtc_fn_t f = { 0 }, g = { 0 };
+	sigset_t before, after;
+
+	REQUIRE(pthread_sigmask(SIG_BLOCK, NULL, &before) == 0);
+	int rc = xtc_fn_launch(&f, mask_all_and_sum, (void *)(uintptr_t)n,
+	                       200 * US);
+	CHECK(rc == XTC_OK && f.result == expect_sum(n)); /* uncuttable */
+	rc = xtc_fn_launch(&g, sum_to, (void *)(uintptr_t)n, 200 * US);
+	CHECK_EQ(rc, XTC_E_AGAIN);
+	while (rc == XTC_E_AGAIN)
+		rc = xtc_fn_resume(&g, 200 * US);
+	CHECK(rc == XTC_OK && g.result == expect_sum(n));
+	/* the function's own mask on the rest is left as it set it */
+	REQUIRE(pthread_sigmask(SIG_SETMASK, &before, &after) == 0);
+}
+
 /* The monitor thread is not scheduled in time (muted here; an
  * oversubscribed machine woke it 16-250 ms late): the thread's own timer
  * still cuts the function, a grace after its deadline. Ordering only: the
@@ -584,6 +616,7 @@ int main(void)
 	test_errors();
 	test_preempt_resume();
 	test_short_slice_progress();
+	test_sigmask_restored();
 	test_backstop();
 	test_backstop_thread_exit();
 	test_round_robin();
