@@ -30,21 +30,46 @@ static void pair(xtc_promise_t **p, xtc_future_t **f)
 	}
 }
 
-/* Set a promise from another thread after a delay. */
-struct later { xtc_promise_t *p; intptr_t v; int st; int delay_us; };
+/* Set a promise from another thread after a delay (a race the test
+ * accepts either way), or once *after reaches `want` (an order the test
+ * relies on: never a delay, which a loaded machine or a sanitizer
+ * outlasts). */
+struct later {
+	xtc_promise_t *p;
+	intptr_t v;
+	int st;
+	int delay_us;
+	atomic_int *after;
+	int want;
+};
 static void *set_later_main(void *arg)
 {
 	struct later *l = arg;
-	usleep(l->delay_us);
+	if (l->after != NULL)
+		while (atomic_load(l->after) < l->want)
+			usleep(100);
+	else
+		usleep(l->delay_us);
 	CHECK(xtc_promise_set(l->p, l->v, l->st) == XTC_OK);
 	free(l);
 	return NULL;
+}
+
+static pthread_t set_after(xtc_promise_t *p, intptr_t v, int st,
+                           atomic_int *after, int want)
+{
+	struct later *l = malloc(sizeof(*l));
+	pthread_t th;
+	REQUIRE(l != NULL);
+	*l = (struct later){ p, v, st, 0, after, want };
+	REQUIRE(pthread_create(&th, NULL, set_later_main, l) == 0);
+	return th;
 }
 static pthread_t set_later(xtc_promise_t *p, intptr_t v, int st, int us)
 {
 	struct later *l = malloc(sizeof(*l));
 	pthread_t th;
-	*l = (struct later){ p, v, st, us };
+	*l = (struct later){ p, v, st, us, NULL, 0 };
 	if (pthread_create(&th, NULL, set_later_main, l) != 0)
 		exit(1);
 	return th;
@@ -180,7 +205,7 @@ static void test_thread_wait(void)
 /* ---- fiber waiters ----------------------------------------------------------- */
 
 static xtc_future_t *fib_f1, *fib_f2;
-static int fib_step;
+static atomic_int fib_step;
 
 static int carrier_await_rc;
 
@@ -205,14 +230,17 @@ static void fiber_waiter(void *arg)
 	 * callback is still what is reported. */
 	CHECK(xtc__carrier_call(await_in_carrier, NULL) == XTC_OK);
 	CHECK(carrier_await_rc == XTC_E_DEADLK);
-	/* Timeout first: not consumed; the loop keeps other fibers going. */
-	CHECK(xtc_future_wait(fib_f1, &v, 1 * MS) == XTC_E_AGAIN);
-	fib_step = 1;
-	CHECK(xtc_future_await(fib_f1, &v) == XTC_OK);
+	/* Timeout first: not consumed; the loop keeps other fibers going.
+	 * The setter waits for step 1, so nothing can complete this wait;
+	 * were it consumed, the next line would await a freed future:
+	 * REQUIRE stops the case there. */
+	REQUIRE(xtc_future_wait(fib_f1, &v, 1 * MS) == XTC_E_AGAIN);
+	atomic_store(&fib_step, 1);
+	REQUIRE(xtc_future_await(fib_f1, &v) == XTC_OK);
 	CHECK(v == 11);
-	fib_step = 2;
+	atomic_store(&fib_step, 2);
 	CHECK(xtc_future_wait(fib_f2, &v, -1) == XTC_E_ABORTED);
-	fib_step = 3;
+	atomic_store(&fib_step, 3);
 }
 
 static void test_fiber_wait(void)
@@ -223,11 +251,14 @@ static void test_fiber_wait(void)
 
 	pair(&p1, &fib_f1);
 	pair(&p2, &fib_f2);
-	CHECK(xtc_proc_spawn(l, fiber_waiter, NULL, NULL, NULL) == XTC_OK);
-	t1 = set_later(p1, 11, 0, 20000);
+	REQUIRE(xtc_proc_spawn(l, fiber_waiter, NULL, NULL, NULL) == XTC_OK);
+	/* set once the fiber's timed wait has expired (step 1): the test
+	 * assumed the fiber reached it within 20 ms, and under TSan with the
+	 * suite's parallel tests it did not */
+	t1 = set_after(p1, 11, 0, &fib_step, 1);
 	xtc_promise_drop(p2); /* already complete when waited on */
 	CHECK(xtc_loop_run(l) == XTC_OK);
-	CHECK(fib_step == 3);
+	CHECK(atomic_load(&fib_step) == 3);
 	pthread_join(t1, NULL);
 	CHECK(xtc_loop_fini(l) == XTC_OK);
 }

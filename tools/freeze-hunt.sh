@@ -7,25 +7,30 @@
 # "this 30 ms sleep cannot end before that 1 ms one is acted on" or "the
 # monitor thread runs within the slice" fails here within a few runs.
 #
-#   tools/freeze-hunt.sh [-n runs] [-f freeze_ms] [-g max_gap_ms] prog...
+#   tools/freeze-hunt.sh [-t] [-n runs] [-f freeze_ms] [-g max_gap_ms] prog...
 #
 # Each prog (a path, with no arguments) runs `runs` times (default 5),
 # frozen for freeze_ms (default 40) after random gaps of 10 to max_gap_ms
-# (default 90). Prints one line per program, and the output of every
-# failed run; exits 1 if any run failed. `make freeze-hunt` runs it over
-# the unit and stress tests of build/.
+# (default 90). -t freezes one thread at a time instead of the whole
+# process (tools/freeze-thread.py, ptrace): the other threads run on, so
+# a test that assumes one thread acts within some time of another (a
+# setter after 20 ms, a fiber's 1 ms wait first) fails here. Prints one
+# line per program, and the output of every failed run; exits 1 if any
+# run failed. `make freeze-hunt` runs it over the unit and stress tests of
+# build/, `make freeze-hunt-asan` / `-tsan` over the sanitizer builds.
 set -u
-runs=5 freeze=40 gap=90
-while getopts "n:f:g:" o; do
+runs=5 freeze=40 gap=90 threads=0
+while getopts "tn:f:g:" o; do
 	case $o in
+	t) threads=1 ;;
 	n) runs=$OPTARG ;;
 	f) freeze=$OPTARG ;;
 	g) gap=$OPTARG ;;
-	*) sed -n '2,17p' "$0"; exit 2 ;;
+	*) sed -n '2,22p' "$0"; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
-[ $# -gt 0 ] || { sed -n '2,17p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,22p' "$0"; exit 2; }
 [ "$gap" -gt 10 ] || { echo "freeze-hunt: -g must exceed 10" >&2; exit 2; }
 
 out=$(mktemp)
@@ -37,13 +42,23 @@ for prog in "$@"; do
 	for i in $(seq 1 "$runs"); do
 		"$prog" >"$out" 2>&1 &
 		pid=$!
-		while kill -0 "$pid" 2>/dev/null; do
+		if [ "$threads" = 1 ]; then
+			python3 "$(dirname "$0")/freeze-thread.py" "$pid" "$freeze" \
+				"$gap" &
+			fz=$!
+			wait "$pid"
+			st=$?
+			kill "$fz" 2>/dev/null
+			wait "$fz" 2>/dev/null
+		fi
+		while [ "$threads" = 0 ] && kill -0 "$pid" 2>/dev/null; do
 			sleep "$(ms $((10 + RANDOM % (gap - 10))))"
 			kill -STOP "$pid" 2>/dev/null || break
 			sleep "$(ms "$freeze")"
 			kill -CONT "$pid" 2>/dev/null
 		done
-		if ! wait "$pid"; then
+		[ "$threads" = 1 ] || { wait "$pid"; st=$?; }
+		if [ "$st" != 0 ]; then
 			fails=$((fails + 1))
 			echo "--- $prog: run $i failed"
 			grep -v ' ok$' "$out" | tail -40
