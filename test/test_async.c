@@ -553,7 +553,7 @@ static intptr_t churn_driver(void *a)
 
 #if defined(__SANITIZE_THREAD__)
 /* TSan creates a heavy context per fiber: a smaller count, no RSS check. */
-#define CHURN_N 19200L /* a multiple of the batch */
+#define CHURN_N 6400L /* a multiple of the batch */
 #define CHURN_RSS 0
 #else
 #define CHURN_N 1000000L
