@@ -497,7 +497,9 @@ func (e *Exec) ServiceMode() bool {
 }
 
 // SetEagerRebalance makes idle loops steal migratable work before parking
-// and wakes a parked peer when migratable work is queued.
+// even when they still own parked procs or timers, and wakes a parked peer
+// when migratable work is queued. Off (the default, libxtc's contract), a
+// loop steals only once it owns nothing that will wake it.
 func (e *Exec) SetEagerRebalance(on bool) {
 	_ = e.withC("", func(c *C.xtc_exec_t) C.int { C.xtc_exec_set_eager_rebalance(c, cbool(on)); return 0 })
 }
