@@ -8,6 +8,10 @@
  *   proc_pingpong          mailbox round trip between two procs on one loop
  *                          (8-byte messages, each buffer freed), vs an
  *                          unbuffered channel ping-pong at GOMAXPROCS=1
+ *   proc_pingpong_cpu      proc_pingpong in the thread's CPU time (what a
+ *                          loaded machine's wall clock hides)
+ *   proc_pingpong_free     proc_pingpong_cpu with each buffer released by
+ *                          plain free(), as libxtc programs do
  *   proc_pingpong_xthread  the same between two loops on two threads
  *   proc_parked_bytes      resident memory per proc parked in xtc_recv, for
  *                          100k procs (50k on each of two loop threads)
@@ -21,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "xtc.h"
@@ -85,8 +90,25 @@ struct pp_ctx {
 	xtc_pid_t ping, pong;
 	atomic_int ready;
 	long n;
-	double ns;
+	double ns, cpu_ns;
+	int use_free; /* release buffers with free(), not xtc_free */
 };
+
+static int64_t cpu_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void pp_release(struct pp_ctx *c, void *m)
+{
+	if (c->use_free)
+		free(m);
+	else
+		xtc_free(m);
+}
 
 static void pp_pong(void *arg)
 {
@@ -98,7 +120,7 @@ static void pp_pong(void *arg)
 		if (xtc_recv(&m, &sz, -1) != XTC_OK)
 			abort();
 		memcpy(&v, m, sizeof v);
-		xtc_free(m);
+		pp_release(c, m);
 		while (xtc_send(c->ping, &v, sizeof v) == XTC_E_AGAIN)
 			xtc_yield();
 		if (v < 0)
@@ -109,7 +131,7 @@ static void pp_pong(void *arg)
 static void pp_ping(void *arg)
 {
 	struct pp_ctx *c = arg;
-	int64_t t0 = 0, warm = 1000;
+	int64_t t0 = 0, c0 = 0, warm = 1000;
 
 	c->ping = xtc_self();
 	atomic_store(&c->ready, 1);
@@ -118,31 +140,37 @@ static void pp_ping(void *arg)
 	for (int64_t i = 0; i <= warm + c->n; i++) {
 		int64_t v = i == warm + c->n ? -1 : i, r;
 		void *m;
-		if (i == warm)
+		if (i == warm) {
 			t0 = xtc_clock_mono();
+			c0 = cpu_now();
+		}
 		if (xtc_send(c->pong, &v, sizeof v) != XTC_OK ||
 		    xtc_recv(&m, NULL, -1) != XTC_OK)
 			abort();
 		memcpy(&r, m, sizeof r);
-		xtc_free(m);
+		pp_release(c, m);
 		if (r != v)
 			abort();
 	}
 	c->ns = (double)(xtc_clock_mono() - t0) / (double)(c->n + 1);
+	c->cpu_ns = (double)(cpu_now() - c0) / (double)(c->n + 1);
 }
 
-static double bench_pingpong(long n)
+static double bench_pingpong(long n, int use_free, double *cpu_ns)
 {
 	struct pp_ctx c;
 	xtc_loop_t *l = new_loop();
 
 	memset(&c, 0, sizeof c);
 	c.n = n;
+	c.use_free = use_free;
 	if (xtc_proc_spawn(l, pp_ping, &c, NULL, &c.ping) != XTC_OK ||
 	    xtc_proc_spawn(l, pp_pong, &c, NULL, &c.pong) != XTC_OK ||
 	    xtc_loop_run(l) != XTC_OK)
 		abort();
 	xtc_loop_fini(l);
+	if (cpu_ns != NULL)
+		*cpu_ns = c.cpu_ns;
 	return c.ns;
 }
 
@@ -328,9 +356,16 @@ int main(int argc, char **argv)
 		printf("spawn_proc %.1f ns\n", bench_median(v, RUNS));
 	}
 	if (!*only || !strcmp(only, "pingpong")) {
-		for (int i = 0; i < RUNS; i++)
-			v[i] = bench_pingpong(iters > 0 ? iters : 200000);
+		double cpu[RUNS], fr[RUNS];
+		for (int i = 0; i < RUNS; i++) {
+			v[i] = bench_pingpong(iters > 0 ? iters : 200000, 0,
+			                      &cpu[i]);
+			(void)bench_pingpong(iters > 0 ? iters : 200000, 1,
+			                     &fr[i]);
+		}
 		printf("proc_pingpong %.1f ns\n", bench_median(v, RUNS));
+		printf("proc_pingpong_cpu %.1f ns\n", bench_median(cpu, RUNS));
+		printf("proc_pingpong_free %.1f ns\n", bench_median(fr, RUNS));
 	}
 	if (!*only || !strcmp(only, "xthread")) {
 		for (int i = 0; i < RUNS; i++)
