@@ -39,7 +39,9 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PKGS := meson ninja-build liburing-dev pkg-config mandoc gcc clang \
 	pocl-opencl-icd ocl-icd-opencl-dev opencl-headers \
 	qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross curl unzip git \
-	ca-certificates
+	ca-certificates \
+	libsqlite3-dev libssl-dev libxml2-dev zlib1g-dev libpcre2-dev \
+	libjemalloc-dev libtcmalloc-minimal4
 GO_VERSION ?= 1.26.8
 GO_ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 
@@ -105,7 +107,7 @@ c-test:
 	@$(SETUP) $(BUILD) $(WERROR) $(MESON_OPTS)
 	$(MESON) compile -C $(BUILD) -j $(JOBS)
 	$(MESON) test -C $(BUILD) --print-errorlogs --num-processes $(JOBS) \
-		--suite unit --suite sim --suite stress --suite docs
+		--suite unit --suite sim --suite stress --suite docs --suite libs
 
 # The simulator variant: its own build dir, only the sim suite.
 sim-test:
@@ -144,6 +146,10 @@ go-test:
 	$(GO) test $(GOTESTFLAGS) ./...
 	@# cmd/xtcbench is a module of its own
 	cd cmd/xtcbench && $(GO) vet . && $(GO) test $(GOTESTFLAGS) .
+	@# a real C library (sqlite3) under preemption through cgo, behind a
+	@# build tag: the module itself never links sqlite3
+	$(GO) vet -tags xtc_reallibs ./internal/reallib
+	$(GO) test $(GOTESTFLAGS) -tags xtc_reallibs ./internal/reallib
 	@# the other tag set: epoll only + ucontext switch
 	$(GO) test $(GOTESTFLAGS) -tags xtc_nouring,xtc_ucontext .
 	@# native fuzzing of every decoder of foreign bytes, a few seconds each

@@ -19,11 +19,13 @@ package xtc
 // Cancellation. When ctx ends first, Go returns ctx.Err() at once and
 // kills the proc (xtc_exit_pid). With involuntary preemption on
 // (Exec.SetPreempt and PreemptSetInvoluntary(true)), a never-yielding
-// kernel is stopped at its next slice;
-// without it, at its next yield or park. The kernel gets no chance to
-// clean up: it must not hold resources a kill would leak (allocate in the
-// caller, pass them in arg, free them after Go returned AND the work was
-// reaped, see CallResult), or check xtc_yield_if_due/poll cooperatively.
+// kernel is stopped at its next slice end in code declared preemptible
+// (PreemptPolicy: never inside a C library call, never with a pthread lock
+// held); without it, at its next yield or park. The kernel's frames are
+// not unwound: it must not hold resources a kill would leak (allocate in
+// the caller, pass them in arg, free them after Go returned AND the work
+// was reaped, see CallResult; or register C cleanup with
+// xtc_proc_at_exit), or check xtc_yield_if_due/poll cooperatively.
 //
 // Relation to the C API: Exec.Go with a context deadline is what
 // xtc_launch(3) does for a C caller (spawn, wait with a timeout, kill at
@@ -107,9 +109,10 @@ func (r *CallResult) Done() <-chan struct{} { return r.f.done }
 func (r *CallResult) Wait(ctx context.Context) (int64, error) { return r.f.Wait(ctx) }
 
 // Kill stops the call: not started yet, it never runs; running, it stops
-// at its next slice (with preemption on) or its next yield or park
-// (xtc_exit_pid); Wait then returns ErrAborted. A call that already ended
-// is left alone (nil).
+// at its next slice end in code declared preemptible (with preemption on;
+// never inside a library call) or its next yield or park (xtc_exit_pid);
+// Wait then returns ErrAborted. A call that already ended is left alone
+// (nil).
 func (r *CallResult) Kill() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -126,12 +129,26 @@ func (r *CallResult) Kill() error {
 // goroutines at once; the waiting goroutine parks on a channel, no OS
 // thread is blocked per call.
 //
+// What is preempted where: with involuntary preemption on (Exec.SetPreempt
+// and PreemptSetInvoluntary(true)), fn is time-sliced only while it runs C
+// code declared preemptible (PreemptPolicy: by default the functions of
+// the program's cgo preamble marked XTC_PREEMPTIBLE or
+// __attribute__((section("xtc_ptext"), noinline)), libraries allowed with
+// PreemptAllowObject, ranges declared with PreemptDeclare) and holds no
+// pthread lock. Calls into other C code, C libraries such as sqlite3 or
+// OpenSSL above all, run to their end on the carrier thread: their locks
+// and thread-local state stay consistent, and a long one delays the slice
+// end until fn is back in its own declared code (or passes
+// xtc_yield_if_due). A preempted fn resumes on the same carrier thread,
+// with its own errno.
+//
 // When ctx ends before fn returned, Go returns ctx.Err() at once and kills
-// the proc: with involuntary preemption on (Exec.SetPreempt and
-// PreemptSetInvoluntary(true)) it stops at its next slice, else at its
-// next yield or park; the kill never runs C cleanup
-// (see GoAsync to know when the call's C side is gone). A ctx already done
-// returns its error without starting anything.
+// the proc. The kill lands only where fn is suspended: at its next slice
+// end in declared code (never inside a library call or with a lock held),
+// or at its next yield or park. It does not unwind fn's C frames: what fn
+// owns is freed only by the cleanup it registered with xtc_proc_at_exit
+// from C (see GoAsync to know when the call's C side is gone). A ctx
+// already done returns its error without starting anything.
 //
 // The executor must be running (Start) or be started later for fn to run.
 // Errors (*Error): ErrClosed for a nil or closed executor (also matches

@@ -54,6 +54,17 @@
 //
 //	v, err := e.GoInt(ctx, C.kernel_fn(), 1000)
 //
+// Declaring kernels preemptible: involuntary preemption interrupts only C
+// code declared safe to cut (see [PreemptPolicy]), so a C library is never
+// interrupted in the middle of a call. Mark the kernels of your preamble
+// with XTC_PREEMPTIBLE (xtc_preempt.h), or, without xtc's headers:
+//
+//	__attribute__((section("xtc_ptext"), noinline))
+//	static intptr_t kernel(void *arg) { ... }
+//
+// [PreemptPreemptible] checks a kernel; [PreemptAllowObject] allows a whole
+// library that is safe to cut anywhere.
+//
 // To include the xtc headers from C code in another module, see package
 // github.com/xtc-go/xtc/csrc/include (a CGO_CFLAGS recipe).
 //

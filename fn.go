@@ -433,8 +433,11 @@ func (f *Fn) RunTime() time.Duration {
 }
 
 // Cancel abandons a preempted function (xtc_fn_cancel): it never runs
-// again and its stack is freed, without unwinding (it must hold no lock
-// or memory only it would free); the state becomes FnIdle, and FnLaunch
+// again and its stack is freed, without unwinding. A function is preempted
+// only in code declared preemptible with no pthread lock held
+// (PreemptPolicy), so it is never abandoned inside a C library call; memory
+// it allocated is lost unless it frees it elsewhere; the state becomes
+// FnIdle, and FnLaunch
 // may reuse f. ErrAgain while a slice is in flight (Wait first), ErrInval
 // unless preempted, ErrClosed after Close. Works after the executor
 // closed.

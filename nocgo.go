@@ -220,6 +220,7 @@ type PreemptStats struct {
 	RefusedCtx, RefusedNoPreempt, RefusedStack, RefusedPC                           uint64
 	OverheadNs, ArmNs, OwnArms, Stretches, StretchMax                               uint64
 	TickNets                                                                        uint64
+	RefusedLock, BlockedReports                                                     uint64
 }
 
 type QuantumOpts struct {
@@ -244,6 +245,12 @@ func PreemptSetSignal(int) error                 { return ErrNoCgo }
 func PreemptStatsGlobal() (PreemptStats, uint64) { return PreemptStats{}, 0 }
 func PreemptSetBudget(int) error                 { return ErrNoCgo }
 func PreemptBudget() int                         { return 0 }
+func PreemptSetPolicy(PreemptPolicy) error       { return ErrNoCgo }
+func PreemptGetPolicy() PreemptPolicy            { return PreemptDeclared }
+func PreemptAllowObject(string) error            { return ErrNoCgo }
+func PreemptDeclare(uintptr, uintptr) error      { return ErrNoCgo }
+func PreemptUndeclare(uintptr, uintptr) error    { return ErrNoCgo }
+func PreemptPreemptible(unsafe.Pointer) bool     { return false }
 func NewQuantum(QuantumOpts) (*Quantum, error)   { return nil, ErrNoCgo }
 func (*Quantum) Close()                          {}
 func (*Quantum) Record(time.Duration) error      { return ErrNoCgo }

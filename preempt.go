@@ -6,7 +6,9 @@ package xtc
 //
 // What runs where: preemption applies to C code running on fibers of an
 // executor whose slice is set (Exec.SetPreempt) — typically a C kernel that
-// never yields, submitted with Submit or ProcSpawn. Go code is never
+// never yields, submitted with Submit or ProcSpawn — and, by default, only
+// to C code declared preemptible (PreemptDeclared): a C library is never
+// interrupted in the middle of a call. Go code is never
 // preempted by xtc: Go never runs on a fiber stack, and while a Go callback
 // runs on a carrier the runtime withdraws that carrier's deadline, so no
 // xtc signal lands in Go code. The preemption signal is a real-time signal
@@ -15,6 +17,7 @@ package xtc
 
 /*
 #include <stdint.h>
+#include <stdlib.h>
 #include "xtc.h"
 #include "xtc_preempt.h"
 #include "xtc_fn.h"
@@ -26,12 +29,22 @@ static int xtc_go_preempt_map_info(int *n_rt, int *n_files)
 {
 	return xtc__preempt_map_info(n_rt, n_files);
 }
+static int xtc_go_preempt_preemptible(uintptr_t pc)
+{
+	return xtc_preempt_preemptible((const void *)pc);
+}
+static int xtc_go_preempt_declare(uintptr_t lo, uintptr_t hi, int on)
+{
+	return on ? xtc_preempt_declare_preemptible((const void *)lo, (const void *)hi)
+	          : xtc_preempt_undeclare_preemptible((const void *)lo, (const void *)hi);
+}
 */
 import "C"
 
 import (
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // PreemptStats are the preemption counters (xtc_preempt_stats_t).
@@ -55,7 +68,7 @@ type PreemptStats struct {
 	RefusedCtx       uint64 // the carrier was in its own scheduler code
 	RefusedNoPreempt uint64 // a no-preempt region
 	RefusedStack     uint64 // stack pointer outside the fiber's stack
-	RefusedPC        uint64 // libc, ld.so, the vDSO, the runtime, an unsafe range
+	RefusedPC        uint64 // code not declared preemptible (PreemptPolicy), the runtime, an unsafe range
 	// The overhead budget (PreemptSetBudget).
 	OverheadNs uint64 // preemption cost the budget weighed
 	ArmNs      uint64 // time in the carriers' own timer arms
@@ -65,6 +78,12 @@ type PreemptStats struct {
 	// The tick net: expiries of a carrier's CPU-clock timer (they ride the
 	// kernel tick) that found its run overdue.
 	TickNets uint64
+	// Safety (PreemptPolicy): deferrals because the fiber held a lock, and
+	// runs reported for refusing preemption for a second (a carrier
+	// blocked in a lock wait, or a long call into code not declared
+	// preemptible; one line on stderr each).
+	RefusedLock    uint64
+	BlockedReports uint64
 }
 
 func statsFromC(s *C.xtc_preempt_stats_t) PreemptStats {
@@ -97,6 +116,9 @@ func statsFromC(s *C.xtc_preempt_stats_t) PreemptStats {
 		StretchMax: uint64(s.stretch_max),
 
 		TickNets: uint64(s.tick_nets),
+
+		RefusedLock:    uint64(s.refused_lock),
+		BlockedReports: uint64(s.blocked_reports),
 	}
 }
 
@@ -136,6 +158,56 @@ func PreemptDisarm() error {
 // saves and restores every register.
 func PreemptSetInvoluntary(on bool) {
 	C.xtc_preempt_set_involuntary(cbool(on))
+}
+
+// PreemptSetPolicy chooses which C code involuntary preemption may
+// interrupt, process-wide, at any time (xtc_preempt_set_policy; the
+// default is PreemptDeclared, the environment variable XTC_PREEMPT_POLICY
+// sets the initial one). ErrInval for an unknown policy.
+func PreemptSetPolicy(p PreemptPolicy) error {
+	return mkerr("xtc_preempt_set_policy", int(C.xtc_preempt_set_policy(C.int(p))))
+}
+
+// PreemptGetPolicy returns the policy in force (xtc_preempt_get_policy).
+func PreemptGetPolicy() PreemptPolicy { return PreemptPolicy(C.xtc_preempt_get_policy()) }
+
+// PreemptAllowObject declares a loaded C library safe to preempt anywhere,
+// by the prefix of its file's base name ("libz.so"), for objects loaded
+// later too (xtc_preempt_allow_object). Allow only a library that takes no
+// lock a fiber could be cut with and keeps no thread-local state across
+// calls. ErrInval for "", ErrResource past 16 names.
+func PreemptAllowObject(name string) error {
+	if name == "" {
+		return &Error{Op: "xtc_preempt_allow_object", Code: ErrInval}
+	}
+	cs := C.CString(name)
+	defer C.free(unsafe.Pointer(cs))
+	return mkerr("xtc_preempt_allow_object", int(C.xtc_preempt_allow_object(cs)))
+}
+
+// PreemptDeclare declares the code range [lo, hi) preemptible
+// (xtc_preempt_declare_preemptible): JIT code or other anonymous executable
+// memory a C library produced, which belongs to no loaded object. Undeclare
+// it (PreemptUndeclare) before the memory is freed. ErrInval for an empty
+// range, ErrResource past 64 ranges.
+func PreemptDeclare(lo, hi uintptr) error {
+	return mkerr("xtc_preempt_declare_preemptible",
+		int(C.xtc_go_preempt_declare(C.uintptr_t(lo), C.uintptr_t(hi), 1)))
+}
+
+// PreemptUndeclare removes a range PreemptDeclare added
+// (xtc_preempt_undeclare_preemptible); ErrNotfound if it was not declared.
+func PreemptUndeclare(lo, hi uintptr) error {
+	return mkerr("xtc_preempt_undeclare_preemptible",
+		int(C.xtc_go_preempt_declare(C.uintptr_t(lo), C.uintptr_t(hi), 0)))
+}
+
+// PreemptPreemptible reports whether a fiber may be interrupted at the C
+// code address pc (a C function pointer) under the current policy
+// (xtc_preempt_preemptible): a program can check that its kernels are
+// declared.
+func PreemptPreemptible(pc unsafe.Pointer) bool {
+	return C.xtc_go_preempt_preemptible(C.uintptr_t(uintptr(pc))) != 0
 }
 
 // PreemptSupported reports whether a tick source exists

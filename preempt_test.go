@@ -160,9 +160,46 @@ func TestPreemptCodeMapByConstruction(t *testing.T) {
 		t.Log("static executable: C code linked after package xtc is not preempted")
 		return
 	}
-	assert.True(t, ctest.PreemptPCOK(ctest.SpinFn()), "a user kernel is preemptible")
+	assert.True(t, ctest.PreemptPCOK(ctest.SpinFn()), "a declared user kernel is preemptible")
+	// undeclared user code: only under the policy that allows the
+	// program's own text, whatever its file or function is called
+	assert.False(t, ctest.PreemptPCOK(ctest.CodemapTimerFn), "undeclared code, default policy")
+	require.NoError(t, PreemptSetPolicy(PreemptProgram))
+	defer func() { require.NoError(t, PreemptSetPolicy(PreemptDeclared)) }()
 	assert.True(t, ctest.PreemptPCOK(ctest.CodemapTimerFn), "user code in a file named loop_timer.c")
 	assert.True(t, ctest.PreemptPCOK(ctest.CodemapXtcFn), "a user function named xtc_*")
+}
+
+// What may be preempted (xtc_preempt(3) SAFETY): declared kernels by
+// default, the program's text and every non-system object as opt-ins; the
+// Go API's error paths.
+func TestPreemptPolicy(t *testing.T) {
+	assert.Equal(t, PreemptDeclared, PreemptGetPolicy())
+	assert.True(t, PreemptPreemptible(ctest.SpinFn()), "declared with the section attribute")
+	assert.False(t, PreemptPreemptible(ctest.CodemapTimerFn), "not declared")
+	for _, p := range []PreemptPolicy{PreemptProgram, PreemptAny} {
+		require.NoError(t, PreemptSetPolicy(p))
+		assert.Equal(t, p, PreemptGetPolicy())
+		if !staticExecutable(t) {
+			assert.True(t, PreemptPreemptible(ctest.CodemapTimerFn), "policy %v", p)
+		}
+		assert.False(t, PreemptPreemptible(ctest.YieldFn()), "the runtime, policy %v", p)
+	}
+	require.NoError(t, PreemptSetPolicy(PreemptDeclared))
+	assert.Equal(t, "declared", PreemptDeclared.String())
+	assert.Equal(t, "any", PreemptAny.String())
+	assert.ErrorIs(t, PreemptSetPolicy(PreemptPolicy(9)), ErrInval)
+	assert.ErrorIs(t, PreemptAllowObject(""), ErrInval)
+	assert.ErrorIs(t, PreemptDeclare(0, 0), ErrInval)
+	assert.ErrorIs(t, PreemptDeclare(16, 8), ErrInval)
+	assert.ErrorIs(t, PreemptUndeclare(8, 16), ErrNotfound)
+	// a range declared at run time (as for JIT code)
+	lo := uintptr(ctest.CodemapTimerFn)
+	require.NoError(t, PreemptDeclare(lo, lo+1))
+	assert.True(t, PreemptPreemptible(ctest.CodemapTimerFn))
+	require.NoError(t, PreemptUndeclare(lo, lo+1))
+	assert.False(t, PreemptPreemptible(ctest.CodemapTimerFn))
+	require.NoError(t, PreemptAllowObject("libxtc-no-such-object.so"))
 }
 
 // staticExecutable: this test binary has no program interpreter (linked

@@ -129,7 +129,7 @@ static int64_t thread_cpu_ns(void)
 }
 
 /* call-free dependent loop: no yield point, no library call */
-__attribute__((noinline)) static uint64_t kernel(uint64_t n, uint64_t x)
+XTC_PREEMPTIBLE __attribute__((noinline)) static uint64_t kernel(uint64_t n, uint64_t x)
 {
 	for (uint64_t i = 0; i < n; i++)
 		x = x * 6364136223846793005ull + 1442695040888963407ull;
@@ -139,7 +139,7 @@ __attribute__((noinline)) static uint64_t kernel(uint64_t n, uint64_t x)
 /* the same loop with a preemption point every 1024 iterations (about a
  * microsecond): what code that can carry points runs under clock-checked
  * slices (xtc_exec_set_preempt_coop) */
-__attribute__((noinline)) static uint64_t kernel_points(uint64_t n,
+XTC_PREEMPTIBLE __attribute__((noinline)) static uint64_t kernel_points(uint64_t n,
                                                         uint64_t x)
 {
 	for (uint64_t i = 0; i < n; i++) {
@@ -502,7 +502,7 @@ static int64_t lat_slice;
  * (the handler never preempts inside the vDSO, so a loop that lives there
  * is preempted late, which is not what this measures). */
 static double tsc_ns_per_tick;
-static int64_t tsc_ns(void)
+XTC_PREEMPTIBLE static int64_t tsc_ns(void)
 {
 #if defined(__x86_64__)
 	unsigned lo, hi;
@@ -529,7 +529,7 @@ static void tsc_calibrate(void)
 #endif
 }
 
-static intptr_t lat_spinner(void *arg)
+XTC_PREEMPTIBLE static intptr_t lat_spinner(void *arg)
 {
 	int me = (int)(intptr_t)arg;
 	while (!lat_stop) {

@@ -130,6 +130,10 @@ struct xtc__fiber {
 	const char *name;         /* shown by the stack-overflow report */
 	uint64_t owner_id;        /* e.g. proc pid packed, for the report */
 	int nopreempt;            /* > 0: involuntary preemption deferred */
+	int locks;                /* locks held (preempt_locks.c): > 0 defers
+	                           * involuntary preemption too */
+	int invol;                /* suspended by an involuntary preemption
+	                           * (preempt.c): it resumes on this thread */
 	int is_root;
 	void *impl;               /* substrate data (ucontext_t *), or NULL */
 	void *asan_fake;          /* sanitizer bookkeeping */

@@ -756,7 +756,11 @@ int xtc__fiber_yield_slice(void)
  * demoted level (or to an idle executor peer). */
 static int yield_demoted(xtc_loop_t *loop, xtc_task_t *t, int64_t now)
 {
-	if (!((loop->feat & XTC__LF_EXEC) && xtc__loop_up.exec_offer(loop, t)))
+	/* an involuntarily preempted fiber never changes thread: it may hold
+	 * the carrier's thread-local state mid-update (errno aside, which the
+	 * trampoline keeps), and the compiler may have cached TLS addresses */
+	if (t->fiber.invol ||
+	    !((loop->feat & XTC__LF_EXEC) && xtc__loop_up.exec_offer(loop, t)))
 		low_push(loop, t, now);
 	fiber_switch_out(loop, t);
 	if (XTC__UNLIKELY(atomic_load_explicit(&t->kill_pending,

@@ -32,9 +32,9 @@
  *    signal queued by the monitor for the carrier's current run generation.
  *    It counts a tick and sets the pending flag. With the involuntary path
  *    on it preempts only when every check passes: a fiber of the current
- *    run is running, its no-preempt count is zero, no Go callback is active,
- *    the SP lies in that fiber's stack with headroom for the save area, and
- *    the PC is in preemptible code. Then it only rewrites the saved context:
+ *    run is running, its no-preempt count is zero, it holds no lock, no Go
+ *    callback is active, the SP lies in that fiber's stack with headroom
+ *    for the save area, and the PC is in code declared preemptible. Then it only rewrites the saved context:
  *    RSP skips the red zone and "pushes" the old RIP, RIP points at the
  *    trampoline (arch/preempt_x86_64_sysv_elf.S). The switch happens after
  *    sigreturn, on the fiber's own stack. Never inside the handler: the
@@ -42,10 +42,46 @@
  *    (no memory-indirect branch, so no register is free for the return
  *    jump) the handler copies the whole signal frame onto the fiber's stack
  *    and the trampoline resumes with rt_sigreturn on the copy.
+ *  - Safety: what may be interrupted (xtc_preempt(3) SAFETY). Library code
+ *    assumes nothing else runs on its thread until a call returns: its
+ *    locks, pthread_once initialisers and thread-local state (an error
+ *    queue, a DRBG, an error handler). Measured with every object but libc
+ *    preemptible (test/real_libs.c, internal/reallib): sqlite3, OpenSSL's
+ *    first use and method store, pcre2's JIT compiler, a preloaded
+ *    jemalloc or tcmalloc deadlocked; a shared serialized sqlite
+ *    connection crashed; OpenSSL's error queue and libxml2's error handlers
+ *    crossed requests; RAND_bytes repeated across requests; a kill inside
+ *    sqlite left its mutex held. So the map denies by default: a fiber is
+ *    redirected only while its PC is in code declared preemptible
+ *    (preempt_allow.c: the XTC_PREEMPTIBLE section of every loaded object,
+ *    objects allowed by name, ranges declared at run time) and while it
+ *    holds no lock (preempt_locks.c counts pthread mutexes, rwlocks, spin
+ *    locks and pthread_once initialisers per fiber: SP_LOCK). The two are
+ *    complementary: lock tracking alone (the old map with tracking,
+ *    XTC_PREEMPT_POLICY_ANY) fixes every deadlock above but not the
+ *    thread-local state (the OpenSSL error queue and libxml2 cases still
+ *    fail), which is why undeclared code is denied; deny by default alone
+ *    leaves declared code that takes a lock, and third-party code compiled
+ *    into a Go binary under XTC_PREEMPT_POLICY_PROGRAM, exposed. The
+ *    policies that allow more are explicit opt-ins (xtc_preempt_set_policy,
+ *    XTC_PREEMPT_POLICY). Because a kill only ends a fiber where it is
+ *    suspended (a yield, a park, or this redirect), kills land only where
+ *    a preemption may; xtc_proc_at_exit frees what they would leak. The
+ *    trampoline keeps errno per fiber and marks the fiber (invol) so the
+ *    loop never hands it to another carrier before it resumes.
  *  - A refused preemption is deferred: counted by reason, flagged, and the
  *    deadline re-armed a quarter slice (at least twice the measured cost)
- *    later so the trigger asks again; the next yield check, park point or
- *    the end of a no-preempt region honours it. A signal that finds the
+ *    later so the trigger asks again, then an eighth of the time the same
+ *    run has refused so far (at most 50 ms): a kernel back from a library
+ *    call is cut soon after, a carrier blocked in a lock wait gets ~20
+ *    signals a second instead of ~10 000, and after
+ *    XTC_PREEMPT_BLOCKED_NS of refusals the run is reported once (write(2)
+ *    from the handler: its fiber, why, the PC, and the fibers preempted on
+ *    the carrier); the next yield check, park point or the end of a
+ *    no-preempt region honours it. Rejected: a return trap (rewriting the
+ *    return address of the library call on the fiber's stack: without
+ *    unwind information in the handler a stale word that looks like one
+ *    would be corrupted). A signal that finds the
  *    carrier in its own scheduler code (between a switch and the run's
  *    bookkeeping) is not a deferral of user code: the carrier reaches a
  *    boundary by itself, so it sets no pending flag; an expiry re-times
@@ -56,8 +92,9 @@
  *
  * Rejected: switching fibers inside the handler (reuses the alternate stack
  * and runs with the signal masked); fxsave (loses the upper halves of the
- * vector registers); preempting anywhere (malloc deadlocks); a whitelist
- * section the user must annotate (user C kernels should just work).
+ * vector registers); preempting anywhere (malloc deadlocks); a deny-list of
+ * system libraries as the default (every other library, and every malloc
+ * replacement, was preemptible anywhere: the failures above).
  */
 #include "rtcode_int.h" /* first: this file is runtime code */
 #ifndef _GNU_SOURCE
@@ -223,12 +260,6 @@ static int64_t not_before(int64_t at)
 	return at > lo ? at : lo;
 }
 
-static void rearm_later(int64_t now, int64_t slice)
-{
-	int64_t d = reask_ns(slice);
-	if (xtc__ptls.slot != NULL)
-		ask_at(xtc__ptls.slot, xtc__deadline_after(now, d));
-}
 
 /* A carrier timer expired. 1: the current run is due (treat as a
  * preemption signal); 0: it fired early for a run that ended, or before
@@ -321,7 +352,7 @@ static void redo_timer(xtc__ptls_t *p, xtc__pslot_t *s, int64_t now)
 }
 
 /* Why the handler may not redirect the interrupted point (safe_point). */
-enum { SP_OK, SP_GOCB, SP_CTX, SP_NOPREEMPT, SP_STACK, SP_PC };
+enum { SP_OK, SP_GOCB, SP_CTX, SP_NOPREEMPT, SP_STACK, SP_PC, SP_LOCK };
 
 static void count_refusal(xtc__ptls_t *p, int why)
 {
@@ -335,16 +366,146 @@ static void count_refusal(xtc__ptls_t *p, int why)
 	case SP_STACK:
 		p->st.refused_stack++;
 		break;
+	case SP_LOCK:
+		p->st.refused_lock++;
+		break;
 	default:
 		p->st.refused_pc++;
 	}
 }
 
-static void defer(xtc__ptls_t *p, int64_t now)
+/* Async-signal-safe text for the blocked report (no stdio). */
+typedef struct rbuf {
+	char b[512];
+	size_t n;
+} rbuf_t;
+
+static void r_str(rbuf_t *r, const char *s)
+{
+	while (s != NULL && *s && r->n < sizeof r->b - 1)
+		r->b[r->n++] = *s++;
+}
+
+static void r_num(rbuf_t *r, uint64_t v, unsigned base)
+{
+	char t[24];
+	int k = 0;
+	do {
+		t[k++] = "0123456789abcdef"[v % base];
+		v /= base;
+	} while (v != 0 && k < (int)sizeof t);
+	while (k > 0 && r->n < sizeof r->b - 1)
+		r->b[r->n++] = t[--k];
+}
+
+static void r_fiber(rbuf_t *r, const char *name, uint64_t id)
+{
+	r_str(r, "\"");
+	r_str(r, name ? name : "");
+	r_str(r, "\"");
+	if (id != 0) {
+		r_str(r, " <");
+		r_num(r, id >> 48, 10);
+		r_str(r, ".");
+		r_num(r, (id >> 32) & 0xffff, 10);
+		r_str(r, ".");
+		r_num(r, id & 0xffffffffu, 10);
+		r_str(r, ">");
+	}
+}
+
+/* A run refused preemption for XTC_PREEMPT_BLOCKED_NS: one line on stderr
+ * naming the carrier, the run's fiber, why it refused, and the fibers
+ * suspended by preemption on this carrier (one of them may hold what the
+ * run waits for). Called from the handler: write(2) only. */
+static void blocked_report(xtc__ptls_t *p, int why, uintptr_t pc,
+                           int64_t ran)
+{
+	rbuf_t r = { .n = 0 };
+	xtc__fiber_t *f = p->fiber;
+	r_str(&r, "xtc: WARN preemption refused for ");
+	r_num(&r, (uint64_t)(ran / 1000000), 10);
+	r_str(&r, " ms on carrier tid ");
+	r_num(&r, (uint64_t)syscall(SYS_gettid), 10);
+	r_str(&r, ": fiber ");
+	r_fiber(&r, f ? f->name : NULL, f ? f->owner_id : 0);
+	switch (why) {
+	case SP_LOCK:
+		r_str(&r, " holds ");
+		r_num(&r, f ? (uint64_t)f->locks : 0, 10);
+		r_str(&r, " lock(s)");
+		break;
+	case SP_NOPREEMPT:
+		r_str(&r, " is in a no-preempt region");
+		break;
+	case SP_PC:
+		r_str(&r, " is in code not declared preemptible");
+		break;
+	default:
+		r_str(&r, " cannot be preempted");
+	}
+	r_str(&r, " (pc 0x");
+	r_num(&r, pc, 16);
+	r_str(&r, "; a lock wait or a long library call); preempted on this "
+	          "carrier: ");
+	if (p->n_preempted == 0)
+		r_str(&r, "none");
+	for (int i = 0; i < p->n_preempted; i++) {
+		if (i > 0)
+			r_str(&r, ", ");
+		r_fiber(&r, p->preempted[i].name, p->preempted[i].owner_id);
+	}
+	r_str(&r, "\n");
+	ssize_t w = write(STDERR_FILENO, r.b, r.n);
+	(void)w;
+}
+
+/* A refused preemption: flagged for the next boundary, and asked again
+ * later. Not at a fixed rate: the longer the same run has refused, the
+ * longer the wait (an eighth of the time refused so far, at most
+ * REASK_MAX_NS), so a kernel that returns from a library call is cut
+ * soon after, while a carrier blocked in a lock wait is asked ~90 times
+ * in its first second and 20 times a second after that (at a fixed
+ * quarter slice it took ~10 000 signals a second and 0.8 CPU-s per
+ * second). A quarter instead of an eighth made a loop that spends 95% of
+ * its time in a clock call wait over a second for its cut on a loaded
+ * machine (test_fork). A run that refused for
+ * XTC_PREEMPT_BLOCKED_NS is reported once (blocked_report). */
+#define REASK_MAX_NS 50000000
+static void defer(xtc__ptls_t *p, int64_t now, int why, uintptr_t pc)
 {
 	p->pend |= XTC__PF_WANT;
 	p->st.deferrals++;
-	rearm_later(now, p->slice);
+	int64_t d = reask_ns(p->slice);
+	if (p->refuse_run != p->run_start || p->refuse_since == 0) {
+		p->refuse_run = p->run_start;
+		p->refuse_since = now;
+		p->refuse_reported = 0;
+	} else {
+		int64_t el = now - p->refuse_since;
+		if (el / 8 > d)
+			d = el / 8 < REASK_MAX_NS ? el / 8 : REASK_MAX_NS;
+		if (!p->refuse_reported && el >= XTC_PREEMPT_BLOCKED_NS) {
+			p->refuse_reported = 1;
+			p->st.blocked_reports++;
+			blocked_report(p, why, pc, el);
+		}
+	}
+	if (p->slot != NULL)
+		ask_at(p->slot, xtc__deadline_after(now, d));
+}
+
+static uintptr_t uc_pc(const void *ucv)
+{
+	const ucontext_t *uc = ucv;
+#if defined(__x86_64__) && defined(__linux__)
+	return (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+#elif defined(__aarch64__) && defined(__linux__)
+	return (uintptr_t)uc->uc_mcontext.pc;
+#else
+	(void)uc;
+	return 0;
+#endif
 }
 
 /* Every check of the handler (design note above; xtc_preempt(3)).
@@ -359,6 +520,8 @@ static int safe_point(xtc__ptls_t *p, const ucontext_t *uc)
 		return SP_CTX;
 	if (f->nopreempt > 0)
 		return SP_NOPREEMPT;
+	if (f->locks > 0)
+		return SP_LOCK;
 	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
 	uintptr_t lo = (uintptr_t)f->stack.lo, hi = (uintptr_t)f->stack.hi;
 	uintptr_t need = XTC__PREEMPT_HEADROOM + xtc__xsave_size + 256 + 136;
@@ -374,6 +537,8 @@ static int safe_point(xtc__ptls_t *p, const ucontext_t *uc)
 		return SP_CTX;
 	if (f->nopreempt > 0)
 		return SP_NOPREEMPT;
+	if (f->locks > 0)
+		return SP_LOCK;
 	uintptr_t sp = (uintptr_t)uc->uc_mcontext.sp;
 	uintptr_t lo = (uintptr_t)f->stack.lo, hi = (uintptr_t)f->stack.hi;
 	uintptr_t need = XTC__PREEMPT_HEADROOM + sizeof(siginfo_t) +
@@ -525,7 +690,7 @@ static void handler(int sig, siginfo_t *si, void *ucv)
 		if (!atomic_load_explicit(&s->timer, memory_order_relaxed)) {
 			/* the monitor's path: it asks again once the deadline
 			 * moves (defer), as before the carrier timers */
-			defer(p, now);
+			defer(p, now, why, uc_pc(ucv));
 			goto out;
 		}
 		/* The carrier is in its own code between a switch and the run's
@@ -553,11 +718,11 @@ static void handler(int sig, siginfo_t *si, void *ucv)
 		goto out;
 	default:
 		count_refusal(p, why);
-		defer(p, now);
+		defer(p, now, why, uc_pc(ucv));
 		goto out;
 	}
 	if (redirect(si, ucv) != 0) {
-		defer(p, now);
+		defer(p, now, SP_STACK, uc_pc(ucv));
 		goto out;
 	}
 	/* The run ends at the trampoline's yield; the next run re-arms. */
@@ -570,6 +735,7 @@ static void handler(int sig, siginfo_t *si, void *ucv)
 	 * flight across CPUs while the fiber kept running: only its stall is
 	 * a cost, estimated by what this carrier's expiries stall it */
 	p->pc_late = due_at > 0 && due_at < now ? now - due_at : 0;
+	p->refuse_since = 0; /* the run's refusals are over */
 	if (si->si_code != SI_TIMER && p->pc_late > p->fire_late)
 		p->pc_late = p->fire_late;
 	/* the tick net's expiry rides the kernel tick: its lateness is the
@@ -594,12 +760,40 @@ static void preempt_yield_now(void)
 void xtc__preempt_trampoline_yield(void)
 {
 	xtc__fiber_t *f = xtc__fiber_cur;
-	/* the fiber, not the thread, carries the guard: it may resume on
-	 * another carrier */
+	xtc__ptls_t *p = &xtc__ptls;
+	/* errno belongs to the fiber: the fibers that run meanwhile on this
+	 * thread set their own */
+	int saved_errno = errno;
+	/* the fiber, not the thread, carries the guard: an xtc_fn function
+	 * may resume on another thread (its caller's); a loop's fiber does
+	 * not (invol: the loop keeps it on this carrier) */
 	f->nopreempt++;
-	xtc__ptls.st.preemptions++;
+	f->invol = 1;
+	p->st.preemptions++;
+	/* named by a blocked report until it runs again (run_begin) */
+	int k = p->n_preempted < 8 ? p->n_preempted++ : 7;
+	p->preempted[k].fiber = f;
+	p->preempted[k].owner_id = f->owner_id;
+	size_t i = 0;
+	for (; f->name != NULL && f->name[i] && i < sizeof p->preempted[k].name - 1;
+	     i++)
+		p->preempted[k].name[i] = f->name[i];
+	p->preempted[k].name[i] = '\0';
 	preempt_yield_now();
+	f->invol = 0;
 	f->nopreempt--;
+	errno = saved_errno;
+}
+
+/* A fiber suspended by preemption runs again (or dies): unlist it. */
+void xtc__preempted_resumes(const xtc__fiber_t *f)
+{
+	xtc__ptls_t *p = &xtc__ptls;
+	for (int i = 0; i < p->n_preempted; i++)
+		if (p->preempted[i].fiber == f) {
+			p->preempted[i] = p->preempted[--p->n_preempted];
+			return;
+		}
 }
 
 #if defined(__aarch64__) && defined(__linux__)
@@ -742,6 +936,8 @@ static void stats_add(xtc_preempt_stats_t *a, const xtc_preempt_stats_t *b)
 	a->refused_stack += b->refused_stack;
 	a->refused_pc += b->refused_pc;
 	a->tick_nets += b->tick_nets;
+	a->refused_lock += b->refused_lock;
+	a->blocked_reports += b->blocked_reports;
 	a->overhead_ns += b->overhead_ns;
 	a->arm_ns += b->arm_ns;
 	a->own_arms += b->own_arms;

@@ -3,18 +3,25 @@
  * program counters are preemptible (the handler asks per signal).
  *
  * Model:
- *  - Preemptible code is decided from a table built once (and again when
- *    the involuntary path is switched on): the executable segments of every
- *    loaded object are allowed, except libc, ld.so, the vDSO and the other
- *    system/sanitizer libraries (they take locks: preempting malloc
- *    deadlocks or corrupts the heap); the runtime's own code is denied, as
- *    the code map records it by construction (rtcode_int.h: every runtime
- *    object brackets its text sections and registers them in the
- *    xtc_rtmap section, so neither file names, nor symbol names, nor link
- *    order, nor a stripped symbol table matter), and so are the ranges the
- *    user declared unsafe. A PC in no known object (code loaded later) is
- *    denied. If the map lacks a runtime function it must contain, the
- *    involuntary path declines.
+ *  - What may be interrupted (preempt.c's design note, "Safety"): under
+ *    the default policy only code declared preemptible (preempt_allow.c:
+ *    the XTC_PREEMPTIBLE section of every loaded object, found from its
+ *    section headers, the objects allowed by name, the ranges declared at
+ *    run time); under XTC_PREEMPT_POLICY_PROGRAM the executable's own text
+ *    too; under XTC_PREEMPT_POLICY_ANY (the earlier default, an opt-in)
+ *    the executable segments of every loaded object except libc, ld.so,
+ *    the vDSO and the other system/sanitizer libraries (they take locks:
+ *    preempting malloc deadlocks or corrupts the heap).
+ *  - The table is built once, and again when the involuntary path is
+ *    switched on, the policy or the allowed objects change, or objects
+ *    were loaded since. The runtime's own code is denied under every
+ *    policy, as the code map records it by construction (rtcode_int.h:
+ *    every runtime object brackets its text sections and registers them
+ *    in the xtc_rtmap section, so neither file names, nor symbol names,
+ *    nor link order, nor a stripped symbol table matter), and so are the
+ *    ranges the user declared unsafe. A PC in no known object (code loaded
+ *    later, JIT code not declared) is denied. If the map lacks a runtime
+ *    function it must contain, the involuntary path declines.
  *
  * Invariants: the map is built and replaced under xtc__preempt_init_mu
  * and published with a release store; the handler reads it with loads and
@@ -46,6 +53,7 @@
 typedef struct prange {
 	uintptr_t lo, hi;
 	int allow;
+	int is_main;       /* a segment (or the static window) of the program */
 } prange_t;
 
 typedef struct pmap pmap_t;
@@ -56,6 +64,13 @@ struct pmap {
 	size_t n_rt;
 	int rt_known;      /* runtime code located */
 	int n_files;       /* runtime source files in the code map */
+	/* what was declared preemptible (preempt_allow.c), sorted: the
+	 * XTC_PREEMPTIBLE sections, the objects allowed by name and, under
+	 * XTC_PREEMPT_POLICY_PROGRAM, the program's own text */
+	prange_t *allow;
+	size_t n_allow;
+	int policy;        /* XTC_PREEMPT_POLICY_* the map was built for */
+	unsigned cfg;      /* cfg_gen at build */
 	unsigned long long adds; /* dl_iterate_phdr's load count at build */
 	struct pmap *prev; /* retired maps stay reachable (never freed) */
 };
@@ -63,6 +78,9 @@ struct pmap {
 /* Published with release; readers (the handler) load with acquire. Old
  * maps are never freed: a handler may still be reading one. */
 static _Atomic(pmap_t *) cur_map;
+/* bumped when the policy or the allowed objects change: the next build
+ * must not reuse the current map */
+static unsigned cfg_gen;
 
 static struct {
 	_Atomic uintptr_t lo, hi;
@@ -95,7 +113,8 @@ typedef struct vec {
 	size_t n, cap;
 } vec_t;
 
-static int vec_push(vec_t *a, uintptr_t lo, uintptr_t hi, int allow)
+static int vec_push_main(vec_t *a, uintptr_t lo, uintptr_t hi, int allow,
+                         int is_main)
 {
 	if (a->n == a->cap) {
 		size_t nc = a->cap ? a->cap * 2 : 64;
@@ -105,8 +124,13 @@ static int vec_push(vec_t *a, uintptr_t lo, uintptr_t hi, int allow)
 		a->v = nv;
 		a->cap = nc;
 	}
-	a->v[a->n++] = (prange_t){ lo, hi, allow };
+	a->v[a->n++] = (prange_t){ lo, hi, allow, is_main };
 	return 0;
+}
+
+static int vec_push(vec_t *a, uintptr_t lo, uintptr_t hi, int allow)
+{
+	return vec_push_main(a, lo, hi, allow, 0);
 }
 
 static int cmp_range(const void *a, const void *b)
@@ -117,6 +141,7 @@ static int cmp_range(const void *a, const void *b)
 
 struct phdr_ctx {
 	vec_t *objs;
+	vec_t *allow;        /* declared ranges (sections, allowed objects) */
 	uintptr_t rt_addr;   /* an address inside the runtime */
 	uintptr_t vdso;      /* AT_SYSINFO_EHDR (the vDSO may have no name) */
 	int rt_is_main;
@@ -159,14 +184,25 @@ static int phdr_cb(struct dl_phdr_info *info, size_t sz, void *arg)
 		c->main_static = !interp;
 	int allow = !has_substr(name, system_objs) && !vdso &&
 	            !(holds_rt && !is_main) && !(is_main && !interp);
+	/* allowed by name: the whole object (the runtime's code is denied
+	 * before this map is consulted); a shared libxtc never */
+	int named = !vdso && !(holds_rt && !is_main) && name[0] != '\0' &&
+	            xtc__preempt_object_allowed(name);
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
 			continue;
 		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
-		if (vec_push(c->objs, lo, lo + ph->p_memsz, allow) != 0)
+		if (vec_push_main(c->objs, lo, lo + ph->p_memsz, allow,
+		                  is_main) != 0 ||
+		    (named && vec_push(c->allow, lo, lo + ph->p_memsz, 1) != 0))
 			return 1;
 	}
+	uintptr_t slo, shi;
+	if (!vdso && xtc__preempt_section_of(info, is_main, holds_rt, &slo,
+	                                     &shi) == 0 &&
+	    vec_push(c->allow, slo, shi, 1) != 0)
+		return 1;
 	return 0;
 }
 
@@ -231,7 +267,7 @@ static int static_user_range(const vec_t *rt, vec_t *objs)
 		if (entry < seg.lo || rt_lo > seg.hi)
 			continue;
 		objs->v[i].hi = entry;
-		if (vec_push(objs, entry, rt_lo, 1) != 0 ||
+		if (vec_push_main(objs, entry, rt_lo, 1, 1) != 0 ||
 		    vec_push(objs, rt_lo, seg.hi, 0) != 0)
 			return -1;
 		return 0;
@@ -245,24 +281,54 @@ static unsigned long long current_adds(void);
 int xtc__preempt_map_build(void)
 {
 	pmap_t *old = atomic_load(&cur_map);
-	if (old != NULL && old->adds == current_adds())
+	int policy = xtc__preempt_policy();
+	if (old != NULL && old->adds == current_adds() && old->cfg == cfg_gen &&
+	    old->policy == policy)
 		return XTC_OK;
 	pmap_t *pm = calloc(1, sizeof *pm);
 	if (!pm)
 		return XTC_E_NOMEM;
-	vec_t objs = { 0 }, rt = { 0 };
-	struct phdr_ctx c = { .objs = &objs,
+	vec_t objs = { 0 }, rt = { 0 }, allow = { 0 };
+	struct phdr_ctx c = { .objs = &objs, .allow = &allow,
 	                      .rt_addr = (uintptr_t)&xtc_preempt_arm,
 	                      .vdso = (uintptr_t)getauxval(AT_SYSINFO_EHDR) };
 	dl_iterate_phdr(phdr_cb, &c);
 	pm->rt_known = load_code_map(&rt, &pm->n_files) == 0;
-	if (pm->rt_known && c.main_static)
-		pm->rt_known = c.rt_is_main && static_user_range(&rt, &objs) == 0;
+	/* a static program: its own text is the window between its entry
+	 * point and the runtime (static_user_range), which only the policies
+	 * that allow the program's text need; declared code needs no window */
+	if (pm->rt_known && c.main_static &&
+	    (!c.rt_is_main || static_user_range(&rt, &objs) != 0) &&
+	    policy != XTC_PREEMPT_POLICY_DECLARED)
+		pm->rt_known = 0;
 	if (!pm->rt_known)
 		rt.n = 0;
+	if (policy == XTC_PREEMPT_POLICY_PROGRAM)
+		for (size_t i = 0; i < objs.n; i++)
+			if (objs.v[i].is_main && objs.v[i].allow)
+				(void)vec_push(&allow, objs.v[i].lo, objs.v[i].hi, 1);
 	qsort(objs.v, objs.n, sizeof *objs.v, cmp_range);
 	if (rt.n)
 		qsort(rt.v, rt.n, sizeof *rt.v, cmp_range);
+	/* sorted and without overlaps (an allowed object's section lies in
+	 * its segments): find_range is a binary search */
+	if (allow.n) {
+		qsort(allow.v, allow.n, sizeof *allow.v, cmp_range);
+		size_t w = 0;
+		for (size_t i = 0; i < allow.n; i++) {
+			if (w > 0 && allow.v[i].lo <= allow.v[w - 1].hi) {
+				if (allow.v[i].hi > allow.v[w - 1].hi)
+					allow.v[w - 1].hi = allow.v[i].hi;
+				continue;
+			}
+			allow.v[w++] = allow.v[i];
+		}
+		allow.n = w;
+	}
+	pm->allow = allow.v;
+	pm->n_allow = allow.n;
+	pm->policy = policy;
+	pm->cfg = cfg_gen;
 	pm->objs = objs.v;
 	pm->n_objs = objs.n;
 	pm->rt = rt.v;
@@ -319,8 +385,29 @@ int xtc__preempt_map_allows(uintptr_t pc)
 		if (pc >= lo && pc < hi)
 			return 0;
 	}
-	const prange_t *r = find_range(pm->objs, pm->n_objs, pc);
-	return r != NULL && r->allow;
+	if (pm->policy == XTC_PREEMPT_POLICY_ANY) {
+		const prange_t *r = find_range(pm->objs, pm->n_objs, pc);
+		return r != NULL && r->allow;
+	}
+	return find_range(pm->allow, pm->n_allow, pc) != NULL ||
+	       xtc__preempt_declared(pc);
+}
+
+int xtc__preempt_map_rebuild(void)
+{
+	pthread_mutex_lock(&xtc__preempt_init_mu);
+	cfg_gen++;
+	int rc = atomic_load(&cur_map) != NULL ? xtc__preempt_map_build() : XTC_OK;
+	pthread_mutex_unlock(&xtc__preempt_init_mu);
+	return rc;
+}
+
+int xtc_preempt_preemptible(const void *pc)
+{
+	pthread_mutex_lock(&xtc__preempt_init_mu);
+	int rc = xtc__preempt_map_build();
+	pthread_mutex_unlock(&xtc__preempt_init_mu);
+	return rc == XTC_OK && xtc__preempt_map_allows((uintptr_t)pc);
 }
 
 /* Tests: the number of runtime code ranges and of runtime source files in

@@ -197,6 +197,20 @@ typedef struct xtc__ptls {
 	int batch;
 	uint32_t batch_gen;
 	int64_t batch_soft;
+	/* refusals of the current run (preempt.c defer): the run they
+	 * belong to (its start), when the first came, whether the run was
+	 * reported as blocked */
+	int64_t refuse_run, refuse_since;
+	int refuse_reported;
+	/* fibers suspended by an involuntary preemption on this carrier,
+	 * named by the blocked report (a copy: the report may come after the
+	 * fiber is gone); removed when the fiber runs again */
+	struct {
+		const void *fiber;
+		uint64_t owner_id;
+		char name[24];
+	} preempted[8];
+	int n_preempted;
 	/* counters */
 	xtc_preempt_stats_t st;
 } xtc__ptls_t;
@@ -434,6 +448,26 @@ int  xtc__monitor_start(void);
 void xtc__monitor_after_fork(void);
 int  xtc__monitor_poke_all(void); /* tests/benches: signal every busy carrier */
 int  xtc__preempt_signo(void);
+
+/* What is preemptible (preempt_allow.c; the code map in preempt.c asks
+ * it at each build). policy: XTC_PREEMPT_POLICY_*. declared: pc lies in a
+ * range declared at run time (async-signal-safe). object_allowed: the
+ * object at path was allowed by name. section_of: the XTC_PREEMPTIBLE
+ * section of a loaded object, run-time addresses (0 if it has one). */
+struct dl_phdr_info;
+int xtc__preempt_policy(void);
+int xtc__preempt_declared(uintptr_t pc);
+int xtc__preempt_object_allowed(const char *path);
+int xtc__preempt_section_of(const struct dl_phdr_info *info, int is_main,
+                            int holds_rt, uintptr_t *lo, uintptr_t *hi);
+/* The map again, now (the policy or the allowed objects changed); a no-op
+ * before the first arm. */
+int xtc__preempt_map_rebuild(void);
+/* A fiber suspended by an involuntary preemption runs again on this
+ * carrier (run_begin): it leaves the list the blocked report names. */
+void xtc__preempted_resumes(const xtc__fiber_t *f);
+/* Lock tracking is compiled in (preempt_locks.c). */
+int xtc__lock_tracking(void);
 
 /* Arch (arch/preempt_*.S and preempt.c). */
 void xtc__preempt_trampoline(void);

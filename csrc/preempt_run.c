@@ -559,6 +559,8 @@ static void run_begin(xtc__fiber_t *f, int64_t slice_ns, int exact,
 	xtc__ptls_t *p = &xtc__ptls;
 	p->fiber = f;
 	p->pend = 0;
+	if (f != NULL && f->invol && p->n_preempted > 0)
+		xtc__preempted_resumes(f);
 	if (p->ring)
 		xtc__tickring_resume();
 	xtc__pslot_t *s = p->slot;

@@ -469,6 +469,13 @@ static void proc_teardown(xtc__proc_t *p, int reason)
 	xtc_pid_t me;
 	xtc_task_t *t;
 
+	/* xtc_proc_at_exit, last first, while the proc is still alive (a
+	 * handler may send its last messages); each is taken off before it
+	 * runs, so a kill that lands in one goes on with the next */
+	while (p->n_atexit > 0) {
+		struct xtc__atexit h = p->atexit[--p->n_atexit];
+		h.fn(h.arg);
+	}
 	if (p->fault)
 		xtc__proc_fault_free(p);
 	xtc__spin_lock(&p->lock);
@@ -571,6 +578,24 @@ static void proc_entry(void *arg)
 		reason = 0;
 	}
 	proc_teardown(p, reason);
+}
+
+int xtc_proc_at_exit(void (*fn)(void *), void *arg)
+{
+	xtc_task_t *t = xtc__tls_task;
+	xtc__proc_t *p = t != NULL && xtc__gocb_depth == 0 ? t->proc : NULL;
+
+	if (p == NULL || fn == NULL)
+		return XTC_E_INVAL;
+	if (p->n_atexit >= XTC_PROC_AT_EXIT_MAX)
+		return XTC_E_RESOURCE;
+	if (p->atexit == NULL) {
+		p->atexit = malloc(XTC_PROC_AT_EXIT_MAX * sizeof *p->atexit);
+		if (p->atexit == NULL)
+			return XTC_E_NOMEM;
+	}
+	p->atexit[p->n_atexit++] = (struct xtc__atexit){ fn, arg };
+	return XTC_OK;
 }
 
 /* ---- spawning ----------------------------------------------------------- */
@@ -1270,6 +1295,7 @@ void xtc__proc_loop_fini(xtc_loop_t *loop)
 			}
 			if (p->gen > maxgen)
 				maxgen = p->gen;
+			free(p->atexit);
 		}
 		atomic_store(&t->chunks[ci], NULL);
 		free(c);

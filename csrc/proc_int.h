@@ -162,6 +162,14 @@ typedef struct xtc__proc {
 	 * teardown, whatever ended the proc (return, kill, loop fini) */
 	void (*on_exit)(void *user, int reason);
 	void *on_exit_user;
+	/* xtc_proc_at_exit handlers, run LIFO at the start of teardown
+	 * (owner only; the array is allocated at the first one and stays
+	 * with the slot) */
+	struct xtc__atexit {
+		void (*fn)(void *);
+		void *arg;
+	} *atexit;
+	uint8_t n_atexit;
 	/* mailbox. `in` is appended by senders under the lock; `save` (messages
 	 * a recv_match has passed over, older than everything in `in`) is
 	 * spliced and scanned by the owner only, its count kept under the lock

@@ -2,7 +2,9 @@
  * test_codemap.c - the preemption code map (rtcode_int.h, preempt.c) is
  * exactly the runtime's code: one function of every runtime object is never
  * preempted, while user functions in files named like runtime files
- * (codemap/loop_timer.c, codemap/loop_io.c) and a user function named xtc_* are.
+ * (codemap/loop_timer.c, codemap/loop_io.c) and a user function named xtc_* are
+ * under the policy that allows the program's own text
+ * (XTC_PREEMPT_POLICY_PROGRAM; by default only declared code is).
  *
  * Driven by test_codemap.sh, which checks every object of libxtc.a for
  * text outside the code map and passes, for each object, one of its
@@ -45,8 +47,14 @@ static void build_map(void)
 	CHECK(n_rt >= n_files && n_files > 10);
 }
 
+/* Under the default policy only declared code is preemptible; under
+ * XTC_PREEMPT_POLICY_PROGRAM the program's own text is, whatever its
+ * files and functions are called, and the runtime's code never is. */
 static void test_user_code_preemptible(void)
 {
+	CHECK(xtc__preempt_pc_ok((const void *)&user_timer_fn) == 0);
+	CHECK(xtc__preempt_pc_ok((const void *)&local_user_fn) == 0);
+	CHECK(xtc_preempt_set_policy(XTC_PREEMPT_POLICY_PROGRAM) == XTC_OK);
 	CHECK(xtc__preempt_pc_ok((const void *)&user_timer_fn) == 1);
 	CHECK(xtc__preempt_pc_ok(user_timer_static()) == 1);
 	CHECK(xtc__preempt_pc_ok((const void *)&xtc_user_something) == 1);
@@ -55,6 +63,7 @@ static void test_user_code_preemptible(void)
 	CHECK(xtc__preempt_pc_ok((const void *)&pthread_mutex_lock) == 0);
 	CHECK(xtc__preempt_pc_ok((const void *)&xtc_yield) == 0);   /* runtime */
 	CHECK(xtc__preempt_pc_ok((const void *)&xtc_loop_run) == 0);
+	CHECK(xtc_preempt_set_policy(XTC_PREEMPT_POLICY_DECLARED) == XTC_OK);
 }
 
 /* Every record names a runtime source, none names a user file. */

@@ -23,7 +23,7 @@
 #include "test_util.h"
 
 /* sum of 0..n-1 with a data dependency the compiler keeps */
-static intptr_t sum_to(void *arg)
+XTC_PREEMPTIBLE static intptr_t sum_to(void *arg)
 {
 	uint64_t n = (uint64_t)(uintptr_t)arg;
 	volatile uint64_t acc = 0;
@@ -502,7 +502,7 @@ static void test_adaptive(void)
  * slice, their whole service recorded), so the slice shortens every period
  * down to its floor, not below. */
 static atomic_int ad_stop;
-static intptr_t ad_spin(void *arg)
+XTC_PREEMPTIBLE static intptr_t ad_spin(void *arg)
 {
 	(void)arg;
 	volatile uint64_t n = 0;
@@ -511,7 +511,7 @@ static intptr_t ad_spin(void *arg)
 	return 0;
 }
 
-static void ad_busy(int64_t ns)
+XTC_PREEMPTIBLE static void ad_busy(int64_t ns)
 {
 	struct timespec a, b;
 	clock_gettime(CLOCK_MONOTONIC, &a);
@@ -520,7 +520,7 @@ static void ad_busy(int64_t ns)
 	while ((b.tv_sec - a.tv_sec) * 1000000000LL + (b.tv_nsec - a.tv_nsec) < ns);
 }
 
-static intptr_t ad_request(void *arg)
+XTC_PREEMPTIBLE static intptr_t ad_request(void *arg)
 {
 	ad_busy((intptr_t)arg);
 	return 0;

@@ -69,7 +69,7 @@ static int nop_task(xtc_task_t *t, void *u)
 
 static atomic_int woke, gave_up;
 
-static void spinner(void *a)
+XTC_PREEMPTIBLE static void spinner(void *a)
 {
 	int64_t t0 = xtc_clock_mono();
 

@@ -32,7 +32,7 @@ static intptr_t sleeper(void *arg)
 }
 
 static volatile int spin_stop;
-static intptr_t runaway(void *arg)
+XTC_PREEMPTIBLE static intptr_t runaway(void *arg)
 {
 	(void)arg;
 	volatile uint64_t n = 0;

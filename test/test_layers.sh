@@ -42,6 +42,9 @@ END {
 	for (k in uses) {
 		split(k, p, SUBSEP); from = p[1]; sym = p[2]
 		if (!(sym in strong)) continue
+		# the C library entry points the runtime interposes
+		# (preempt_locks.c) are libc API, not an edge between layers
+		if (sym ~ /^pthread_/) continue
 		edge(from, strong[sym], sym)
 	}
 	for (sym in weak) if ((sym in strong) && strong[sym] != weak[sym])

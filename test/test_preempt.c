@@ -158,6 +158,7 @@ static void test_seam(void)
 
 static void marker_fn(void) {}
 static void marker_end(void) {}
+XTC_PREEMPTIBLE static void declared_fn(void) { __asm__ volatile(""); }
 
 static void test_code_map(void)
 {
@@ -168,14 +169,51 @@ static void test_code_map(void)
 	int n_rt = 0, n_local = 0;
 	int xtc__preempt_map_info(int *, int *);
 	if (xtc__preempt_map_info(&n_rt, &n_local) != XTC_OK) {
-		/* a static or stripped program: nothing is preemptible */
-		fprintf(stderr, "test_preempt: runtime code not located (static "
-		        "or stripped build): the involuntary path declines\n");
-		CHECK(xtc__preempt_pc_ok((const void *)&spin_ns) == 0);
+		/* a stripped program: nothing is preemptible */
+		fprintf(stderr, "test_preempt: runtime code not located (stripped "
+		        "build): the involuntary path declines\n");
+		CHECK(xtc__preempt_pc_ok((const void *)&declared_fn) == 0);
 		return;
 	}
 	CHECK(n_rt >= 20 && n_local >= 20); /* ranges, files */
+	/* the default: only code declared preemptible (xtc_preempt(3)) */
+	CHECK(xtc_preempt_get_policy() == XTC_PREEMPT_POLICY_DECLARED);
+	CHECK(xtc__preempt_pc_ok((const void *)&declared_fn) == 1);
+	CHECK(xtc_preempt_preemptible((const void *)&declared_fn) == 1);
+	CHECK(xtc__preempt_pc_ok((const void *)&spin_ns) == 0);
+	CHECK(xtc_preempt_preemptible((const void *)&spin_ns) == 0);
+	CHECK(xtc__preempt_pc_ok((const void *)&malloc) == 0);     /* libc */
+	CHECK(xtc__preempt_pc_ok((const void *)&xtc_yield) == 0);  /* runtime */
+	/* a range declared at run time (JIT code) */
+	const void *lo = (const void *)&marker_fn, *hi = (const void *)&marker_end;
+	if ((uintptr_t)hi < (uintptr_t)lo) {
+		const void *t = lo;
+		lo = hi;
+		hi = t;
+	}
+	hi = (const char *)hi + 1;
+	CHECK(xtc__preempt_pc_ok(lo) == 0);
+	CHECK(xtc_preempt_declare_preemptible(lo, hi) == XTC_OK);
+	CHECK(xtc__preempt_pc_ok(lo) == 1);
+	CHECK(xtc_preempt_declare_unsafe(lo, hi) == XTC_OK); /* unsafe wins */
+	CHECK(xtc__preempt_pc_ok(lo) == 0);
+	CHECK(xtc_preempt_undeclare_unsafe(lo, hi) == XTC_OK);
+	CHECK(xtc_preempt_undeclare_preemptible(lo, hi) == XTC_OK);
+	CHECK(xtc_preempt_undeclare_preemptible(lo, hi) == XTC_E_NOTFOUND);
+	CHECK(xtc__preempt_pc_ok(lo) == 0);
+	CHECK(xtc_preempt_declare_preemptible(NULL, hi) == XTC_E_INVAL);
+	CHECK(xtc_preempt_declare_preemptible(hi, lo) == XTC_E_INVAL);
+	CHECK(xtc_preempt_undeclare_preemptible(NULL, NULL) == XTC_E_INVAL);
+	CHECK(xtc_preempt_allow_object(NULL) == XTC_E_INVAL);
+	CHECK(xtc_preempt_allow_object("") == XTC_E_INVAL);
+	CHECK(xtc_preempt_set_policy(7) == XTC_E_INVAL);
+	CHECK(xtc_preempt_set_policy(-1) == XTC_E_INVAL);
+
+	/* the program's own text (the earlier default, now an opt-in) */
+	CHECK(xtc_preempt_set_policy(XTC_PREEMPT_POLICY_PROGRAM) == XTC_OK);
+	CHECK(xtc_preempt_get_policy() == XTC_PREEMPT_POLICY_PROGRAM);
 	CHECK(xtc__preempt_pc_ok((const void *)&spin_ns) == 1);
+	CHECK(xtc__preempt_pc_ok((const void *)&declared_fn) == 1);
 	CHECK(xtc__preempt_pc_ok((const void *)&malloc) == 0);     /* libc */
 	CHECK(xtc__preempt_pc_ok((const void *)&pthread_mutex_lock) == 0);
 	CHECK(xtc__preempt_pc_ok((const void *)&xtc_yield) == 0);  /* runtime */
@@ -184,24 +222,24 @@ static void test_code_map(void)
 	CHECK(xtc__preempt_pc_ok((const void *)&xtc__preempt_trampoline) == 0);
 #endif
 	CHECK(xtc__preempt_pc_ok((const void *)0x10) == 0);        /* nowhere */
-	const void *lo = (const void *)&marker_fn, *hi = (const void *)&marker_end;
-	if ((uintptr_t)hi < (uintptr_t)lo) {
-		const void *t = lo;
-		lo = hi;
-		hi = t;
-	}
-	hi = (const char *)hi + 1;
 	CHECK(xtc__preempt_pc_ok(lo) == 1);
 	CHECK(xtc_preempt_declare_unsafe(lo, hi) == XTC_OK);
 	CHECK(xtc__preempt_pc_ok(lo) == 0);
 	CHECK(xtc_preempt_undeclare_unsafe(lo, hi) == XTC_OK);
 	CHECK(xtc__preempt_pc_ok(lo) == 1);
+	/* every object but the system ones (the deny-list of old) */
+	CHECK(xtc_preempt_set_policy(XTC_PREEMPT_POLICY_ANY) == XTC_OK);
+	CHECK(xtc__preempt_pc_ok((const void *)&spin_ns) == 1);
+	CHECK(xtc__preempt_pc_ok((const void *)&malloc) == 0);
+	CHECK(xtc__preempt_pc_ok((const void *)&xtc_yield) == 0);
+	CHECK(xtc_preempt_set_policy(XTC_PREEMPT_POLICY_DECLARED) == XTC_OK);
+	CHECK(xtc__preempt_pc_ok((const void *)&spin_ns) == 0);
 }
 
 /* ---- involuntary path on raw fibers --------------------------------------- */
 
 static volatile uint64_t spin_ctr[MAXF];
-static void spinner(void *arg)
+XTC_PREEMPTIBLE static void spinner(void *arg)
 {
 	int i = (int)(intptr_t)arg;
 	for (;;)
@@ -234,7 +272,7 @@ static void test_two_spinners_raw(void)
 #if defined(__x86_64__)
 #include <immintrin.h>
 __attribute__((target("avx2,fma"), noinline))
-static void avx_kernel(uint64_t iters, int seed, uint64_t out[8])
+XTC_PREEMPTIBLE static void avx_kernel(uint64_t iters, int seed, uint64_t out[8])
 {
 	__m256i a = _mm256_set1_epi64x(seed + 1);
 	__m256i b = _mm256_set_epi64x(3, 5, 7, 11 + seed);
@@ -267,7 +305,7 @@ static int have_avx2(void)
 #include <arm_neon.h>
 /* NEON (q registers) + double + integer: the aarch64 counterpart. */
 __attribute__((noinline))
-static void avx_kernel(uint64_t iters, int seed, uint64_t out[8])
+XTC_PREEMPTIBLE static void avx_kernel(uint64_t iters, int seed, uint64_t out[8])
 {
 	uint64x2_t a = vdupq_n_u64((uint64_t)seed + 1);
 	uint64x2_t b = { 3, 11 + (uint64_t)seed };
@@ -306,7 +344,7 @@ static uint64_t avx_iters;
 static uint64_t avx_ref[MAXF][8];
 static volatile int avx_stop;
 static volatile uint64_t avx_rounds[MAXF], avx_bad[MAXF];
-static void avx_body(void *arg)
+XTC_PREEMPTIBLE static void avx_body(void *arg)
 {
 	int i = (int)(intptr_t)arg;
 #ifdef HAVE_SIMD_KERNEL
@@ -417,7 +455,7 @@ static void test_state_integrity(void)
  * deadlock; the handler defers there. */
 static volatile uint64_t alloc_ctr[MAXF];
 static volatile int alloc_stop;
-static void alloc_body(void *arg)
+XTC_PREEMPTIBLE static void alloc_body(void *arg)
 {
 	int i = (int)(intptr_t)arg;
 	uint64_t r = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1);
@@ -492,7 +530,7 @@ static void test_malloc_deferral(void)
 /* A no-preempt region is not interrupted; leaving it honours the deferred
  * preemption at once. */
 static volatile int region_result;
-static void region_body(void *arg)
+XTC_PREEMPTIBLE static void region_body(void *arg)
 {
 	int i = (int)(intptr_t)arg;
 	xtc_preempt_stats_t a, b;
@@ -538,7 +576,7 @@ static void on_timer(void *user)
 	ex_stop = 1;
 }
 
-static intptr_t never_yields(void *arg)
+XTC_PREEMPTIBLE static intptr_t never_yields(void *arg)
 {
 	int i = (int)(intptr_t)arg;
 	while (!ex_stop)
@@ -546,7 +584,7 @@ static intptr_t never_yields(void *arg)
 	return 0;
 }
 
-static void never_yields_proc(void *arg)
+XTC_PREEMPTIBLE static void never_yields_proc(void *arg)
 {
 	(void)never_yields(arg);
 }
@@ -580,7 +618,7 @@ static int progress_rounds(int n, int want)
  * counted, every proc progresses */
 static atomic_int malloc_done;
 
-static void malloc_proc(void *arg)
+XTC_PREEMPTIBLE static void malloc_proc(void *arg)
 {
 	int i = (int)(intptr_t)arg;
 	uint64_t r = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1);
@@ -844,7 +882,7 @@ static void test_idle_no_signal(void)
  * signal at all. */
 static volatile int ring_peer_runs, ring_compute_done;
 static _Atomic uint64_t ring_ticks_seen, ring_sig_seen;
-static intptr_t ring_compute(void *arg)
+XTC_PREEMPTIBLE static intptr_t ring_compute(void *arg)
 {
 	(void)arg;
 	int yields = 0;
@@ -956,7 +994,7 @@ static void test_gocb(void)
  * spinner makes ready itself, a timer coming due) gets the loop at the
  * next slice end. The safety net is raised to 10 s, so each of these
  * passes only through the contention path, not the net. */
-static intptr_t alone_spinner(void *arg)
+XTC_PREEMPTIBLE static intptr_t alone_spinner(void *arg)
 {
 	int local = (int)(intptr_t)arg;
 	int64_t t0 = xtc_clock_mono();
@@ -1257,7 +1295,7 @@ static void coop_short(void *arg)
 	atomic_fetch_add(&coop_shorts, 1);
 }
 
-static void coop_long(void *arg)
+XTC_PREEMPTIBLE static void coop_long(void *arg)
 {
 	(void)arg;
 	int64_t guard = xtc_clock_mono() + 30000 * MS; /* hang guard only */

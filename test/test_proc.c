@@ -1185,6 +1185,101 @@ static void test_wait_fd_shared(void)
 	close(mw_sock[1]);
 }
 
+/* ---- xtc_proc_at_exit ------------------------------------------------------ */
+
+static char ae_log[64];
+static int ae_n;
+static int ae_down_seen_before; /* handlers ran before the watcher's DOWN */
+
+static void ae_note(void *arg)
+{
+	if (ae_n < (int)sizeof ae_log - 1)
+		ae_log[ae_n++] = (char)(intptr_t)arg;
+}
+
+static void ae_body_return(void *arg)
+{
+	(void)arg;
+	CHECK(xtc_proc_at_exit(NULL, NULL) == XTC_E_INVAL);
+	CHECK(xtc_proc_at_exit(ae_note, (void *)'a') == XTC_OK);
+	CHECK(xtc_proc_at_exit(ae_note, (void *)'b') == XTC_OK);
+	CHECK(xtc_proc_at_exit(ae_note, (void *)'c') == XTC_OK);
+}
+
+static void ae_body_full(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < XTC_PROC_AT_EXIT_MAX; i++)
+		CHECK(xtc_proc_at_exit(ae_note, (void *)(intptr_t)('0' + i)) ==
+		      XTC_OK);
+	CHECK(xtc_proc_at_exit(ae_note, (void *)'x') == XTC_E_RESOURCE);
+	xtc_exit_self(3);
+}
+
+static void ae_body_parked(void *arg)
+{
+	(void)arg;
+	CHECK(xtc_proc_at_exit(ae_note, (void *)'k') == XTC_OK);
+	CHECK(xtc_proc_at_exit(ae_note, (void *)'K') == XTC_OK);
+	for (;;)
+		(void)xtc_proc_sleep(1 * SEC);
+}
+
+static xtc_pid_t ae_victim;
+
+static void ae_watcher(void *arg)
+{
+	(void)arg;
+	uint64_t ref;
+	CHECK(xtc_monitor(ae_victim, &ref) == XTC_OK);
+	CHECK(xtc_exit_pid(ae_victim, 9) == XTC_OK);
+	void *m = NULL;
+	CHECK(xtc_recv(&m, NULL, 5 * SEC) == XTC_OK);
+	/* the victim's handlers ran before its DOWN was sent */
+	ae_down_seen_before = ae_n;
+	xtc_free(m);
+}
+
+/* Handlers run last first, whatever ends the proc (a return, an exit, a
+ * kill, the loop's fini), before its monitors are told; a full table is
+ * XTC_E_RESOURCE; off a proc XTC_E_INVAL. */
+static void test_at_exit(void)
+{
+	CHECK(xtc_proc_at_exit(ae_note, NULL) == XTC_E_INVAL); /* off a proc */
+	xtc_loop_t *l = new_loop();
+	ae_n = 0;
+	CHECK(xtc_proc_spawn(l, ae_body_return, NULL, NULL, NULL) == XTC_OK);
+	CHECK(xtc_loop_run(l) == XTC_OK);
+	ae_log[ae_n] = 0;
+	CHECK(strcmp(ae_log, "cba") == 0);
+
+	ae_n = 0;
+	CHECK(xtc_proc_spawn(l, ae_body_full, NULL, NULL, NULL) == XTC_OK);
+	CHECK(xtc_loop_run(l) == XTC_OK);
+	ae_log[ae_n] = 0;
+	CHECK(strcmp(ae_log, "76543210") == 0);
+
+	ae_n = 0;
+	ae_down_seen_before = -1;
+	CHECK(xtc_proc_spawn(l, ae_body_parked, NULL, NULL, &ae_victim) ==
+	      XTC_OK);
+	CHECK(xtc_proc_spawn(l, ae_watcher, NULL, NULL, NULL) == XTC_OK);
+	CHECK(xtc_loop_run(l) == XTC_OK);
+	ae_log[ae_n] = 0;
+	CHECK(strcmp(ae_log, "Kk") == 0);
+	CHECK(ae_down_seen_before == 2);
+
+	/* a proc still parked when its loop is finalised */
+	ae_n = 0;
+	CHECK(xtc_proc_spawn(l, ae_body_parked, NULL, NULL, NULL) == XTC_OK);
+	CHECK(xtc_proc_spawn(l, fini_stopper, l, NULL, NULL) == XTC_OK);
+	CHECK(xtc_loop_run(l) == XTC_OK); /* returns by the stop */
+	CHECK(ae_n == 0);
+	CHECK(xtc_loop_fini(l) == XTC_OK);
+	ae_log[ae_n] = 0;
+	CHECK(strcmp(ae_log, "Kk") == 0);
+}
+
 int main(void)
 {
 	test_tab_recycle();
@@ -1204,6 +1299,7 @@ int main(void)
 	test_fini_live();
 	test_context();
 	test_after_fini();
+	test_at_exit();
 	if (failures) {
 		fprintf(stderr, "test_proc: %d failure(s)\n", failures);
 		return 1;

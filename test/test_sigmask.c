@@ -25,7 +25,7 @@
 static atomic_int woke, spin_gave_up, sigwait_got_preempt;
 static atomic_int quit_sigwait;
 
-static void spinner(void *a)
+XTC_PREEMPTIBLE static void spinner(void *a)
 {
 	int64_t t0 = xtc_clock_mono();
 

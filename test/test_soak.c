@@ -172,7 +172,7 @@ static void killer(void *a)
 
 /* Bursts of 5 ms without a yield point (only preemption interleaves the
  * rest with them), then a 40 ms sleep, until the epoch ends. */
-static void spinner(void *a)
+XTC_PREEMPTIBLE static void spinner(void *a)
 {
 	int64_t t0 = xtc_clock_mono();
 

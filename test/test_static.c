@@ -1,7 +1,9 @@
 /*
  * test_static.c - involuntary preemption in a static executable (linked
- * with -static): the code map finds the user's code between the entry
- * point and the runtime, libc stays denied, and two spinners that never
+ * with -static): the code map finds the declared code (XTC_PREEMPTIBLE,
+ * through the linker's section symbols: there is no dynamic loader) and,
+ * under XTC_PREEMPT_POLICY_PROGRAM, the user's code between the entry
+ * point and the runtime; libc stays denied, and two spinners that never
  * yield, sharing one loop, both finish (each waits for the other to have
  * run: without preemption the first one spins forever and the test times
  * out). Only the ordinary public API, as a static user program has it.
@@ -26,7 +28,7 @@ static atomic_int finished;
 
 /* Never calls a function: only a preemption lets the other one start
  * (give_up ends a run where none happens, as a failure). */
-static intptr_t spinner(void *arg)
+XTC_PREEMPTIBLE static intptr_t spinner(void *arg)
 {
 	int me = (int)(intptr_t)arg;
 	volatile uint64_t x = 1;
@@ -51,9 +53,26 @@ static void *exec_thread(void *arg)
 	return (void *)(intptr_t)xtc_exec_run((xtc_exec_t *)arg);
 }
 
+/* user code that is not declared preemptible */
+__attribute__((noinline)) static int plain_user_fn(int x)
+{
+	__asm__ volatile("" : "+r"(x));
+	return x + 1;
+}
+
 static void test_static_map(void)
 {
+	/* declared code (its section, found in a program without a dynamic
+	 * loader); the rest of the program only under the policy that
+	 * allows its text: the window between the entry point and the
+	 * runtime */
 	CHECK(xtc__preempt_pc_ok((const void *)&spinner) == 1);
+	CHECK(xtc__preempt_pc_ok((const void *)&plain_user_fn) == 0);
+	CHECK(xtc_preempt_set_policy(XTC_PREEMPT_POLICY_PROGRAM) == XTC_OK);
+	CHECK(xtc__preempt_pc_ok((const void *)&plain_user_fn) == 1);
+	CHECK(xtc__preempt_pc_ok((const void *)&malloc) == 0);
+	CHECK(xtc_preempt_set_policy(XTC_PREEMPT_POLICY_DECLARED) == XTC_OK);
+	CHECK(plain_user_fn(1) == 2);
 	CHECK(xtc__preempt_pc_ok((const void *)&malloc) == 0);
 	CHECK(xtc__preempt_pc_ok((const void *)&pthread_mutex_lock) == 0);
 	CHECK(xtc__preempt_pc_ok((const void *)&write) == 0);

@@ -21,7 +21,7 @@ int64_t xb_now(void)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-uint64_t xb_spin(uint64_t iters)
+XTC_PREEMPTIBLE uint64_t xb_spin(uint64_t iters)
 {
 	uint64_t x = iters | 1;
 	for (uint64_t i = 0; i < iters; i++) {

@@ -49,6 +49,51 @@ XTC_API int xtc_preempt_disarm_ring(void);
 XTC_API int xtc_preempt_disable(void);
 XTC_API int xtc_preempt_enable(void);
 
+/* What may be preempted (xtc_preempt(3) SAFETY). By default a fiber is
+ * interrupted only while its PC is in code declared preemptible and it
+ * holds no lock: functions marked XTC_PREEMPTIBLE (the program's own
+ * kernels: the compiler puts them in the section "xtc_ptext", found in
+ * every loaded object), objects allowed by name, and ranges declared at
+ * run time (JIT code). A preemption or a kill that arrives elsewhere is
+ * deferred until the fiber is back in such code. Mark only code that does
+ * not keep a library's thread-local state (an error queue, a handler set
+ * for the next call) live across its own instructions: another fiber of
+ * the carrier runs in between. */
+#if defined(__clang__)
+#define XTC_PREEMPTIBLE __attribute__((section("xtc_ptext"), noinline))
+#elif defined(__GNUC__)
+#define XTC_PREEMPTIBLE __attribute__((section("xtc_ptext"), noinline, noclone))
+#else
+#define XTC_PREEMPTIBLE
+#endif
+#define XTC_PREEMPT_SECTION "xtc_ptext"
+
+/* Policies: DECLARED (default) as above; PROGRAM adds the executable's own
+ * text (third-party code compiled into it is then protected only by lock
+ * tracking); ANY is the earlier deny-list (every object except libc,
+ * ld.so, the vDSO and the other system and sanitizer libraries). Any
+ * thread, any time; the environment variable XTC_PREEMPT_POLICY
+ * (declared, program, any) sets the initial one. XTC_E_INVAL otherwise. */
+#define XTC_PREEMPT_POLICY_DECLARED 0
+#define XTC_PREEMPT_POLICY_PROGRAM  1
+#define XTC_PREEMPT_POLICY_ANY      2
+XTC_API int xtc_preempt_set_policy(int policy);
+XTC_API int xtc_preempt_get_policy(void);
+/* A loaded object whose code is safe to preempt anywhere, by the prefix of
+ * its file's base name ("libz.so"); applies to objects loaded later too.
+ * XTC_E_INVAL for NULL or "", XTC_E_RESOURCE past XTC_PREEMPT_MAX_OBJECTS. */
+#define XTC_PREEMPT_MAX_OBJECTS 16
+XTC_API int xtc_preempt_allow_object(const char *name);
+/* A code range [lo, hi) safe to preempt: JIT code, anonymous executable
+ * memory. At most XTC_PREEMPT_MAX_DECLARED (XTC_E_RESOURCE); XTC_E_INVAL
+ * for NULL or an empty range; undeclare: XTC_E_NOTFOUND if not declared. */
+#define XTC_PREEMPT_MAX_DECLARED 64
+XTC_API int xtc_preempt_declare_preemptible(const void *lo, const void *hi);
+XTC_API int xtc_preempt_undeclare_preemptible(const void *lo, const void *hi);
+/* 1 if a fiber whose PC is pc may be preempted there under the current
+ * policy (locks and no-preempt regions aside), 0 if not. */
+XTC_API int xtc_preempt_preemptible(const void *pc);
+
 /* Code the involuntary path must never interrupt (e.g. code that takes an
  * OS-level lock). [lo, hi) is a PC range. At most XTC_PREEMPT_MAX_UNSAFE
  * ranges; XTC_E_RESOURCE beyond. */
@@ -83,8 +128,8 @@ typedef struct xtc_preempt_stats {
 	uint64_t refused_nopreempt; /* a no-preempt region */
 	uint64_t refused_stack;     /* stack pointer outside the fiber's stack
 	                               or without headroom */
-	uint64_t refused_pc;        /* libc, ld.so, the vDSO, the runtime or a
-	                               range declared unsafe */
+	uint64_t refused_pc;        /* code not declared preemptible (the
+	                               policy), the runtime, an unsafe range */
 	/* overhead budget (xtc_preempt_set_budget) */
 	uint64_t overhead_ns; /* carrier time preemption cost: expiries and
 	                         signal delivery up to the next run (what the
@@ -97,7 +142,16 @@ typedef struct xtc_preempt_stats {
 	/* tick net: expiries of a carrier's CPU-clock timer that found its
 	 * run overdue (the safety net behind producers' polls) */
 	uint64_t tick_nets;
+	/* safety (xtc_preempt(3) SAFETY) */
+	uint64_t refused_lock;    /* deferrals: the fiber held a lock */
+	uint64_t blocked_reports; /* runs reported for refusing preemption
+	                             for XTC_PREEMPT_BLOCKED_NS (a blocked
+	                             carrier, or long code not declared
+	                             preemptible) */
 } xtc_preempt_stats_t;
+
+/* A run that refused preemption this long is reported (once per run). */
+#define XTC_PREEMPT_BLOCKED_NS 1000000000
 
 /* Overhead budget: a carrier busy at least 90% of a window of
  * XTC_PREEMPT_BUDGET_WINDOW_NS on which preemption (timer expiries, signal

@@ -211,6 +211,13 @@ XTC_API int xtc_proc_wake(xtc_pid_t target);
  * proc (XTC_E_INVAL off a proc, XTC_E_DEADLK inside a Go callback). Links get an EXIT message when reason is
  * not 0, monitors a DOWN, undelivered messages are freed. */
 XTC_API int xtc_exit_self(int reason);
+/* Cleanup the calling proc's exit runs, whatever ends it (a return, an
+ * exit, a kill, its loop's fini): up to XTC_PROC_AT_EXIT_MAX handlers, run
+ * last registered first, before its links and monitors are told (EXIT,
+ * DOWN). XTC_E_INVAL off a proc or for a NULL fn, XTC_E_RESOURCE past the
+ * limit, XTC_E_NOMEM. */
+#define XTC_PROC_AT_EXIT_MAX 8
+XTC_API int xtc_proc_at_exit(void (*fn)(void *), void *arg);
 /* Ask target to exit with reason: a flag acted on at its next yield or park
  * (recv, sleep, wait_fd, ...), or at its start. Any thread; the first call
  * wins. XTC_E_INVAL for an unknown or dead target. */

@@ -18,7 +18,7 @@
 #include "xtc_preempt.h"
 
 /* A request: n rounds of arithmetic that never yields. */
-static intptr_t serve(void *arg)
+XTC_PREEMPTIBLE static intptr_t serve(void *arg)
 {
 	uint64_t n = (uint64_t)(uintptr_t)arg, x = n | 1;
 	for (uint64_t i = 0; i < n; i++)

@@ -12,7 +12,7 @@ package ctest
 #include "xtc.h"
 
 // Spins until *stop != 0; never calls a yield point or a library function.
-static intptr_t gopt_spin(void *arg)
+XTC_PREEMPTIBLE static intptr_t gopt_spin(void *arg)
 {
 	volatile int *stop = arg;
 	uint64_t x = 1;
@@ -30,7 +30,7 @@ static intptr_t gopt_short(void *arg)
 // Spins until *stop != 0 like gopt_spin, passing a preemption point
 // (xtc_yield_if_due) every few hundred iterations; returns 1 + the number
 // of slice ends it yielded at.
-static intptr_t gopt_coop_spin(void *arg)
+XTC_PREEMPTIBLE static intptr_t gopt_coop_spin(void *arg)
 {
 	volatile int *stop = arg;
 	intptr_t yields = 0;

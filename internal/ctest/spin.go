@@ -3,14 +3,17 @@
 package ctest
 
 // Never-yielding C kernels for the Go-surface tests (stall reports in
-// flight, exec.Go cancellation). Not named xtc_*: the preemption map treats
-// every xtc_* function as the runtime's own code, never interrupted.
+// flight, exec.Go cancellation), declared preemptible (PREEMPTIBLE).
 
 /*
 #include <stdint.h>
 #include <time.h>
+// Declared preemptible (xtc_preempt(3) SAFETY): xtc interrupts a fiber only
+// in code it was told is safe to cut; a preamble without xtc's headers names
+// the section XTC_PREEMPTIBLE uses.
+#define PREEMPTIBLE __attribute__((section("xtc_ptext"), noinline))
 
-static int64_t gospin_now(void)
+PREEMPTIBLE static int64_t gospin_now(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -19,7 +22,7 @@ static int64_t gospin_now(void)
 
 // Proc body: spins for *(int64_t *)arg nanoseconds without a yield point
 // (the clock read is a vDSO call, no runtime function).
-static void gospin_proc(void *arg)
+PREEMPTIBLE static void gospin_proc(void *arg)
 {
 	int64_t end = gospin_now() + *(int64_t *)arg;
 	while (gospin_now() < end) {
@@ -30,7 +33,7 @@ static void gospin_proc(void *arg)
 static intptr_t gospin_ident(void *arg) { return (intptr_t)arg; }
 
 // Coroutine body: spins until *(volatile int *)arg != 0, pure arithmetic.
-static intptr_t gospin_forever(void *arg)
+PREEMPTIBLE static intptr_t gospin_forever(void *arg)
 {
 	volatile int *stop = arg;
 	uint64_t x = 1;
@@ -40,7 +43,7 @@ static intptr_t gospin_forever(void *arg)
 }
 
 // Coroutine body: spins for (intptr_t)arg nanoseconds, returns 42.
-static intptr_t gospin_for(void *arg)
+PREEMPTIBLE static intptr_t gospin_for(void *arg)
 {
 	int64_t end = gospin_now() + (int64_t)(intptr_t)arg;
 	while (gospin_now() < end) {

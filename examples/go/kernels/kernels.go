@@ -10,14 +10,20 @@
 //
 // Nothing here includes xtc's headers: the kernels never yield, so they
 // can only be stopped on time by involuntary preemption (Exec.SetPreempt,
-// xtc.PreemptSetInvoluntary, or an Fn's slice).
+// xtc.PreemptSetInvoluntary, or an Fn's slice), and they are declared
+// preemptible (the PREEMPTIBLE attribute below): xtc interrupts only code
+// it was told is safe to cut, never a C library in the middle of a call.
 package kernels
 
 /*
 #include <stdint.h>
+// Declared preemptible (xtc_preempt(3) SAFETY): xtc interrupts a fiber only
+// in code it was told is safe to cut; a preamble without xtc's headers names
+// the section XTC_PREEMPTIBLE uses.
+#define PREEMPTIBLE __attribute__((section("xtc_ptext"), noinline))
 
 // n rounds of a 64-bit LCG, never yielding: a request of cost n.
-static intptr_t serve(void *arg)
+PREEMPTIBLE static intptr_t serve(void *arg)
 {
 	uint64_t n = (uint64_t)(uintptr_t)arg, x = n | 1;
 	for (uint64_t i = 0; i < n; i++)
@@ -26,7 +32,7 @@ static intptr_t serve(void *arg)
 }
 
 // 1 + 2 + ... + n.
-static intptr_t sum(void *arg)
+PREEMPTIBLE static intptr_t sum(void *arg)
 {
 	intptr_t n = (intptr_t)arg, s = 0;
 	for (intptr_t i = 1; i <= n; i++)
@@ -35,7 +41,7 @@ static intptr_t sum(void *arg)
 }
 
 // Never returns (a hung kernel): only a kill or a cancel stops it.
-static intptr_t spin(void *arg)
+PREEMPTIBLE static intptr_t spin(void *arg)
 {
 	volatile uint64_t x = (uint64_t)(uintptr_t)arg;
 	for (;;)

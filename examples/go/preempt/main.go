@@ -25,7 +25,7 @@ package main
 #include "xtc.h"
 
 // ~0.3 s of arithmetic; never yields, never calls anything.
-static intptr_t crunch(void *arg)
+XTC_PREEMPTIBLE static intptr_t crunch(void *arg)
 {
 	uint64_t n = (uint64_t)(uintptr_t)arg, x = 88172645463325252ull;
 	for (uint64_t i = 0; i < n; i++) {
@@ -38,7 +38,7 @@ static intptr_t crunch(void *arg)
 
 // crunch with a preemption point every 4096 iterations: on a
 // clock-checked executor it yields there once its slice has ended.
-static intptr_t crunch_points(void *arg)
+XTC_PREEMPTIBLE static intptr_t crunch_points(void *arg)
 {
 	uint64_t n = (uint64_t)(uintptr_t)arg, x = 88172645463325252ull;
 	for (uint64_t i = 0; i < n; i++) {

@@ -21,7 +21,7 @@ typedef struct result {
 	uint64_t best_n, best_len, count;
 } result_t;
 
-static uint64_t collatz_len(uint64_t n)
+XTC_PREEMPTIBLE static uint64_t collatz_len(uint64_t n)
 {
 	uint64_t len = 1;
 	while (n != 1) {
@@ -32,7 +32,7 @@ static uint64_t collatz_len(uint64_t n)
 }
 
 // The proc body: runs on its own fiber stack, never calls Go.
-static void collatz_worker(void *arg)
+XTC_PREEMPTIBLE static void collatz_worker(void *arg)
 {
 	result_t *r = arg;
 	for (;;) {

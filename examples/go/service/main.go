@@ -19,10 +19,14 @@ package main
 
 /*
 #include <stdint.h>
+// Declared preemptible (xtc_preempt(3) SAFETY): xtc interrupts a fiber only
+// in code it was told is safe to cut; a preamble without xtc's headers names
+// the section XTC_PREEMPTIBLE uses.
+#define PREEMPTIBLE __attribute__((section("xtc_ptext"), noinline))
 
 // static, like every preamble function here: handed to xtc through the
 // getter below (unsafe.Pointer(C.crunch) would not link for a static).
-static intptr_t crunch(void *arg)
+PREEMPTIBLE static intptr_t crunch(void *arg)
 {
 	uint64_t n = (uint64_t)(uintptr_t)arg, x = 88172645463325252ull;
 	for (uint64_t i = 0; i < n; i++) {
