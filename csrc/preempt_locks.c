@@ -38,7 +38,8 @@
  * uses directly. Under ThreadSanitizer and AddressSanitizer the runtime
  * leaves the calls to the sanitizer's interceptors (tracking off: ASan's
  * weak __pthread_* interceptors left both link-time bindings empty); with
- * musl (no __pthread_* exports) too. XTC_LOCK_TRACKING=0 at build time turns it off.
+ * musl (no __pthread_* exports), and on architectures other than x86-64
+ * and aarch64 (whose glibc base versions it knows), too. XTC_LOCK_TRACKING=0 at build time turns it off.
  *
  * Rejected: dlsym(RTLD_NEXT) to find the real functions (allocates, takes
  * ld.so's lock on first use, and does not exist in a static program);
@@ -66,7 +67,8 @@
 #endif
 
 #if !defined(XTC_LOCK_TRACKING)
-#if defined(__GLIBC__) && !defined(XTC__LOCKS_SANITIZED)
+#if defined(__GLIBC__) && !defined(XTC__LOCKS_SANITIZED) && \
+    (defined(__x86_64__) || defined(__aarch64__))
 #define XTC_LOCK_TRACKING 1
 #else
 #define XTC_LOCK_TRACKING 0
@@ -89,8 +91,6 @@ int xtc__lock_tracking(void)
 #define XTC__GLIBC_BASE "GLIBC_2.2.5"
 #elif defined(__aarch64__)
 #define XTC__GLIBC_BASE "GLIBC_2.17"
-#else
-#error "lock tracking: unknown glibc base version for this architecture"
 #endif
 
 /* Neither link-time binding resolved (an unusual link): ask the dynamic
