@@ -16,7 +16,9 @@
 
 #include "xtc.h"
 
-static int failures;
+/* Atomic: a CHECK may fail on another thread or carrier than main's (a
+ * plain int raced there under TSan, a freeze-hunt finding). */
+static _Atomic int failures;
 
 #define CHECK(cond)                                                         \
 	do {                                                                    \
