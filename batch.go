@@ -123,12 +123,21 @@ import (
 // refills the vector from the FCFS queue at each iteration boundary.
 // Requests may be Go values of any type: C holds only an integer key.
 //
-// Mutators (Submit, Cancel, Resume, Close, Destroy) run on the loop's
-// owner thread: called from another goroutine they are posted there and
-// waited for (as Loop's owner-only calls); from a Go callback of the loop
-// they run directly. Inside Step or Complete they return ErrDeadlk.
+// Mutators (Submit, Cancel, Resume, BatchClose, BatchDestroy) run on the
+// loop's owner thread: called from another goroutine they are posted there
+// and waited for (on an executor loop: handed to its carrier while the
+// executor runs, called directly while it is idle); from a Go callback of
+// the loop they run directly. Inside Step or Complete they return
+// ErrDeadlk.
+//
+// Closed: once Close, Shutdown or BatchClose was called, Do, Submit and
+// SubmitMT return an error matching ErrClosed (the request was not
+// taken: do not retry it here); after the group was destroyed every
+// method does. Requests accepted before the close complete (drained) or
+// end with ErrAborted (cancelled).
 type Batch struct {
 	loop     *Loop
+	exec     *Exec // owner (Exec.NewBatch), nil for a loop-level group
 	c        *C.xtc_batch_t
 	h        cgo.Handle
 	step     func([]BatchItem, []BatchResult) error
@@ -143,6 +152,7 @@ type Batch struct {
 
 	completePanics atomic.Uint64
 	destroyed      atomic.Bool
+	closing        atomic.Bool // Close, Shutdown or BatchClose was called
 
 	// cross-thread hand-ins (SubmitMT, Do): any goroutine
 	mtReqs sync.Map // key (mtKeyBit set) -> *mtEntry
@@ -177,16 +187,19 @@ func (b *Batch) reqOf(key uintptr) any {
 // means Complete runs exactly once for the handle (a hand-in that finds
 // the group full waits for a slot in submission order). ErrAgain when the
 // group is closed or its hand-in pool or ring is full (the request is not
-// kept); ErrRange for a charge above the resource capacity. Not after
-// Destroy.
+// kept); ErrRange for a charge above the resource capacity; ErrClosed once
+// the group is closed; ErrInval without a Complete function.
 func (b *Batch) SubmitMT(request any, charge uint64) (uint64, error) {
 	return b.submitMT(&mtEntry{req: request}, charge)
 }
 
 func (b *Batch) submitMT(e *mtEntry, charge uint64) (uint64, error) {
 	const op = "xtc_batch_submit_mt"
-	if b == nil || b.destroyed.Load() {
-		return 0, &Error{Op: op, Code: ErrInval}
+	if b == nil || b.destroyed.Load() || b.closing.Load() {
+		return 0, errClosed(op)
+	}
+	if e.done == nil && b.complete == nil {
+		return 0, errNoComplete(op)
 	}
 	key := mtKeyBit | b.mtKey.Add(1)
 	b.mtReqs.Store(key, e) // before the call: complete may run at once
@@ -194,6 +207,9 @@ func (b *Batch) submitMT(e *mtEntry, charge uint64) (uint64, error) {
 	rc := C.xtc_go_batch_submit_mt(b.c, C.uintptr_t(key), C.uint64_t(charge), &h)
 	if rc != 0 {
 		b.mtReqs.Delete(key)
+		if Errno(rc) == ErrAgain && b.closedOrEnded() {
+			return 0, errClosed(op)
+		}
 		return 0, mkerr(op, int(rc))
 	}
 	return uint64(h), nil
@@ -206,7 +222,7 @@ func (b *Batch) submitMT(e *mtEntry, charge uint64) (uint64, error) {
 func (b *Batch) CancelMT(handle uint64) error {
 	const op = "xtc_batch_cancel_mt"
 	if b == nil || b.destroyed.Load() {
-		return &Error{Op: op, Code: ErrInval}
+		return errClosed(op)
 	}
 	return mkerr(op, int(C.xtc_batch_cancel_mt(b.c, C.uint64_t(handle))))
 }
@@ -216,36 +232,54 @@ func (b *Batch) CancelMT(handle uint64) error {
 func (b *Batch) ResumeMT(handle uint64) error {
 	const op = "xtc_batch_resume_mt"
 	if b == nil || b.destroyed.Load() {
-		return &Error{Op: op, Code: ErrInval}
+		return errClosed(op)
 	}
 	return mkerr(op, int(C.xtc_batch_resume_mt(b.c, C.uint64_t(handle))))
 }
 
-// Do runs request through the group (charge 1) and returns it once it
-// completed (Step sees it as BatchItem.Request and may change what it
-// points to), with nil, or with the member's error. Any number of
-// goroutines may call it at once; the completion is handed to the waiting
-// goroutine through a channel from the loop's thread, so no OS thread is
-// held per waiter. Do completions do not go to Complete.
+// DoOption configures one Batch.Do.
+type DoOption func(*doOpts)
+
+type doOpts struct{ charge uint64 }
+
+// WithCharge sets the request's fixed resource charge (default 1): the
+// group admits members while their charges fit its ResourceCapacity.
+func WithCharge(units uint64) DoOption { return func(o *doOpts) { o.charge = units } }
+
+// Do runs request through the group and returns it once it completed
+// (Step sees it as BatchItem.Request and may change what it points to),
+// with nil, or with the member's error. Any number of goroutines may call
+// it at once; the completion is handed to the waiting goroutine through a
+// channel from the loop's thread, so no OS thread is held per waiter. Do
+// completions do not go to Complete (which may be nil when only Do is
+// used). When Do returns, the request has left the group: memory it
+// refers to may be released.
 //
 // When ctx is done first, Do issues exactly one CancelMT and returns
 // ctx.Err() once the cancel took effect; if the request finished first it
 // returns the result and nil (exactly one of the two). While the hand-in
-// pool is full Do retries until ctx is done; a closed group returns an
-// error matching ErrAgain.
-func (b *Batch) Do(ctx context.Context, request any) (any, error) {
+// pool is full Do retries until ctx is done. A closed or destroyed group
+// returns an error matching ErrClosed at once (not ErrAgain: retrying
+// cannot succeed); ErrRange for a charge above the resource capacity.
+func (b *Batch) Do(ctx context.Context, request any, opts ...DoOption) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	o := doOpts{charge: 1}
+	for _, f := range opts {
+		if f != nil {
+			f(&o)
+		}
 	}
 	e := &mtEntry{req: request, done: make(chan mtResult, 1)}
 	var h uint64
 	for {
 		var err error
-		h, err = b.submitMT(e, 1)
+		h, err = b.submitMT(e, o.charge)
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, ErrAgain) || b.closedOrEnded() {
+		if !errors.Is(err, ErrAgain) {
 			return nil, err
 		}
 		select {
@@ -269,30 +303,56 @@ func (b *Batch) Do(ctx context.Context, request any) (any, error) {
 }
 
 func (b *Batch) closedOrEnded() bool {
+	if b.destroyed.Load() || b.closing.Load() {
+		return true
+	}
 	var closed C.unsigned
 	alive := C.xtc_go_batch_driver_alive(b.c, &closed)
 	return alive == 0 || closed != 0
 }
 
-// BatchCreate creates a group on loop (xtc_batch_create). Setup-only: after
-// the loop's first run it returns ErrAgain. ErrInval for nil opts, a nil
-// Step or Complete, a class of another loop; ErrInval/ErrRange for sizes
-// out of range (as the C call). ErrNosys when built without the feature.
+// BatchCreate creates a group on loop (xtc_batch_create), the thin
+// wrapper; a service creates its groups with Exec.NewBatch, which the
+// executor's Shutdown ends. Setup-only: after the loop's first run it
+// returns ErrAgain. ErrInval for nil opts, a nil Step, a class of another
+// loop; ErrInval/ErrRange for sizes out of range (as the C call). ErrNosys
+// when built without the feature. Complete may be nil when requests come
+// only through Do.
 func BatchCreate(loop *Loop, opts *BatchOpts) (*Batch, error) {
-	const op = "xtc_batch_create"
+	if opts == nil {
+		return nil, &Error{Op: "xtc_batch_create", Code: ErrInval}
+	}
+	return newBatch("xtc_batch_create", loop, opts)
+}
+
+func newBatch(op string, loop *Loop, opts *BatchOpts) (*Batch, error) {
 	if loop == nil {
 		return nil, errClosed(op)
 	}
-	if opts == nil || opts.Step == nil || opts.Complete == nil ||
-		opts.Capacity < 0 || opts.MaxActive < 0 {
-		return nil, &Error{Op: op, Code: ErrInval}
+	if opts == nil || opts.Step == nil || opts.Capacity < 0 || opts.MaxActive < 0 {
+		return nil, errReason(op, ErrInval, "nil options or Step, or a negative size")
 	}
 	var cls C.xtc_exec_class_t
-	if opts.Class != nil {
-		if opts.Class.l != loop {
-			return nil, &Error{Op: op, Code: ErrInval}
+	switch c := opts.Class.(type) {
+	case nil:
+	case *LoopClass:
+		if c != nil {
+			if c.l != loop {
+				return nil, errReason(op, ErrInval, "class of another loop")
+			}
+			cls = c.c
 		}
-		cls = opts.Class.c
+	case *Class:
+		if c != nil {
+			i := -1
+			if loop.owner != nil && c.e == loop.owner {
+				i = loop.owner.loopIndex(loop)
+			}
+			if i < 0 {
+				return nil, errReason(op, ErrInval, "class of another executor")
+			}
+			cls = c.per[i].c
+		}
 	}
 	b := &Batch{
 		loop:     loop,
@@ -313,7 +373,7 @@ func BatchCreate(loop *Loop, opts *BatchOpts) (*Batch, error) {
 		defer C.free(unsafe.Pointer(name))
 	}
 	var rc C.int
-	err := loop.exec(op, func() {
+	err := loop.batchExec(op, func() {
 		rc = C.xtc_go_batch_create(loop.c, C.size_t(opts.Capacity),
 			C.size_t(opts.MaxActive), C.uint64_t(opts.ResourceCapacity),
 			cls, name, C.uintptr_t(h), &b.c)
@@ -328,31 +388,45 @@ func BatchCreate(loop *Loop, opts *BatchOpts) (*Batch, error) {
 	return b, nil
 }
 
+func errNoComplete(op string) error {
+	return errReason(op, ErrInval, "the group has no Complete function: use Do, or set BatchOpts.Complete")
+}
+
 // call runs a mutator on the owner thread.
 func (b *Batch) call(op string, fn func() C.int) error {
 	if b == nil || b.destroyed.Load() {
-		return &Error{Op: op, Code: ErrInval}
+		return errClosed(op)
 	}
 	var rc C.int
-	if err := b.loop.exec(op, func() {
+	gone := false
+	if err := b.loop.batchExec(op, func() {
 		if b.destroyed.Load() {
-			rc = C.int(ErrInval)
+			gone = true
 			return
 		}
 		rc = fn()
 	}); err != nil {
 		return err
 	}
+	if gone {
+		return errClosed(op)
+	}
 	return mkerr(op, int(rc))
 }
 
 // Submit queues request with a fixed charge (xtc_batch_submit) and returns
-// its handle (monotonic, never reused). ErrAgain when the group is full or
-// closed (the request is not kept); ErrRange for a charge above the
-// resource capacity; ErrDeadlk from inside Step or Complete.
+// its handle (monotonic, never reused); Complete receives its outcome.
+// ErrAgain when the group is full (the request is not kept); ErrClosed
+// once it is closed; ErrRange for a charge above the resource capacity;
+// ErrDeadlk from inside Step or Complete; ErrInval without a Complete
+// function.
 func (b *Batch) Submit(request any, charge uint64) (uint64, error) {
+	const op = "xtc_batch_submit"
+	if b != nil && b.complete == nil {
+		return 0, errNoComplete(op)
+	}
 	var h C.uint64_t
-	err := b.call("xtc_batch_submit", func() C.int {
+	err := b.call(op, func() C.int {
 		b.nextKey++
 		key := b.nextKey
 		b.reqs[key] = request
@@ -362,6 +436,9 @@ func (b *Batch) Submit(request any, charge uint64) (uint64, error) {
 		}
 		return rc
 	})
+	if errors.Is(err, ErrAgain) && b.closedOrEnded() {
+		return 0, errClosed(op)
+	}
 	return uint64(h), err
 }
 
@@ -383,18 +460,36 @@ func (b *Batch) Resume(handle uint64) error {
 	})
 }
 
-// Close stops accepting requests (xtc_batch_close): BatchDrain finishes
-// the accepted ones, BatchCancel aborts them. The driver ends when the
-// loop runs afterwards.
-func (b *Batch) Close(mode BatchCloseMode) error {
-	return b.call("xtc_batch_close", func() C.int {
-		return C.xtc_batch_close(b.c, C.unsigned(mode))
-	})
+// BatchClose stops b accepting requests (xtc_batch_close), the thin
+// wrapper: BatchDrain finishes the accepted ones, BatchCancel aborts them
+// (a drain may be upgraded to a cancel). The driver ends when the loop
+// runs afterwards; BatchDestroy then frees the group. Shutdown and Close
+// do all of it.
+func BatchClose(b *Batch, mode BatchCloseMode) error {
+	return b.closeMode(mode)
 }
 
-// Destroy frees the group (xtc_batch_destroy): ErrAgain while its driver
-// proc exists (close it and run the loop first). Destroy before Fini.
-func (b *Batch) Destroy() error {
+func (b *Batch) closeMode(mode BatchCloseMode) error {
+	err := b.call("xtc_batch_close", func() C.int {
+		return C.xtc_batch_close(b.c, C.unsigned(mode))
+	})
+	if err == nil {
+		b.closing.Store(true)
+	}
+	return err
+}
+
+// BatchDestroy frees the group (xtc_batch_destroy), the thin wrapper:
+// ErrAgain while its driver proc exists (close it and run the loop
+// first). Before the loop's Fini.
+func BatchDestroy(b *Batch) error { return b.destroy() }
+
+// Destroy is BatchDestroy.
+//
+// Deprecated: use Close or Shutdown (or BatchDestroy, the thin wrapper).
+func (b *Batch) Destroy() error { return b.destroy() }
+
+func (b *Batch) destroy() error {
 	err := b.call("xtc_batch_destroy", func() C.int {
 		rc := C.xtc_batch_destroy(b.c)
 		if rc == 0 {
@@ -403,9 +498,110 @@ func (b *Batch) Destroy() error {
 		return rc
 	})
 	if err == nil {
+		b.closing.Store(true)
 		b.loop.dropHandle(b.h)
 	}
 	return err
+}
+
+// Close ends the group now: requests not finished complete with an error
+// matching ErrAborted (Do returns it), new ones get ErrClosed, and the
+// group is freed once its driver has ended (io.Closer). It is Shutdown
+// with no time to drain; see Shutdown for what must run meanwhile. A
+// second Close returns ErrClosed.
+func (b *Batch) Close() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return b.Shutdown(ctx)
+}
+
+// Shutdown ends the group gracefully: new requests get ErrClosed at once,
+// accepted ones run to completion until ctx ends, then what is left is
+// cancelled (ErrAborted), and once the driver has ended the group is
+// freed. It returns ctx.Err() when the drain was cut short (the group is
+// closed all the same), ErrClosed on a second call.
+//
+// The driver ends only by running: a group of a stand-alone Loop is
+// driven here (Loop.RunContext) when the loop is not running already; a
+// group an executor owns (Exec.NewBatch) needs the executor running, and
+// if it is not, the group is only closed here and freed by the executor's
+// Shutdown or Close (which end every group they own anyway).
+func (b *Batch) Shutdown(ctx context.Context) error {
+	const op = "xtc.Batch.Shutdown"
+	if b == nil || b.destroyed.Load() || !b.closing.CompareAndSwap(false, true) {
+		return errClosed(op)
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if e := b.exec; e != nil && !e.running.Load() {
+		mode := BatchDrain
+		if ctx.Err() != nil {
+			mode = BatchCancel
+		}
+		return b.closeMode(mode)
+	}
+	bs := []*Batch{b}
+	var werr error
+	if ctx.Err() == nil {
+		if err := b.closeMode(BatchDrain); err != nil {
+			return err
+		}
+		werr = b.driveUntilEnded(ctx, bs)
+	}
+	if err := b.closeMode(BatchCancel); err != nil {
+		return err
+	}
+	_ = b.driveUntilEnded(context.Background(), bs)
+	if err := b.destroy(); err != nil {
+		return err
+	}
+	if b.exec != nil {
+		b.exec.dropBatch(b)
+	}
+	return werr
+}
+
+// driveUntilEnded waits for the driver's end (or ctx), running a
+// stand-alone loop that is not running meanwhile.
+func (b *Batch) driveUntilEnded(ctx context.Context, bs []*Batch) error {
+	if b.exec == nil && !b.loop.running.Load() {
+		rctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() { // the loop quiesces once the driver ended; else stop it then
+			_ = waitDrivers(rctx, bs)
+			cancel()
+		}()
+		if err := b.loop.RunContext(rctx); err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+		if !b.driverAlive() {
+			return nil
+		}
+		return ctx.Err()
+	}
+	return waitDrivers(ctx, bs)
+}
+
+func (b *Batch) driverAlive() bool {
+	if b.destroyed.Load() {
+		return false
+	}
+	var closed C.unsigned
+	return C.xtc_go_batch_driver_alive(b.c, &closed) != 0
+}
+
+// failPending completes the Do waiters of a group abandoned to Fini with
+// ErrClosed (never an accepted request: those completed before destroy).
+func (b *Batch) failPending() {
+	b.mtReqs.Range(func(k, v any) bool {
+		if _, ok := b.mtReqs.LoadAndDelete(k); ok {
+			if e := v.(*mtEntry); e.done != nil {
+				e.done <- mtResult{req: e.req, err: errClosed("xtc.Batch.Do")}
+			}
+		}
+		return true
+	})
 }
 
 // Stats returns the group's counters (xtc_batch_get_stats); any goroutine,
@@ -414,7 +610,7 @@ func (b *Batch) Stats() (BatchStats, error) {
 	const op = "xtc_batch_get_stats"
 	var st C.xtc_batch_stats_t
 	if b == nil || b.destroyed.Load() {
-		return BatchStats{}, &Error{Op: op, Code: ErrInval}
+		return BatchStats{}, errClosed(op)
 	}
 	err := b.loop.withC(op, func(*C.xtc_loop_t) C.int {
 		return C.xtc_batch_get_stats(b.c, &st)
@@ -523,6 +719,9 @@ func (b *Batch) runComplete(handle uint64, key uintptr, outcome int) {
 	if done != nil {
 		done <- mtResult{req: req, err: err} // buffered: never blocks
 		return
+	}
+	if b.complete == nil {
+		return // not reached: Submit and SubmitMT need a Complete
 	}
 	defer func() {
 		if recover() != nil {

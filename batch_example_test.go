@@ -48,7 +48,7 @@ func ExampleBatchCreate() {
 		}
 	}
 	// Close, run until the driver ends, destroy, then Fini.
-	b.Close(xtc.BatchDrain)
+	xtc.BatchClose(b, xtc.BatchDrain)
 	loop.Run()
 	st, _ := b.Stats()
 	fmt.Println(st.MemberRounds, "member-rounds in", st.Iterations, "iterations")
@@ -82,7 +82,7 @@ func ExampleBatch_Cancel() {
 	b.Submit("kept", 1)
 	h, _ := b.Submit("cancelled", 1)
 	b.Cancel(h)
-	b.Close(xtc.BatchDrain)
+	xtc.BatchClose(b, xtc.BatchDrain)
 	loop.Run()
 	fmt.Println(errors.Is(b.Cancel(h), xtc.ErrNotfound))
 	b.Destroy()
@@ -109,7 +109,7 @@ func ExampleBatch_Resume() {
 				res[0].State = xtc.BatchBlocked
 				xtc.TaskSpawn(loop, func(*xtc.Task) xtc.TaskResult {
 					fmt.Println("resume:", b.Resume(blocked))
-					b.Close(xtc.BatchDrain)
+					xtc.BatchClose(b, xtc.BatchDrain)
 					return xtc.TaskDone
 				})
 				return nil
@@ -155,7 +155,7 @@ func ExampleBatchResult() {
 	})
 	b.Submit("short", 1)
 	b.Submit("long", 1)
-	b.Close(xtc.BatchDrain)
+	xtc.BatchClose(b, xtc.BatchDrain)
 	loop.Run()
 	st, _ := b.Stats()
 	fmt.Println("failed:", st.Failed)

@@ -68,7 +68,7 @@ func TestBatchSnippet(t *testing.T) {
 		assert.Greater(t, h, last)
 		last = h
 	}
-	require.NoError(t, b.Close(BatchDrain))
+	require.NoError(t, BatchClose(b, BatchDrain))
 	require.NoError(t, l.Run())
 	st, err := b.Stats()
 	require.NoError(t, err)
@@ -131,7 +131,7 @@ func TestBatchErrorsAndPanics(t *testing.T) {
 		_, err := b.Submit(r, 1)
 		require.NoError(t, err)
 	}
-	require.NoError(t, b.Close(BatchDrain))
+	require.NoError(t, BatchClose(b, BatchDrain))
 	require.NoError(t, l.Run())
 	assert.NoError(t, outcomes[0])
 	var pe *BatchPanicError
@@ -190,13 +190,14 @@ func TestBatchBadInput(t *testing.T) {
 	assert.ErrorIs(t, err, ErrAgain) // full
 	assert.ErrorIs(t, b.Cancel(0), ErrInval)
 	assert.ErrorIs(t, b.Cancel(h+1), ErrNotfound)
-	assert.ErrorIs(t, b.Close(0), ErrInval)
+	assert.ErrorIs(t, BatchClose(b, 0), ErrInval)
 	assert.ErrorIs(t, b.Destroy(), ErrAgain) // the driver exists
 	require.NoError(t, b.Cancel(h))
 	require.NoError(t, b.Cancel(h)) // twice
-	require.NoError(t, b.Close(BatchCancel))
+	require.NoError(t, BatchClose(b, BatchCancel))
 	_, err = b.Submit(nil, 1)
-	assert.ErrorIs(t, err, ErrAgain) // closed
+	assert.ErrorIs(t, err, ErrClosed) // closed: not ErrAgain, a retry cannot succeed
+	assert.NotErrorIs(t, err, ErrAgain)
 	require.NoError(t, l.Run())
 	assert.ErrorIs(t, b.Cancel(h), ErrNotfound)
 	require.NoError(t, b.Destroy())
@@ -208,7 +209,7 @@ func TestBatchBadInput(t *testing.T) {
 	assert.ErrorIs(t, err, ErrAgain)
 	require.NoError(t, l.Fini())
 	var nb *Batch
-	assert.ErrorIs(t, nb.Close(BatchDrain), ErrInval)
+	assert.ErrorIs(t, BatchClose(nb, BatchDrain), ErrInval)
 }
 
 // Goroutines submit while the loop runs; blocked members are resumed and
@@ -306,7 +307,7 @@ func TestBatchGoroutines(t *testing.T) {
 		}
 	}()
 	wg.Wait()
-	require.NoError(t, b.Close(BatchDrain))
+	require.NoError(t, BatchClose(b, BatchDrain))
 	require.NoError(t, <-runErr)
 	close(stop)
 	rwg.Wait()
@@ -350,7 +351,7 @@ func BenchmarkBatchGoStep(b *testing.B) {
 				_, err := g.Submit(i, 1)
 				require.NoError(b, err)
 			}
-			require.NoError(b, g.Close(BatchDrain))
+			require.NoError(b, BatchClose(g, BatchDrain))
 			b.ResetTimer()
 			require.NoError(b, l.Run())
 			b.StopTimer()
@@ -456,7 +457,7 @@ func TestBatchDoAndSubmitMT(t *testing.T) {
 		}(p)
 	}
 	wg.Wait()
-	require.NoError(t, b.Close(BatchDrain))
+	require.NoError(t, BatchClose(b, BatchDrain))
 	require.NoError(t, <-runErr)
 
 	assert.Equal(t, int64(doers), ok.Load()+cancelled.Load())
@@ -475,7 +476,9 @@ func TestBatchDoAndSubmitMT(t *testing.T) {
 	assert.Equal(t, st.Accepted, st.Completed)
 	t.Logf("Do: %d ok, %d cancelled; %d SubmitMT", ok.Load(), cancelled.Load(), n)
 	_, err = b.SubmitMT(&rq{}, 1)
-	assert.ErrorIs(t, err, ErrAgain) // closed
+	assert.ErrorIs(t, err, ErrClosed) // closed
+	_, err = b.Do(context.Background(), &rq{})
+	assert.ErrorIs(t, err, ErrClosed)
 	require.NoError(t, b.Destroy())
 	_, err = b.SubmitMT(&rq{}, 1)
 	assert.ErrorIs(t, err, ErrInval)

@@ -43,11 +43,13 @@ type BatchResult struct {
 
 // BatchOpts configures BatchCreate (xtc_batch_opts_t).
 type BatchOpts struct {
-	Capacity         int        // waiting + active requests (1..2^20)
-	MaxActive        int        // members per vector (1..min(Capacity, 65536))
-	ResourceCapacity uint64     // units shared by the active members (>= 1)
-	Class            *ExecClass // the driver's class; nil = default lane
-	Name             string     // driver proc label
+	Capacity         int    // waiting + active requests (1..2^20)
+	MaxActive        int    // members per vector (1..min(Capacity, 65536))
+	ResourceCapacity uint64 // units shared by the active members (>= 1)
+	// Class is the driver's class: a *LoopClass of the group's loop, or,
+	// for Exec.NewBatch, an executor-wide *Class; nil = the default lane.
+	Class ClassRef
+	Name  string // driver proc label
 
 	// Step advances every member of the ready vector by one round and
 	// fills results[i] for items[i]. It runs on the loop's thread (on the
@@ -55,9 +57,11 @@ type BatchOpts struct {
 	// fails the whole vector (each member completes with it). A panic is
 	// recovered and becomes every member's error (*BatchPanicError).
 	Step func(items []BatchItem, results []BatchResult) error
-	// Complete runs exactly once per accepted request, on the loop's
-	// thread: outcome nil (done), an error matching ErrAborted (cancelled),
-	// or the member's error. A panic in it is recovered and counted.
+	// Complete runs exactly once per request accepted by Submit or
+	// SubmitMT, on the loop's thread: outcome nil (done), an error
+	// matching ErrAborted (cancelled), or the member's error. A panic in
+	// it is recovered and counted. It may be nil when requests come only
+	// through Do (which returns the outcome itself).
 	Complete func(handle uint64, request any, outcome error)
 }
 
@@ -88,3 +92,11 @@ func (e *BatchPanicError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrInternal) true.
 func (e *BatchPanicError) Unwrap() error { return ErrInternal }
+
+// ClassRef is a scheduling class as a batch group takes it: an
+// executor-wide *Class (Exec.NewClass) or a per-loop *LoopClass
+// (ExecClassCreate). A nil *Class or *LoopClass means the default lane.
+type ClassRef interface{ isClassRef() }
+
+func (*Class) isClassRef()     {}
+func (*LoopClass) isClassRef() {}

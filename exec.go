@@ -152,6 +152,8 @@ type Exec struct {
 
 	gc   atomic.Pointer[goCalls] // the Go front door's table (gocall.go)
 	gcMu sync.Mutex
+
+	x execExt // the service layer (exec_service.go)
 }
 
 // submitFn is what a Submit handle carries.
@@ -190,16 +192,25 @@ func (e *Exec) takePanic() any {
 }
 
 // NewExec creates an executor with n loops (n <= 0: one per CPU) for a
-// service: once started it serves until Close or Shutdown, idle or not
-// (service mode on). Configure it (SetPreempt, NewClass, ...) before
-// Start. ExecInit is the thin constructor with the C default, where a run
-// ends at its first idle moment.
-func NewExec(n int) (*Exec, error) {
+// service, configured by opts (WithPreempt, WithStallWatch, ...): once
+// started it serves until Close or Shutdown, idle or not (service mode
+// on, unless WithServiceMode(false)). Create its classes (NewClass), batch
+// groups (NewBatch) and mailboxes before Start. An option with a bad value
+// or one this build or machine cannot honour fails NewExec (ErrInval,
+// ErrNosys; the reason names the option). ExecInit is the thin
+// constructor with the C defaults.
+//
+// After Close or Shutdown every method returns an error matching
+// ErrClosed (getters return zero values).
+func NewExec(n int, opts ...ExecOption) (*Exec, error) {
 	e, err := ExecInit(n)
 	if err != nil {
 		return nil, err
 	}
-	e.SetServiceMode(true)
+	if err := e.applyOptions(opts); err != nil {
+		_ = e.Fini()
+		return nil, err
+	}
 	return e, nil
 }
 
@@ -288,25 +299,38 @@ type ExecRun struct {
 // balances them from there (a placement, not a pinning: xtc_exec(3),
 // Lifecycle).
 func (e *Exec) Start() (*ExecRun, error) {
-	var r *C.xtc_go_runner_t
-	if e == nil || e.closed.Load() {
+	if e == nil || e.closed.Load() || e.shutting.Load() {
 		return nil, errClosed("xtc_exec_run")
 	}
-	if e.shutting.Load() {
+	return e.startRun()
+}
+
+// startRun is Start without the shutting check (Shutdown runs the executor
+// to end its batch groups).
+func (e *Exec) startRun() (*ExecRun, error) {
+	var r *C.xtc_go_runner_t
+	e.x.gate.Lock()
+	if e.closed.Load() {
+		e.x.gate.Unlock()
 		return nil, errClosed("xtc_exec_run")
 	}
 	if !e.running.CompareAndSwap(false, true) {
+		e.x.gate.Unlock()
 		return nil, errReason("xtc_exec_run", ErrInval, "already running")
 	}
+	e.runStarting()
 	e.mu.RLock()
 	rc := C.xtc_go_exec_start(e.c, &r)
 	e.mu.RUnlock()
 	if rc != 0 {
 		e.running.Store(false)
+		e.runEnded()
+		e.x.gate.Unlock()
 		return nil, mkerr("xtc_exec_run", int(rc))
 	}
 	run := &ExecRun{e: e, done: make(chan struct{})}
 	e.run.Store(run)
+	e.x.gate.Unlock()
 	f := os.NewFile(uintptr(r.efd), "xtc-exec-run")
 	go func() {
 		var b [8]byte
@@ -319,6 +343,7 @@ func (e *Exec) Start() (*ExecRun, error) {
 		}
 		f.Close()
 		run.err = mkerr("xtc_exec_run", int(C.xtc_go_exec_reap(r)))
+		e.runEnded()
 		e.running.Store(false)
 		close(run.done)
 	}()
@@ -409,8 +434,9 @@ func (e *Exec) Fini() error {
 	return nil
 }
 
-// Close ends the executor (io.Closer): no new calls (ErrClosed), the run
-// is stopped and waited for, calls still in flight complete with
+// Close ends the executor (io.Closer): no new calls (ErrClosed), its
+// batch groups are cancelled (their requests end with ErrAborted), the
+// run is stopped and waited for, calls still in flight complete with
 // ErrAborted (their procs are dropped), and the executor is finalised.
 // Any goroutine, not from a callback of the executor. A second Close
 // returns ErrClosed. A Go callback's panic recorded by the run resurfaces
@@ -419,17 +445,20 @@ func (e *Exec) Close() error {
 	return e.Shutdown(nil)
 }
 
-// Shutdown ends the executor gracefully: new calls are refused
-// (ErrClosed) at once, then it waits until the Go calls in flight have
-// returned or ctx ends, and then does what Close does (calls still running
-// are killed). It returns ctx.Err() when ctx ended first (the executor is
-// closed all the same). A nil ctx means Close.
+// Shutdown ends the executor gracefully: new calls and batch requests are
+// refused (ErrClosed) at once; then, until ctx ends, the batch groups it
+// owns drain (accepted requests finish) and the Go calls in flight
+// return; then it does what Close does (groups still busy are cancelled,
+// calls still running are killed), frees the groups and finalises the
+// executor. It returns ctx.Err() when ctx ended first (the executor is
+// closed all the same). A nil ctx means Close. Its involuntary
+// preemption (WithPreempt) is given back when the run ends.
 func (e *Exec) Shutdown(ctx context.Context) error {
 	if e == nil || e.closed.Load() || !e.shutting.CompareAndSwap(false, true) {
 		return errClosed("xtc.Exec.Close")
 	}
-	var werr error
-	if ctx != nil {
+	werr := e.shutdownBatches(ctx)
+	if ctx != nil && werr == nil {
 		tick := time.NewTicker(time.Millisecond)
 		for e.calls.Load() > 0 && werr == nil {
 			select {
@@ -447,6 +476,7 @@ func (e *Exec) Shutdown(ctx context.Context) error {
 			defer panic(p)
 		}
 	}
+	e.destroyBatches()
 	if err := e.Fini(); err != nil {
 		return err
 	}
@@ -623,7 +653,7 @@ func ShardCount() int { return int(C.xtc_shard_count()) }
 // default lane (100 shares); a non-zero latency tightens the loop's yield
 // budget to that bound. ErrInval for bad arguments, ErrAgain past 16
 // classes on a loop. For an executor loop, create classes before the run.
-func ExecClassCreate(loop *Loop, shares int, latency time.Duration) (*ExecClass, error) {
+func ExecClassCreate(loop *Loop, shares int, latency time.Duration) (*LoopClass, error) {
 	var cls C.xtc_exec_class_t
 	var rc C.int
 	op := "xtc_exec_class_create"
@@ -663,11 +693,11 @@ func ExecClassCreate(loop *Loop, shares int, latency time.Duration) (*ExecClass,
 	if rc != 0 {
 		return nil, mkerr(op, int(rc))
 	}
-	return &ExecClass{c: cls, l: loop}, nil
+	return &LoopClass{c: cls, l: loop}, nil
 }
 
 // Shares returns the class's shares (0 for nil or after its loop's Fini).
-func (c *ExecClass) Shares() int {
+func (c *LoopClass) Shares() int {
 	var v C.int
 	c.with(func(cls C.xtc_exec_class_t) { v = C.xtc_exec_class_shares(cls) })
 	return int(v)
@@ -675,28 +705,28 @@ func (c *ExecClass) Shares() int {
 
 // Latency returns the class's latency bound (0 for nil, none, or after
 // its loop's Fini).
-func (c *ExecClass) Latency() time.Duration {
+func (c *LoopClass) Latency() time.Duration {
 	var v C.int64_t
 	c.with(func(cls C.xtc_exec_class_t) { v = C.xtc_exec_class_latency(cls) })
 	return time.Duration(v)
 }
 
 // Runs returns how many times a task of the class was picked.
-func (c *ExecClass) Runs() uint64 {
+func (c *LoopClass) Runs() uint64 {
 	var v C.uint64_t
 	c.with(func(cls C.xtc_exec_class_t) { v = C.xtc_exec_class_runs(cls) })
 	return uint64(v)
 }
 
 // VRuntime returns the class's weighted virtual runtime.
-func (c *ExecClass) VRuntime() uint64 {
+func (c *LoopClass) VRuntime() uint64 {
 	var v C.uint64_t
 	c.with(func(cls C.xtc_exec_class_t) { v = C.xtc_exec_class_vruntime(cls) })
 	return uint64(v)
 }
 
 // CPU returns the measured run time charged to the class.
-func (c *ExecClass) CPU() time.Duration {
+func (c *LoopClass) CPU() time.Duration {
 	var v C.uint64_t
 	c.with(func(cls C.xtc_exec_class_t) { v = C.xtc_exec_class_cpu_ns(cls) })
 	return time.Duration(v)

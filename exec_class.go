@@ -58,8 +58,11 @@ func (e *Exec) NewClass(shares int, latency time.Duration) (*Class, error) {
 	}
 	cl := &Class{e: e, shares: shares, latency: latency}
 	for i, h := range out {
-		cl.per = append(cl.per, &ExecClass{c: h, l: e.loops[i]})
+		cl.per = append(cl.per, &LoopClass{c: h, l: e.loops[i]})
 	}
+	e.x.bmu.Lock()
+	e.x.classes = append(e.x.classes, cl)
+	e.x.bmu.Unlock()
 	return cl, nil
 }
 
@@ -81,7 +84,7 @@ func (c *Class) Latency() time.Duration {
 
 // OnLoop returns the class's per-loop piece on loop i (for ProcOpts), nil
 // when i is out of range.
-func (c *Class) OnLoop(i int) *ExecClass {
+func (c *Class) OnLoop(i int) *LoopClass {
 	if c == nil || i < 0 || i >= len(c.per) {
 		return nil
 	}

@@ -19,7 +19,7 @@ type Loop struct{}
 type Task struct{}
 type Timer struct{}
 type Waker struct{}
-type ExecClass struct{}
+type LoopClass struct{}
 
 func Version() string                                        { return "" }
 func VersionComponents() (int, int, int, error)              { return 0, 0, 0, ErrNoCgo }
@@ -68,13 +68,23 @@ func BatchCreate(loop *Loop, opts *BatchOpts) (*Batch, error)        { return ni
 func (b *Batch) Submit(request any, charge uint64) (uint64, error)   { return 0, ErrNoCgo }
 func (b *Batch) Cancel(handle uint64) error                          { return ErrNoCgo }
 func (b *Batch) Resume(handle uint64) error                          { return ErrNoCgo }
-func (b *Batch) Close(mode BatchCloseMode) error                     { return ErrNoCgo }
+func (b *Batch) Close() error                                        { return ErrNoCgo }
+func (b *Batch) Shutdown(context.Context) error                      { return ErrNoCgo }
+func BatchClose(b *Batch, mode BatchCloseMode) error                 { return ErrNoCgo }
+func BatchDestroy(b *Batch) error                                    { return ErrNoCgo }
 func (b *Batch) Destroy() error                                      { return ErrNoCgo }
 func (b *Batch) Stats() (BatchStats, error)                          { return BatchStats{}, ErrNoCgo }
 func (b *Batch) SubmitMT(request any, charge uint64) (uint64, error) { return 0, ErrNoCgo }
 func (b *Batch) CancelMT(handle uint64) error                        { return ErrNoCgo }
 func (b *Batch) ResumeMT(handle uint64) error                        { return ErrNoCgo }
-func (b *Batch) Do(ctx context.Context, request any) (any, error)    { return nil, ErrNoCgo }
+func (b *Batch) Do(context.Context, any, ...DoOption) (any, error)   { return nil, ErrNoCgo }
+
+// DoOption configures one Batch.Do.
+type DoOption func(*doOpts)
+
+type doOpts struct{}
+
+func WithCharge(uint64) DoOption { return func(*doOpts) {} }
 
 // ---- completion (stubs)
 
@@ -114,7 +124,10 @@ type CallOption func(*callOpts)
 
 type callOpts struct{}
 
-func NewExec(int) (*Exec, error)                            { return nil, ErrNoCgo }
+func NewExec(int, ...ExecOption) (*Exec, error)             { return nil, ErrNoCgo }
+func (*Exec) NewBatch(BatchOpts) (*Batch, error)            { return nil, ErrNoCgo }
+func (*Exec) Stats() (ExecStats, error)                     { return ExecStats{}, ErrNoCgo }
+func (*Exec) Preempt() PreemptConfig                        { return PreemptConfig{} }
 func ExecInit(int) (*Exec, error)                           { return nil, ErrNoCgo }
 func (*Exec) NLoops() int                                   { return 0 }
 func (*Exec) Loop(int) *Loop                                { return nil }
@@ -145,14 +158,14 @@ func (*Exec) SetPreemptAdaptive(*Quantum) error             { return ErrNoCgo }
 func ExecLoopID() int                                       { return -1 }
 func ShardID() int                                          { return -1 }
 func ShardCount() int                                       { return 0 }
-func ExecClassCreate(*Loop, int, time.Duration) (*ExecClass, error) {
+func ExecClassCreate(*Loop, int, time.Duration) (*LoopClass, error) {
 	return nil, ErrNoCgo
 }
-func (*ExecClass) Shares() int                            { return 0 }
-func (*ExecClass) Latency() time.Duration                 { return 0 }
-func (*ExecClass) Runs() uint64                           { return 0 }
-func (*ExecClass) VRuntime() uint64                       { return 0 }
-func (*ExecClass) CPU() time.Duration                     { return 0 }
+func (*LoopClass) Shares() int                            { return 0 }
+func (*LoopClass) Latency() time.Duration                 { return 0 }
+func (*LoopClass) Runs() uint64                           { return 0 }
+func (*LoopClass) VRuntime() uint64                       { return 0 }
+func (*LoopClass) CPU() time.Duration                     { return 0 }
 func (*Loop) SetStallBudget(time.Duration) error          { return ErrNoCgo }
 func (*Loop) SetStallFunc(StallFunc) error                { return ErrNoCgo }
 func (*Loop) StallInFlight() (StallReport, error)         { return StallReport{}, ErrNoCgo }
@@ -160,7 +173,7 @@ func (*Loop) StallCount() uint64                          { return 0 }
 func (*Exec) NewClass(int, time.Duration) (*Class, error) { return nil, ErrNoCgo }
 func (*Class) Shares() int                                { return 0 }
 func (*Class) Latency() time.Duration                     { return 0 }
-func (*Class) OnLoop(int) *ExecClass                      { return nil }
+func (*Class) OnLoop(int) *LoopClass                      { return nil }
 func (*Class) CPU() time.Duration                         { return 0 }
 func (*Class) Runs() uint64                               { return 0 }
 func WithClass(*Class) CallOption                         { return func(*callOpts) {} }

@@ -155,9 +155,14 @@ func PreemptDisarm() error {
 // PreemptSetInvoluntary turns the involuntary path on or off, process-wide
 // (xtc_preempt_set_involuntary): with it, C code that never reaches a yield
 // point is time-sliced by redirecting it, at a safe point, to a yield that
-// saves and restores every register.
+// saves and restores every register. It is an override on top of the
+// executors built WithPreempt, which hold the path on while they run:
+// PreemptSetInvoluntary(false) does not turn it off under them.
+//
+// Deprecated: give the executor WithPreempt(slice) (NewExec), which
+// applies it while the executor runs and gives it back at Close.
 func PreemptSetInvoluntary(on bool) {
-	C.xtc_preempt_set_involuntary(cbool(on))
+	involSetUser(on)
 }
 
 // PreemptSetPolicy chooses which C code involuntary preemption may

@@ -27,16 +27,17 @@ func pidFromC(c C.xtc_pid_t) Pid {
 	return Pid{LoopID: uint16(c.loop_id), LocalID: uint16(c.local_id), Gen: uint32(c.gen)}
 }
 
-// ExecClass is a scheduling class handle (xtc_exec_class_t); nil is the
-// loop's default lane. Created by the executor/classes wrappers.
-type ExecClass struct {
+// LoopClass is a scheduling class of one loop (xtc_exec_class_t, created
+// by ExecClassCreate); nil is the loop's default lane. An executor-wide
+// class is a *Class (Exec.NewClass), made of one LoopClass per loop.
+type LoopClass struct {
 	c C.xtc_exec_class_t
 	l *Loop // the class lives (in C) until this loop is finalised
 }
 
 // with calls get with the C handle while the class's loop is held open;
 // false for nil or once the loop was finalised (the C class is freed then).
-func (c *ExecClass) with(get func(cls C.xtc_exec_class_t)) bool {
+func (c *LoopClass) with(get func(cls C.xtc_exec_class_t)) bool {
 	if c == nil || c.l == nil {
 		return false
 	}

@@ -72,3 +72,9 @@ type MailboxStats struct {
 	Depth, Saved, Peak, Cap int
 	RecvTotal, DropTotal    uint64
 }
+
+// ExecClass is the former name of LoopClass: a class of one loop (the
+// name said "executor" for the per-loop scope, the inverse of Class).
+//
+// Deprecated: use LoopClass.
+type ExecClass = LoopClass

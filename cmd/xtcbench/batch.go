@@ -160,7 +160,7 @@ func runBatchXtc(m batchMix, ipn float64) ([]time.Duration, time.Duration, error
 			return nil, 0, err
 		}
 	}
-	if err := b.Close(xtc.BatchDrain); err != nil {
+	if err := xtc.BatchClose(b, xtc.BatchDrain); err != nil {
 		return nil, 0, err
 	}
 	t0 = time.Now()
@@ -212,7 +212,7 @@ func runBatchXtcDo(m batchMix, ipn float64) ([]time.Duration, time.Duration, err
 	}
 	wg.Wait()
 	total := time.Since(t0)
-	if err := b.Close(xtc.BatchDrain); err != nil {
+	if err := xtc.BatchClose(b, xtc.BatchDrain); err != nil {
 		return nil, 0, err
 	}
 	if err := <-runErr; err != nil {

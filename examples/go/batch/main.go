@@ -85,7 +85,7 @@ func continuous(rs []*request) (time.Duration, error) {
 			return 0, err
 		}
 	}
-	b.Close(xtc.BatchDrain)
+	xtc.BatchClose(b, xtc.BatchDrain)
 	t0 = time.Now()
 	if err := loop.Run(); err != nil {
 		return 0, err

@@ -332,7 +332,7 @@ func (s *server) handle(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) stopGroup() error {
-	err := s.b.Close(xtc.BatchDrain)
+	err := xtc.BatchClose(s.b, xtc.BatchDrain)
 	if e := <-s.runErr; err == nil {
 		err = e
 	}
