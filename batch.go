@@ -153,6 +153,7 @@ type Batch struct {
 	completePanics atomic.Uint64
 	destroyed      atomic.Bool
 	closing        atomic.Bool // Close, Shutdown or BatchClose was called
+	shut           atomic.Bool // Close or Shutdown was called
 
 	// cross-thread hand-ins (SubmitMT, Do): any goroutine
 	mtReqs sync.Map // key (mtKeyBit set) -> *mtEntry
@@ -528,9 +529,10 @@ func (b *Batch) Close() error {
 // Shutdown or Close (which end every group they own anyway).
 func (b *Batch) Shutdown(ctx context.Context) error {
 	const op = "xtc.Batch.Shutdown"
-	if b == nil || b.destroyed.Load() || !b.closing.CompareAndSwap(false, true) {
+	if b == nil || b.destroyed.Load() || !b.shut.CompareAndSwap(false, true) {
 		return errClosed(op)
 	}
+	b.closing.Store(true)
 	if ctx == nil {
 		ctx = context.Background()
 	}

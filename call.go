@@ -129,10 +129,10 @@ func (r *CallResult) Kill() error {
 // goroutines at once; the waiting goroutine parks on a channel, no OS
 // thread is blocked per call.
 //
-// What is preempted where: with involuntary preemption on (Exec.SetPreempt
-// and PreemptSetInvoluntary(true)), fn is time-sliced only while it runs C
-// code declared preemptible (PreemptPolicy: by default the functions of
-// the program's cgo preamble marked XTC_PREEMPTIBLE or
+// What is preempted where: with involuntary preemption on (NewExec's
+// WithPreempt), fn is time-sliced only while it runs C code declared
+// preemptible (PreemptPolicy: by default the functions of the program's
+// cgo preamble marked XTC_PREEMPTIBLE or
 // __attribute__((section("xtc_ptext"), noinline)), libraries allowed with
 // PreemptAllowObject, ranges declared with PreemptDeclare) and holds no
 // pthread lock. Calls into other C code, C libraries such as sqlite3 or
@@ -142,13 +142,16 @@ func (r *CallResult) Kill() error {
 // xtc_yield_if_due). A preempted fn resumes on the same carrier thread,
 // with its own errno.
 //
-// When ctx ends before fn returned, Go returns ctx.Err() at once and kills
-// the proc. The kill lands only where fn is suspended: at its next slice
-// end in declared code (never inside a library call or with a lock held),
-// or at its next yield or park. It does not unwind fn's C frames: what fn
-// owns is freed only by the cleanup it registered with xtc_proc_at_exit
-// from C (see GoAsync to know when the call's C side is gone). A ctx
-// already done returns its error without starting anything.
+// When ctx ends before fn returned, Go kills the proc and returns
+// ctx.Err() once it is gone. The kill lands only where fn is suspended:
+// at its next slice end in declared code (never inside a library call or
+// with a lock held), or at its next yield or park. It does not unwind
+// fn's C frames: what fn owns is freed only by the cleanup it registered
+// with xtc_proc_at_exit from C. So when Go returns, with a result or an
+// error, no C code of the call runs any more and arg may be freed (the
+// package doc's "C memory, one rule"); if fn returned before the kill
+// landed, Go returns its result. A ctx already done returns its error
+// without starting anything.
 //
 // The executor must be running (Start) or be started later for fn to run.
 // Errors (*Error): ErrClosed for a nil or closed executor (also matches

@@ -68,6 +68,84 @@
 // To include the xtc headers from C code in another module, see package
 // github.com/xtc-go/xtc/csrc/include (a CGO_CFLAGS recipe).
 //
+// # Designing a service
+//
+// The service layer is one executor built with its options, its classes,
+// batch groups and mailboxes created before Start, and one Shutdown:
+//
+//	e, err := xtc.NewExec(1, xtc.WithPreempt(200*time.Microsecond))
+//	inter, _ := e.NewClass(300, time.Millisecond) // executor-wide class
+//	b, _ := e.NewBatch(xtc.BatchOpts{Capacity: 256, MaxActive: 16,
+//		ResourceCapacity: 64, Class: inter, Step: step})
+//	e.Start()
+//	...
+//	v, err := e.GoInt(ctx, C.kernel_fn(), n, xtc.WithClass(inter)) // a handler
+//	out, err := b.Do(ctx, req, xtc.WithCharge(4))                 // another
+//	...
+//	srv.Shutdown(ctx) // stop taking requests
+//	e.Shutdown(ctx)   // groups drain, calls finish; the rest is cancelled
+//
+// examples/go/service is a complete net/http service in this shape, with
+// its test (deadlines, batching, C memory, shutdown with work in flight).
+//
+// What to send to the executor. A call through the executor costs a
+// cross-thread hand-off and a wake-up each way: on a 2-vCPU virtual
+// machine an Exec.GoInt of an empty C function measured 16-20 µs at the
+// median with calls 100 µs apart and 30-55 µs on a loaded machine (the
+// front door's benchmark, frontdoor_bench_test.go), against about 50 ns
+// for a plain cgo call. Send the executor what needs what a cgo call
+// cannot give: work long enough that a deadline must stop it, that must
+// not delay short requests (preemption), or that must get a share of the
+// CPU (classes); call a few-µs kernel with no such need directly.
+//
+// Carriers and GOMAXPROCS. Carriers are C threads that Go's scheduler
+// does not count: a busy carrier takes a CPU from the goroutines. Give the
+// executor the CPUs its C work should have (NewExec(n)); when both C work
+// and Go handlers saturate the machine, lower GOMAXPROCS to the CPUs left.
+//
+// Preemption. WithPreempt(slice) lets the executor cut C code that never
+// yields at its slice end, where the code is declared preemptible (see
+// the preemption functions of this package and xtc_preempt(3)); one
+// preemption costs a signal and two switches, measured at 45-57 µs of the
+// carrier's time on a 2-vCPU virtual machine (a few µs on bare metal), so
+// a slice much shorter than 100 µs spends the carrier on preemptions.
+// Kernels with their own preemption points can use
+// WithClockCheckedPreempt instead (no signal). A deadline (ctx) kills the
+// call at its next slice.
+//
+// C memory, one rule: when Exec.Go, Exec.GoInt, Batch.Do or Launch
+// return, the C side of that call is gone (no C code of it runs any more
+// and nothing of it touches the argument), also when they return a
+// context's error: a deadline kills the kernel first, which costs at most
+// a slice with WithPreempt (until the kernel's next yield point without
+// it). So an argument in C memory is freed right after the call returns,
+// exactly once. For GoAsync, the same point is CallResult.Done. A killed
+// kernel runs no cleanup of its own: whatever it allocated itself is
+// leaked unless it registered cleanup (xtc_proc_at_exit in C).
+//
+// Errors by object (all *Error, matched with errors.Is):
+//
+//	object    closed      full                   deadline / cancelled
+//	Exec      ErrClosed   -                      ctx.Err(); ErrAborted when killed by Close
+//	Batch     ErrClosed   ErrAgain (Submit;      ctx.Err() (Do); ErrAborted for a
+//	                      Do waits for room)     cancelled member (Shutdown, Cancel)
+//	Mailbox   ErrClosed   ErrAgain (Send)        ctx.Err() (Recv)
+//	Fn        ErrClosed   -                      ErrAgain: the slice ended first
+//	Loop      ErrClosed   ErrAgain (mailboxes)   -
+//	Quantum   ErrClosed   -                      -
+//
+// ErrClosed errors carry code ErrInval as well (the C library's code for
+// a finalised handle); they never match ErrAgain, so a closed object does
+// not invite a retry.
+//
+// Process-wide state. The preemption signal (a real-time signal,
+// PreemptSignal; never pass it to signal.Ignore), its handler and the
+// involuntary switch (held on while an executor built WithPreempt runs),
+// a monitor thread for preemption, one goroutine per executor serving its
+// calls' completions and one for the package's other completions, all
+// parked in the netpoller while idle; the blocking pool's threads when
+// used. Shutdown and Close give back what the executor held.
+//
 // # Build
 //
 // The C core is its own cgo package, github.com/xtc-go/xtc/csrc, which
@@ -76,7 +154,8 @@
 // cache). Build tags:
 //
 //	xtc_nouring   epoll only, no liburing needed (default: io_uring via
-//	              pkg-config liburing, epoll fallback at run time)
+//	              pkg-config liburing, linked statically, so the binary
+//	              needs no liburing.so; epoll fallback at run time)
 //	xtc_ucontext  the portable ucontext context switch instead of assembly
 //
 // With CGO_ENABLED=0 the package still compiles and every call returns

@@ -7,7 +7,8 @@ import "strconv"
 // ErrNoCgo is returned by every call of a binary built with
 // CGO_ENABLED=0 (the package compiles, the C runtime is absent);
 // errors.Is(ErrNoCgo, ErrNosys) holds. A cgo build never returns it.
-var ErrNoCgo error = &Error{Op: "xtc (built with CGO_ENABLED=0)", Code: ErrNosys}
+var ErrNoCgo error = &Error{Op: "cgo", Code: ErrNosys,
+	Reason: "this binary was built with CGO_ENABLED=0; xtc's C runtime needs CGO_ENABLED=1 and a C compiler"}
 
 // Errno is an xtc error code: 0 or a negative XTC_E_* value of the C
 // library. The ErrXxx constants (errors_gen.go, generated from the same
@@ -68,13 +69,16 @@ func (e *Error) Unwrap() error { return e.Code }
 func (e *Error) Is(target error) bool { return target == ErrClosed && e.Reason == reasonClosed }
 
 // ErrClosed matches (errors.Is) every use of a nil, closed or finalised
-// Loop or Exec, and of an Exec that is shutting down. Such errors carry
-// code ErrInval too, the C library's code for it.
+// handle: an Exec after (or during) Close or Shutdown, a Batch after
+// Close, Shutdown or BatchClose (new requests) and after it was destroyed
+// (every method), a Loop after Fini, a Mailbox, Fn or Quantum after
+// Close. Such errors carry code ErrInval too, the C library's code for a
+// finalised handle, and never match ErrAgain: retrying cannot succeed.
 var ErrClosed error = closedSentinel{}
 
 type closedSentinel struct{}
 
-func (closedSentinel) Error() string { return "xtc: use of a closed loop or executor" }
+func (closedSentinel) Error() string { return "xtc: use of a closed handle" }
 
 const reasonClosed = "closed, finalised or nil"
 

@@ -328,3 +328,27 @@ func TestExecOptionsApplied(t *testing.T) {
 	defer e2.Close()
 	assert.True(t, e2.ServiceMode(), "NewExec serves by default")
 }
+
+// The C-memory contract (doc.go, "C memory, one rule"): Go returns only
+// once the call's C side is gone, also when ctx ended first, so nothing of
+// the call is left running or counted when it returns.
+func TestGoReturnsOnceCSideGone(t *testing.T) {
+	if !PreemptInvoluntarySupported() {
+		t.Skip("no involuntary preemption here")
+	}
+	e, err := NewExec(1, WithPreempt(500*time.Microsecond))
+	require.NoError(t, err)
+	defer e.Close()
+	_, err = e.Start()
+	require.NoError(t, err)
+	for rep := 0; rep < 20; rep++ {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rep%4)*time.Millisecond)
+		_, err := e.Go(ctx, forever(), nil, WithName("forever"))
+		cancel()
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Zero(t, e.calls.Load(), "the killed call is over when Go returns")
+	}
+	st, err := e.Stats()
+	require.NoError(t, err)
+	assert.Zero(t, st.Calls)
+}

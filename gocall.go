@@ -418,12 +418,18 @@ func (e *Exec) callSync(ctx context.Context, fn unsafe.Pointer, arg C.uintptr_t,
 		g.release(i)
 		return v, err
 	case <-ctx.Done():
+		// Kill, then wait for the settlement: Go returns only once the
+		// call's C side is gone (doc.go, "C memory, one rule"), so the
+		// caller may free the argument right away. The kill lands at the
+		// kernel's next slice (its next yield without involuntary
+		// preemption).
 		C.xtc__gocall_kill(g.t, C.uint32_t(i))
-		if s.st.CompareAndSwap(slotSync, slotAbandoned) {
-			return 0, ctx.Err() // the server frees it at the settlement
-		}
-		<-s.ch // delivered meanwhile
+		<-s.ch
+		v, err := g.result(i, op)
 		g.release(i)
+		if err == nil {
+			return v, nil // it returned before the kill landed
+		}
 		return 0, ctx.Err()
 	}
 }

@@ -309,8 +309,8 @@ func NewQuantum(o QuantumOpts) (*Quantum, error) {
 }
 
 // Close frees the controller (xtc_fn_quantum_destroy), detaching it from
-// executors first; concurrent methods and a second Close are safe (ErrInval
-// / zero values afterwards).
+// executors first; concurrent methods and a second Close are safe: after
+// it, methods return an error matching ErrClosed (getters zero values).
 func (q *Quantum) Close() {
 	if q == nil {
 		return
@@ -360,18 +360,22 @@ func (q *Quantum) SetLoad(load float64) error {
 	})
 }
 
-// call runs an int-returning C function on the live controller; ErrInval
+// call runs an int-returning C function on the live controller; ErrClosed
 // for nil or closed.
 func (q *Quantum) call(op string, f func(c *C.xtc_fn_quantum_t) C.int) error {
-	rc := C.int(ErrInval)
-	q.use(func(c *C.xtc_fn_quantum_t) { rc = f(c) })
+	var rc C.int
+	if !q.use(func(c *C.xtc_fn_quantum_t) { rc = f(c) }) {
+		return errClosed(op)
+	}
 	return mkerr(op, int(rc))
 }
 
 // Update runs the controller now and returns the new quantum.
 func (q *Quantum) Update() (time.Duration, error) {
-	v := int64(ErrInval)
-	q.use(func(c *C.xtc_fn_quantum_t) { v = int64(C.xtc_fn_quantum_update(c)) })
+	var v int64
+	if !q.use(func(c *C.xtc_fn_quantum_t) { v = int64(C.xtc_fn_quantum_update(c)) }) {
+		return 0, errClosed("xtc_fn_quantum_update")
+	}
 	if v < 0 {
 		return 0, mkerr("xtc_fn_quantum_update", int(v))
 	}
