@@ -97,6 +97,7 @@
 #include "xtc_future.h"
 #include "loop_int.h"
 #include "sched_int.h"
+#include "ring_int.h"
 
 #ifdef XTC_SCHED_POLICY
 
@@ -118,7 +119,7 @@ enum { OP_SUBMIT = 1, OP_CANCEL, OP_RESUME };
 /* One cell of a bounded MPMC queue: seq == pos when free for the push at
  * pos, pos + 1 when it holds that push's value. */
 typedef struct qcell {
-	_Atomic uint64_t seq;
+	xtc__rcell_t rc; /* ring_int.h */
 	uint64_t handle;
 	uint32_t op;
 	uint32_t pad;
@@ -356,82 +357,53 @@ static int mutator_gate(xtc_batch_t *g)
 	return XTC_OK;
 }
 
-/* ---- bounded MPMC queue ------------------------------------------------- */
+/* ---- bounded MPMC queue (ring_int.h) ----------------------------------- */
 
 static void mq_init(mq_t *q, qcell_t *cells, uint64_t n)
 {
 	q->cells = cells;
 	q->mask = n - 1;
-	for (uint64_t i = 0; i < n; i++)
-		atomic_store_explicit(&cells[i].seq, i, memory_order_relaxed);
+	xtc__ring_init(cells, sizeof(*cells), n);
 	atomic_store_explicit(&q->tail, 0, memory_order_relaxed);
 	atomic_store_explicit(&q->head, 0, memory_order_relaxed);
 }
 
 static int mq_push(mq_t *q, uint64_t handle, uint32_t op)
 {
-	uint64_t pos = atomic_load_explicit(&q->tail, memory_order_relaxed);
-	qcell_t *c;
+	uint64_t pos;
+	xtc__rcell_t *rc = xtc__ring_claim(&q->tail, q->cells,
+	    sizeof(*q->cells), q->mask, memory_order_relaxed, &pos);
+	qcell_t *c = (qcell_t *)rc;
 
-	for (;;) {
-		c = &q->cells[pos & q->mask];
-		uint64_t seq = atomic_load_explicit(&c->seq,
-		                                    memory_order_acquire);
-		int64_t d = (int64_t)(seq - pos);
-		if (d == 0) {
-			if (atomic_compare_exchange_weak_explicit(
-			            &q->tail, &pos, pos + 1,
-			            memory_order_relaxed, memory_order_relaxed))
-				break;
-		} else if (d < 0) {
-			return 0; /* full */
-		} else {
-			pos = atomic_load_explicit(&q->tail,
-			                           memory_order_relaxed);
-		}
-	}
+	if (rc == NULL)
+		return 0; /* full */
 	c->handle = handle;
 	c->op = op;
-	atomic_store_explicit(&c->seq, pos + 1, memory_order_release);
+	xtc__ring_publish(rc, pos, memory_order_release);
 	return 1;
 }
 
 static int mq_pop(mq_t *q, uint64_t *handle, uint32_t *op)
 {
-	uint64_t pos = atomic_load_explicit(&q->head, memory_order_relaxed);
-	qcell_t *c;
+	uint64_t pos;
+	xtc__rcell_t *rc = xtc__ring_take(&q->head, q->cells, sizeof(*q->cells),
+	                                  q->mask, &pos);
+	qcell_t *c = (qcell_t *)rc;
 
-	for (;;) {
-		c = &q->cells[pos & q->mask];
-		uint64_t seq = atomic_load_explicit(&c->seq,
-		                                    memory_order_acquire);
-		int64_t d = (int64_t)(seq - (pos + 1));
-		if (d == 0) {
-			if (atomic_compare_exchange_weak_explicit(
-			            &q->head, &pos, pos + 1,
-			            memory_order_relaxed, memory_order_relaxed))
-				break;
-		} else if (d < 0) {
-			return 0; /* empty (or the push at head not written yet) */
-		} else {
-			pos = atomic_load_explicit(&q->head,
-			                           memory_order_relaxed);
-		}
-	}
+	if (rc == NULL)
+		return 0; /* empty (or the push at head not written yet) */
 	*handle = c->handle;
 	if (op != NULL)
 		*op = c->op;
-	atomic_store_explicit(&c->seq, pos + q->mask + 1, memory_order_release);
+	xtc__ring_release(rc, pos, q->mask);
 	return 1;
 }
 
 /* The next pop would succeed (owner: the only consumer of inq). */
 static int mq_ready(mq_t *q)
 {
-	uint64_t pos = atomic_load_explicit(&q->head, memory_order_relaxed);
-
-	return atomic_load_explicit(&q->cells[pos & q->mask].seq,
-	                            memory_order_acquire) == pos + 1;
+	return xtc__ring_peek(q->cells, sizeof(*q->cells), q->mask,
+	    atomic_load_explicit(&q->head, memory_order_relaxed)) != NULL;
 }
 
 /* ---- owner-thread helpers ------------------------------------------------ */

@@ -93,17 +93,17 @@ static int ring_drain(xtc__carrier_t *c, int max)
 	int n = 0;
 
 	while (n < max) {
-		sub_slot_t *s = &c->ring[head & (XTC_EXEC_SUBMIT_CAP - 1)];
+		xtc__rcell_t *rc = xtc__ring_peek(c->ring, sizeof(*c->ring),
+		    XTC_EXEC_SUBMIT_CAP - 1, head);
+		sub_slot_t *s = (sub_slot_t *)rc;
 		xtc_exec_fn fn;
 		void *arg;
 
-		if (atomic_load_explicit(&s->seq, memory_order_acquire) !=
-		    head + 1)
+		if (rc == NULL)
 			break; /* empty, or a producer is mid-publish */
 		fn = s->fn;
 		arg = s->arg;
-		atomic_store_explicit(&s->seq, head + XTC_EXEC_SUBMIT_CAP,
-		    memory_order_release);
+		xtc__ring_release(rc, head, XTC_EXEC_SUBMIT_CAP - 1);
 		head++;
 		fn(arg);
 		n++;
@@ -176,8 +176,9 @@ static int ring_peek(xtc__carrier_t *c)
 {
 	uint64_t head = atomic_load_explicit(&c->sub_head, memory_order_relaxed);
 
-	return atomic_load_explicit(&c->ring[head & (XTC_EXEC_SUBMIT_CAP - 1)].seq,
-	                            memory_order_relaxed) == head + 1;
+	return atomic_load_explicit(&xtc__ring_cell(c->ring, sizeof(*c->ring),
+	    XTC_EXEC_SUBMIT_CAP - 1, head)->seq, memory_order_relaxed) ==
+	    head + 1;
 }
 
 static int stopping(xtc__carrier_t *c)

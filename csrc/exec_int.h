@@ -34,6 +34,7 @@
 #include "sched_int.h"
 #include "deque_int.h"
 #include "preempt_int.h"
+#include "ring_int.h"
 
 #define XTC__EXEC_MAGIC       0x45584543u /* "EXEC" */
 #define XTC__EXEC_DEQUE_CAP   4096
@@ -44,7 +45,7 @@
 
 /* One submission ring slot (bounded MPSC, per-slot sequence numbers). */
 typedef struct sub_slot {
-	_Atomic uint64_t seq;
+	xtc__rcell_t rc; /* ring_int.h */
 	xtc_exec_fn fn;
 	void *arg;
 } sub_slot_t;
@@ -131,39 +132,27 @@ static inline int xtc__carrier_ring_init(xtc__carrier_t *c)
 	c->ring = calloc(XTC_EXEC_SUBMIT_CAP, sizeof(*c->ring));
 	if (c->ring == NULL)
 		return XTC_E_NOMEM;
-	for (uint64_t i = 0; i < XTC_EXEC_SUBMIT_CAP; i++)
-		atomic_init(&c->ring[i].seq, i);
+	xtc__ring_init(c->ring, sizeof(*c->ring), XTC_EXEC_SUBMIT_CAP);
 	atomic_init(&c->sub_tail, 0);
 	atomic_init(&c->sub_head, 0);
 	return XTC_OK;
 }
 
-static inline int xtc__carrier_ring_push(xtc__carrier_t *c, xtc_exec_fn fn, void *arg)
+/* 0 when full. The claim's CAS is seq_cst: the Dekker of submit_once. */
+static inline int xtc__carrier_ring_push(xtc__carrier_t *c, xtc_exec_fn fn,
+                                         void *arg)
 {
-	uint64_t pos = atomic_load_explicit(&c->sub_tail, memory_order_relaxed);
-	sub_slot_t *s;
+	uint64_t pos;
+	xtc__rcell_t *rc = xtc__ring_claim(&c->sub_tail, c->ring,
+	    sizeof(*c->ring), XTC_EXEC_SUBMIT_CAP - 1, memory_order_seq_cst,
+	    &pos);
+	sub_slot_t *s = (sub_slot_t *)rc;
 
-	for (;;) {
-		s = &c->ring[pos & (XTC_EXEC_SUBMIT_CAP - 1)];
-		uint64_t seq = atomic_load_explicit(&s->seq,
-		    memory_order_acquire);
-		int64_t dif = (int64_t)(seq - pos);
-		if (dif == 0) {
-			/* seq_cst: the Dekker of submit_once */
-			if (atomic_compare_exchange_weak_explicit(&c->sub_tail,
-			    &pos, pos + 1, memory_order_seq_cst,
-			    memory_order_relaxed))
-				break;
-		} else if (dif < 0) {
-			return 0; /* full */
-		} else {
-			pos = atomic_load_explicit(&c->sub_tail,
-			    memory_order_relaxed);
-		}
-	}
+	if (rc == NULL)
+		return 0;
 	s->fn = fn;
 	s->arg = arg;
-	atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
+	xtc__ring_publish(rc, pos, memory_order_release);
 	return 1;
 }
 

@@ -38,6 +38,7 @@
 #include "xtc_future.h"
 #include "future_int.h"
 #include "loop_int.h"
+#include "ring_int.h"
 
 /* ------------------------------------------------------------------ */
 /* completion queues                                                    */
@@ -47,7 +48,7 @@
 #define CQ_MAX   (1u << 20)
 
 typedef struct cq_slot {
-	_Atomic uint64_t seq;
+	xtc__rcell_t rc; /* ring_int.h */
 	xtc_cq_entry_t e;
 } cq_slot_t;
 
@@ -84,8 +85,7 @@ int xtc_cq_create(uint32_t capacity, xtc_cq_t **out)
 		free(cq);
 		return XTC_E_NOMEM;
 	}
-	for (uint32_t i = 0; i < cap; i++)
-		atomic_init(&cq->slots[i].seq, i);
+	xtc__ring_init(cq->slots, sizeof(*cq->slots), cap);
 	cq->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (cq->fd < 0) {
 		free(cq->slots);
@@ -134,17 +134,17 @@ int xtc_cq_release_fd(xtc_cq_t *cq)
  * slot at pos was released by the consumer one lap ago. */
 void xtc__cq_push(xtc_cq_t *cq, uint64_t tag, intptr_t value, int status)
 {
-	uint64_t pos = atomic_fetch_add_explicit(&cq->tail, 1,
-	                                         memory_order_relaxed);
-	cq_slot_t *s = &cq->slots[pos & cq->mask];
+	uint64_t pos;
+	xtc__rcell_t *rc = xtc__ring_claim_reserved(&cq->tail, cq->slots,
+	    sizeof(*cq->slots), cq->mask, &pos);
+	cq_slot_t *s = (cq_slot_t *)rc;
 	static const uint64_t one = 1;
 
-	while (atomic_load_explicit(&s->seq, memory_order_acquire) != pos)
-		XTC__CPU_RELAX(); /* unreachable with reservations; be safe */
 	s->e.tag = tag;
 	s->e.value = value;
 	s->e.status = status;
-	atomic_store_explicit(&s->seq, pos + 1, memory_order_seq_cst);
+	/* seq_cst: the Dekker with xtc_cq_arm (armed, then the slot) */
+	xtc__ring_publish(rc, pos, memory_order_seq_cst);
 	if (atomic_exchange(&cq->armed, 0)) {
 		ssize_t n;
 		do
@@ -160,14 +160,13 @@ int xtc_cq_pop(xtc_cq_t *cq, xtc_cq_entry_t *out, int max)
 	if (!cq_ok(cq) || out == NULL || max < 0)
 		return XTC_E_INVAL;
 	while (n < max) {
-		cq_slot_t *s = &cq->slots[cq->head & cq->mask];
+		xtc__rcell_t *rc = xtc__ring_peek(cq->slots, sizeof(*cq->slots),
+		                                  cq->mask, cq->head);
 
-		if (atomic_load_explicit(&s->seq, memory_order_acquire) !=
-		    cq->head + 1)
+		if (rc == NULL)
 			break;
-		out[n++] = s->e;
-		atomic_store_explicit(&s->seq, cq->head + cq->mask + 1,
-		                      memory_order_release);
+		out[n++] = ((cq_slot_t *)rc)->e;
+		xtc__ring_release(rc, cq->head, cq->mask);
 		cq->head++;
 		atomic_fetch_sub(&cq->reserved, 1);
 	}
@@ -176,13 +175,13 @@ int xtc_cq_pop(xtc_cq_t *cq, xtc_cq_entry_t *out, int max)
 
 int xtc_cq_arm(xtc_cq_t *cq)
 {
-	cq_slot_t *s;
+	xtc__rcell_t *rc;
 
 	if (!cq_ok(cq))
 		return XTC_E_INVAL;
 	atomic_store(&cq->armed, 1);
-	s = &cq->slots[cq->head & cq->mask];
-	return atomic_load(&s->seq) == cq->head + 1;
+	rc = xtc__ring_cell(cq->slots, sizeof(*cq->slots), cq->mask, cq->head);
+	return atomic_load(&rc->seq) == cq->head + 1;
 }
 
 int xtc_future_notify(xtc_future_t *fut, xtc_cq_t *cq, uint64_t tag)
