@@ -22,7 +22,6 @@
 
 #include "xtc.h"
 #include "base_int.h"
-#include "loop_int.h"
 
 int64_t (*xtc__clock_hook)(void);
 

@@ -25,6 +25,8 @@
 #include <unistd.h>
 
 #define XTC__TLS_IE __attribute__((tls_model("initial-exec")))
+#define XTC__LIKELY(x)   __builtin_expect(!!(x), 1)
+#define XTC__UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 #if defined(__x86_64__) || defined(__i386__)
 #define XTC__CPU_RELAX() __builtin_ia32_pause()
@@ -85,6 +87,12 @@ static inline void xtc__futex_wake(void *w, int n)
 {
 	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }
+
+/* The clock of the runtime's loops (timers, budgets, run times):
+ * xtc_clock_mono() returns xtc__clock_hook() instead of the monotonic
+ * clock when the simulator installs one (one predictable branch). Set only
+ * while no loop runs (sim.c). */
+extern int64_t (*xtc__clock_hook)(void);
 
 /* Recycler of freed blocks (one, registered once; any thread): xtc_free
  * hands it every block whose malloc_usable_size is in [lo, hi] instead of

@@ -88,12 +88,22 @@ static int up_no_offer(xtc_loop_t *loop, xtc_task_t *t)
 	return 0;
 }
 
+static xtc_pid_t up_no_label(const void *proc, const char **name)
+{
+	xtc_pid_t none = { 0 };
+
+	(void)proc;
+	*name = NULL;
+	return none;
+}
+
 xtc__loop_upcalls_t xtc__loop_up = {
 	.proc_resumed = up_nop,
 	.proc_loop_fini = up_nop_loop,
 	.sched_loop_fini = up_nop_loop,
 	.exec_ring_run = up_nop_loop,
 	.exec_offer = up_no_offer,
+	.proc_label = up_no_label,
 };
 
 /* Preemption yields through the fiber layer (fiber_int.h), not by name. */

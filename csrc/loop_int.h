@@ -52,8 +52,6 @@
 #include "fiber_int.h"
 
 #define XTC__TLS XTC__TLS_IE /* base_int.h, through fiber_int.h */
-#define XTC__LIKELY(x)   __builtin_expect(!!(x), 1)
-#define XTC__UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 /* With a timed feature on (XTC__LF_TIMED: runs are clocked anyway), the
  * fairness poll also happens after any run that ends with a timer due or
@@ -456,6 +454,9 @@ typedef struct xtc__loop_upcalls {
 	void (*sched_loop_fini)(xtc_loop_t *loop);   /* sched.c */
 	void (*exec_ring_run)(xtc_loop_t *loop);     /* exec_lane.c */
 	int (*exec_offer)(xtc_loop_t *loop, xtc_task_t *t); /* exec_lane.c */
+	/* proc.c: the pid and name (NULL: none) of the proc whose task's
+	 * t->proc is proc (the stall watchdog's report, sched_stall.c) */
+	xtc_pid_t (*proc_label)(const void *proc, const char **name);
 } xtc__loop_upcalls_t;
 extern xtc__loop_upcalls_t xtc__loop_up;
 
@@ -1007,10 +1008,8 @@ void xtc__loop_set_hooks(xtc_loop_t *loop, const xtc__loop_hooks_t *hooks);
 void xtc__loop_feat_set(xtc_loop_t *loop, uint32_t bits);
 void xtc__loop_feat_clear(xtc_loop_t *loop, uint32_t bits);
 
-/* Clock used by the loop (timers, budget): xtc_clock_mono(), which returns
- * xtc__clock_hook() instead when the simulator installs one (one
- * predictable branch; base.c). */
-extern int64_t (*xtc__clock_hook)(void);
+/* Clock used by the loop (timers, budget): xtc_clock_mono(), which follows
+ * xtc__clock_hook (base_int.h). */
 static inline int64_t xtc__now(void) { return xtc_clock_mono(); }
 
 /* Timer internals (loop_timer.c), owner thread. */

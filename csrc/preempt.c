@@ -118,7 +118,6 @@
 #include <unistd.h>
 
 #include "preempt_int.h"
-#include "loop_int.h"
 
 __thread xtc__ptls_t xtc__ptls XTC__PTLS;
 

@@ -83,7 +83,6 @@
 #include <unistd.h>
 
 #include "preempt_int.h"
-#include "loop_int.h"
 
 static _Atomic int budget_pct = XTC_PREEMPT_BUDGET_DEFAULT;
 /* the slice multiplier's cap, as a shift: 64x */

@@ -1316,9 +1316,18 @@ void xtc__proc_loop_fini(xtc_loop_t *loop)
 	pthread_mutex_unlock(&g_tab_mu);
 }
 
+static xtc_pid_t proc_label(const void *proc, const char **name)
+{
+	const xtc__proc_t *p = proc;
+
+	*name = p->name;
+	return xtc__proc_pid(p);
+}
+
 /* The loop reaches the proc layer through its upcalls (loop_int.h). */
 __attribute__((constructor)) static void proc_upcalls(void)
 {
 	xtc__loop_up.proc_resumed = xtc__proc_resumed;
 	xtc__loop_up.proc_loop_fini = xtc__proc_loop_fini;
+	xtc__loop_up.proc_label = proc_label;
 }

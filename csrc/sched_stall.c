@@ -38,7 +38,6 @@
 #include <unistd.h>
 
 #include "sched_int.h"
-#include "proc_int.h"
 
 typedef struct xtc__stall {
 	_Atomic int64_t budget;
@@ -219,7 +218,9 @@ uint64_t xtc_loop_stall_count(const xtc_loop_t *loop)
 void xtc__stall_begin(xtc_loop_t *loop, xtc_task_t *t, int64_t now)
 {
 	xtc__stall_t *s = __atomic_load_n(&loop->up.stall, __ATOMIC_ACQUIRE);
-	xtc__proc_t *p = t->proc;
+	void *p = t->proc;
+	const char *name = NULL;
+	uint64_t pid = 0;
 
 	if (s == NULL)
 		return;
@@ -235,15 +236,17 @@ void xtc__stall_begin(xtc_loop_t *loop, xtc_task_t *t, int64_t now)
 		atomic_store_explicit(&s->cur_clock, s->base_ok ? (int)clk : 0,
 		                      RLX);
 	}
+	/* the proc layer is above this one: its upcall names the proc */
+	if (p != NULL)
+		pid = pid_pack(xtc__loop_up.proc_label(p, &name));
 	wr_begin(s);
 	atomic_store_explicit(&s->cur_cpu0, s->base_ok ? s->base_cpu : -1, RLX);
 	atomic_store_explicit(&s->cur_cpu, -1, RLX);
 	atomic_store_explicit(&s->cur_off, -1, RLX);
 	atomic_store_explicit(&s->cur, t, RLX);
 	atomic_store_explicit(&s->cur_is_proc, p != NULL, RLX);
-	atomic_store_explicit(&s->cur_pid,
-	    p != NULL ? pid_pack(xtc__proc_pid(p)) : 0, RLX);
-	atomic_store_explicit(&s->cur_name, p != NULL ? p->name : NULL, RLX);
+	atomic_store_explicit(&s->cur_pid, pid, RLX);
+	atomic_store_explicit(&s->cur_name, name, RLX);
 	atomic_store_explicit(&s->cur_start, now, RLX);
 	atomic_store_explicit(&s->cur_ran, -1, RLX);
 	atomic_fetch_add_explicit(&s->runs, 1, RLX);

@@ -1,12 +1,23 @@
 #!/bin/sh
-# test_layers.sh LIBXTC_A LAYERS [NM] - no runtime object references a
-# symbol of a layer above its own (tools/layers.txt), except the edges the
-# table lists as debt; a debt entry that no longer occurs fails too, so the
-# table stays exact.
+# test_layers.sh LIBXTC_A LAYERS [NM [CSRC]] - no runtime object references
+# a symbol of a layer above its own (tools/layers.txt), and no runtime file
+# includes the internal header of a layer above its own (CSRC given: each
+# `#include "X_int.h"` of csrc/*.c, csrc/*.h and csrc/arch/*.S is an edge
+# to the layer of X, the header's owner), except the edges the table lists
+# as debt; a debt entry that no longer occurs fails too, so the table stays
+# exact.
 set -eu
-lib=$1 table=$2 nm=${3:-nm}
+lib=$1 table=$2 nm=${3:-nm} csrc=${4:-}
 command -v "$nm" >/dev/null 2>&1 || { echo "test_layers: no nm"; exit 77; }
-"$nm" -A "$lib" 2>/dev/null | awk -v table="$table" '
+{
+"$nm" -A "$lib" 2>/dev/null | sed 's/^/N /'
+if [ -n "$csrc" ]; then
+	# file:#include "X_int.h" -> I file X
+	grep -H '^#include "[a-z0-9_]*_int\.h"' "$csrc"/*.c "$csrc"/*.h \
+	    "$csrc"/arch/*.S 2>/dev/null |
+	sed 's|^.*/\([a-z0-9_]*\)\.[chS]:#include "\([a-z0-9_]*\)_int\.h".*|I \1 \2|'
+fi
+} | awk -v table="$table" '
 function base(m) {
 	sub(/^.*:/, "", m); sub(/^csrc_(arch_)?/, "", m); sub(/\.[cS]\.o$/, "", m)
 	return m
@@ -27,7 +38,16 @@ BEGIN {
 		}
 	}
 }
+$1 == "I" {
+	# an include: file $2 (a header X_int.h counts as X) -> owner $3
+	from = $2; sub(/_int$/, "", from)
+	if (!(from in layer)) { print "test_layers: " $2 " is in no layer (tools/layers.txt)"; bad = 1; next }
+	if (!($3 in layer)) { print "test_layers: the owner of " $3 "_int.h is in no layer (tools/layers.txt)"; bad = 1; next }
+	edge(from, $3, "#include \"" $3 "_int.h\"")
+	next
+}
 {
+	sub(/^N /, "")
 	# archive:member:value type name  |  archive:member:         U name
 	split($1, q, ":"); obj = base(q[2])
 	if (NF == 3) { type = $2; sym = $3 } else if (NF == 2) { type = $1; sym = $2; split($0, q, ":"); obj = base(q[2]) } else next
@@ -37,7 +57,6 @@ BEGIN {
 	objs[obj] = 1
 }
 END {
-	bad = 0
 	for (o in objs) if (!(o in layer)) { print "test_layers: " o " is in no layer (tools/layers.txt)"; bad = 1 }
 	for (k in uses) {
 		split(k, p, SUBSEP); from = p[1]; sym = p[2]
