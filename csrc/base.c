@@ -23,7 +23,63 @@
 #include "xtc.h"
 #include "base_int.h"
 
-int64_t (*xtc__clock_hook)(void);
+/* ---- the upcall table (base_int.h): defaults -------------------------- */
+
+static int no_slice_yield(void)
+{
+	return XTC_E_INVAL;
+}
+
+static void up_nop(void)
+{
+}
+
+static void up_nop_i64(int64_t v)
+{
+	(void)v;
+}
+
+static int64_t up_never(void)
+{
+	return INT64_MAX;
+}
+
+static void up_nop_loop(struct xtc_loop *loop)
+{
+	(void)loop;
+}
+
+static uint64_t up_no_label(const void *proc, const char **name)
+{
+	(void)proc;
+	*name = NULL;
+	return 0;
+}
+
+static int up_no_offer(struct xtc_loop *loop, struct xtc_task *t)
+{
+	(void)loop;
+	(void)t;
+	return 0;
+}
+
+xtc__upcalls_t xtc__up = {
+	.clock = NULL,
+	.slice_yield = no_slice_yield,
+	.gocb_pause = up_nop,
+	.gocb_resume = up_nop,
+	.quantum_tick = up_nop_i64,
+	.quantum_next = up_never,
+	.quantum_idle = up_nop_i64,
+	.quantum_service = up_nop_i64,
+	.quantum_cost = up_nop_i64,
+	.proc_resumed = up_nop,
+	.proc_loop_fini = up_nop_loop,
+	.proc_label = up_no_label,
+	.sched_loop_fini = up_nop_loop,
+	.exec_ring_run = up_nop_loop,
+	.exec_offer = up_no_offer,
+};
 
 const char *xtc_version_string(void)
 {
@@ -133,8 +189,8 @@ static int64_t clock_ns(clockid_t id)
 
 int64_t xtc_clock_mono(void)
 {
-	if (XTC__UNLIKELY(xtc__clock_hook != NULL))
-		return xtc__clock_hook();
+	if (XTC__UNLIKELY(xtc__up.clock != NULL))
+		return xtc__up.clock();
 	return clock_ns(CLOCK_MONOTONIC);
 }
 

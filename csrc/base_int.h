@@ -88,11 +88,63 @@ static inline void xtc__futex_wake(void *w, int n)
 	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }
 
-/* The clock of the runtime's loops (timers, budgets, run times):
- * xtc_clock_mono() returns xtc__clock_hook() instead of the monotonic
- * clock when the simulator installs one (one predictable branch). Set only
- * while no loop runs (sim.c). */
-extern int64_t (*xtc__clock_hook)(void);
+/*
+ * The upcall table: every call a lower layer makes into a higher one, in
+ * one place. A lower layer never names a function of a higher one; it
+ * calls through an entry here, which the higher layer fills from a
+ * constructor in its own file (before main: read without atomics). An
+ * entry whose layer is not linked keeps its default, defined in base.c
+ * (a no-op, or what the caller needs without that layer). The per-loop
+ * half of the wiring, the scheduler's hooks, is loop->hooks (loop_int.h);
+ * csrc/HACKING.md ("Upcalls") lists both with their callers.
+ */
+struct xtc_loop;
+struct xtc_task;
+typedef struct xtc__upcalls {
+	/* base <- sim.c. The clock of the runtime's loops (timers, budgets,
+	 * run times): xtc_clock_mono() returns clock() instead of the
+	 * monotonic clock while the simulator runs (one predictable branch).
+	 * NULL: the monotonic clock. Set only while no loop runs. */
+	int64_t (*clock)(void);
+	/* fiber <- loop.c: how the running fiber gives up the CPU when its
+	 * slice ended (the loop's demoting yield; the preemption trampoline
+	 * calls it). Default XTC_E_INVAL: no loop, no fiber task to yield. */
+	int (*slice_yield)(void);
+	/* fiber <- preempt_run.c: the outermost xtc__gocb_enter/leave (a Go
+	 * callback on a carrier) withdraws / restores the run's deadline. */
+	void (*gocb_pause)(void);
+	void (*gocb_resume)(void);
+	/* preempt, sched <- fn_quantum.c: the adaptive quantum controller.
+	 * tick (preempt_monitor.c, every wake): run it when its period came;
+	 * next (preempt_monitor.c): when that is (INT64_MAX: none attached);
+	 * idle (preempt_run.c): a carrier's idle wall time; service (sched.c):
+	 * one completed service (a task's runs since it parked); cost
+	 * (preempt_run.c): what one involuntary preemption cost the carrier.
+	 * Without fn_quantum.c linked no controller can be attached, and the
+	 * defaults do what its functions do with none attached. */
+	void (*quantum_tick)(int64_t now);
+	int64_t (*quantum_next)(void);
+	void (*quantum_idle)(int64_t idle_ns);
+	void (*quantum_service)(int64_t svc_ns);
+	void (*quantum_cost)(int64_t cost_ns);
+	/* loop <- proc.c: a fiber resumed with a kill pending (it may
+	 * longjmp to the proc's entry frame); a loop is finalised. */
+	void (*proc_resumed)(void);
+	void (*proc_loop_fini)(struct xtc_loop *loop);
+	/* sched <- proc.c: the packed pid (loop_id << 48 | local_id << 32 |
+	 * gen, 0: none) and name (NULL: none) of the proc whose task's
+	 * t->proc is proc: the stall watchdog's report. */
+	uint64_t (*proc_label)(const void *proc, const char **name);
+	/* loop <- sched.c: a loop is finalised. */
+	void (*sched_loop_fini)(struct xtc_loop *loop);
+	/* loop <- exec_lane.c: a producer found the carrier running alone
+	 * (XTC__SLEEP_RUN): make the run preemptible; a preempted migratable
+	 * task may go to an idle peer instead of the demoted level (1: it
+	 * did). */
+	void (*exec_ring_run)(struct xtc_loop *loop);
+	int (*exec_offer)(struct xtc_loop *loop, struct xtc_task *t);
+} xtc__upcalls_t;
+extern xtc__upcalls_t xtc__up;
 
 /* Recycler of freed blocks (one, registered once; any thread): xtc_free
  * hands it every block whose malloc_usable_size is in [lo, hi] instead of

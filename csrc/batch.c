@@ -909,7 +909,7 @@ static int exec_start(xtc_batch_t *g, xtc_batch_exec_t *ex, optok_t **tokp)
 	case XTC_BATCH_EXEC_SYNC:
 		return XTC_OK;
 	case XTC_BATCH_EXEC_FENCE:
-		if (xtc__clock_hook != NULL)
+		if (xtc__up.clock != NULL)
 			return XTC_E_NOSYS; /* virtual time (the sim): no fd readiness */
 		if (ex->fd < 0 || fcntl(ex->fd, F_GETFD) < 0)
 			return XTC_E_INVAL;

@@ -201,7 +201,7 @@ static int64_t demoted_turn(int64_t q)
 {
 	/* the simulator's virtual time has no preemption cost (and its runs
 	 * must not depend on the machine's) */
-	return xtc__exec_demoted_turn(q, xtc__clock_hook != NULL ? 0 :
+	return xtc__exec_demoted_turn(q, xtc__up.clock != NULL ? 0 :
 	    atomic_load_explicit(&xtc__preempt_cost_ewma, memory_order_relaxed));
 }
 
@@ -318,6 +318,6 @@ const xtc__sched_exec_t xtc__exec_ops_steal = {
  * carrier ring and the offer of a woken task to an idle carrier. */
 __attribute__((constructor)) static void exec_upcalls(void)
 {
-	xtc__loop_up.exec_ring_run = xtc__exec_ring_run;
-	xtc__loop_up.exec_offer = xtc__exec_offer;
+	xtc__up.exec_ring_run = xtc__exec_ring_run;
+	xtc__up.exec_offer = xtc__exec_offer;
 }

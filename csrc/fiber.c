@@ -88,18 +88,6 @@ __attribute__((noinline)) xtc__fiber_t *xtc__fiber_current_call(void)
  * the loop and preemption, which both read it. */
 __thread int xtc__gocb_depth XTC__TLS_IE;
 
-static void gocb_nop(void)
-{
-}
-
-xtc__gocb_hooks_t xtc__gocb_hooks = { gocb_nop, gocb_nop };
-
-static int no_slice_yield(void)
-{
-	return XTC_E_INVAL;
-}
-
-int (*xtc__fiber_slice_yield)(void) = no_slice_yield;
 static __thread struct fthread *tls_thr XTC__TLS_IE;
 
 static pthread_key_t thr_key;

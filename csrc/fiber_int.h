@@ -160,21 +160,7 @@ extern __thread xtc__fiber_t *xtc__fiber_cur XTC__TLS_IE;
  * yield or preemption there (the loop's xtc__gocb_enter/leave). */
 extern __thread int xtc__gocb_depth XTC__TLS_IE;
 
-/* Called by the outermost xtc__gocb_enter/leave; preempt_run.c registers them
- * from a constructor (no-ops when it is not linked). */
-typedef struct xtc__gocb_hooks {
-	void (*pause)(void);
-	void (*resume)(void);
-} xtc__gocb_hooks_t;
-extern xtc__gocb_hooks_t xtc__gocb_hooks;
 
-/* How the running fiber gives up the CPU when its slice has ended: the
- * loop registers its demoting yield (xtc__fiber_yield_slice) from a
- * constructor and the preemption trampoline calls it, so preemption
- * reaches the loop through this layer only (tools/layers.txt). Written
- * before main. The default, with no loop linked, returns XTC_E_INVAL
- * (there is no fiber task to yield). */
-extern int (*xtc__fiber_slice_yield)(void);
 /* The running fiber (root when none), NULL before thread_init. Async-signal
  * safe. */
 static inline xtc__fiber_t *xtc__fiber_current(void)

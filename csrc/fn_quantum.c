@@ -477,9 +477,9 @@ static void xtc__fn_quantum_tick(int64_t now)
  * (preempt_int.h), not by name. */
 __attribute__((constructor)) static void fn_quantum_register(void)
 {
-	xtc__quantum.tick = xtc__fn_quantum_tick;
-	xtc__quantum.next = xtc__fn_quantum_next;
-	xtc__quantum.idle = xtc__fn_quantum_idle;
-	xtc__quantum.service = xtc__fn_quantum_service;
-	xtc__quantum.cost = xtc__fn_quantum_cost;
+	xtc__up.quantum_tick = xtc__fn_quantum_tick;
+	xtc__up.quantum_next = xtc__fn_quantum_next;
+	xtc__up.quantum_idle = xtc__fn_quantum_idle;
+	xtc__up.quantum_service = xtc__fn_quantum_service;
+	xtc__up.quantum_cost = xtc__fn_quantum_cost;
 }

@@ -67,49 +67,14 @@ XTC__TLS __thread xtc_loop_t *xtc__tls_loop;
 XTC__TLS __thread xtc_task_t *xtc__tls_task;
 static XTC__TLS __thread char tls_anchor;
 
-
 /* ------------------------------------------------------------------ */
-/* upcalls: the layers above that the loop reaches (loop_int.h)         */
+/* upcalls: what the loop fills in the table of base_int.h              */
 /* ------------------------------------------------------------------ */
 
-static void up_nop(void)
-{
-}
-
-static void up_nop_loop(xtc_loop_t *loop)
-{
-	(void)loop;
-}
-
-static int up_no_offer(xtc_loop_t *loop, xtc_task_t *t)
-{
-	(void)loop;
-	(void)t;
-	return 0;
-}
-
-static xtc_pid_t up_no_label(const void *proc, const char **name)
-{
-	xtc_pid_t none = { 0 };
-
-	(void)proc;
-	*name = NULL;
-	return none;
-}
-
-xtc__loop_upcalls_t xtc__loop_up = {
-	.proc_resumed = up_nop,
-	.proc_loop_fini = up_nop_loop,
-	.sched_loop_fini = up_nop_loop,
-	.exec_ring_run = up_nop_loop,
-	.exec_offer = up_no_offer,
-	.proc_label = up_no_label,
-};
-
-/* Preemption yields through the fiber layer (fiber_int.h), not by name. */
+/* Preemption yields through the upcall table (base_int.h), not by name. */
 __attribute__((constructor)) static void loop_slice_yield(void)
 {
-	xtc__fiber_slice_yield = xtc__fiber_yield_slice;
+	xtc__up.slice_yield = xtc__fiber_yield_slice;
 }
 
 uintptr_t xtc__thread_token(void)
@@ -245,7 +210,7 @@ void xtc__loop_make_ready(xtc_loop_t *loop, xtc_task_t *t)
 void xtc__loop_ring(xtc_loop_t *loop, int how)
 {
 	if (how == XTC__SLEEP_RUN) {
-		xtc__loop_up.exec_ring_run(loop);
+		xtc__up.exec_ring_run(loop);
 		return;
 	}
 	if (how == 0)
@@ -552,20 +517,13 @@ int xtc__loop_step(xtc_loop_t *loop, int may_block)
 	 * waits for (quiescence, a finished task): report before blocking. */
 	if (progress > 0)
 		return 1;
-	/* Timers, then the idle hook, then the poller. */
+	/* Timers, then the poller (an executor's carrier steals and parks
+	 * outside the step: exec_carrier.c). */
 	loop->fair_left = XTC__FAIR_RUNS;
 	now = xtc__now();
 	if (loop->heap_len > 0 && xtc__timers_fire(loop, now) > 0)
 		return 1;
 	next = xtc__timers_next(loop);
-	if (loop->hooks.idle != NULL && loop->feat != 0) {
-		/* IDLE HOOK (steal / simulator) */
-		n = loop->hooks.idle(loop, next);
-		if (n != 0)
-			return n > 0 ? 1 : n;
-		if (loop->feat & XTC__LF_SIM)
-			return progress > 0;
-	}
 	if (!may_block || atomic_load(&loop->stop))
 		timeout = 0;
 	else if (next < 0)
@@ -675,7 +633,7 @@ int xtc__park_ex(int64_t timeout_ns, int fd, uint32_t interest,
 	if (XTC__UNLIKELY(atomic_load_explicit(&t->kill_pending,
 	                                       memory_order_relaxed)) &&
 	    !(flags & XTC__PARK_NOKILL))
-		xtc__loop_up.proc_resumed();
+		xtc__up.proc_resumed();
 	return rc;
 }
 
@@ -698,7 +656,7 @@ int xtc__park_published(void)
 	t->park_why = XTC__PW_NONE;
 	if (XTC__UNLIKELY(atomic_load_explicit(&t->kill_pending,
 	                                       memory_order_relaxed)))
-		xtc__loop_up.proc_resumed();
+		xtc__up.proc_resumed();
 	return 0;
 }
 
@@ -739,7 +697,7 @@ int xtc__fiber_yield_ex(int flags)
 	if (XTC__UNLIKELY(atomic_load_explicit(&t->kill_pending,
 	                                       memory_order_relaxed)) &&
 	    !(flags & XTC__PARK_NOKILL))
-		xtc__loop_up.proc_resumed();
+		xtc__up.proc_resumed();
 	return 0;
 }
 
@@ -770,12 +728,12 @@ static int yield_demoted(xtc_loop_t *loop, xtc_task_t *t, int64_t now)
 	 * the carrier's thread-local state mid-update (errno aside, which the
 	 * trampoline keeps), and the compiler may have cached TLS addresses */
 	if (t->fiber.invol ||
-	    !((loop->feat & XTC__LF_EXEC) && xtc__loop_up.exec_offer(loop, t)))
+	    !((loop->feat & XTC__LF_EXEC) && xtc__up.exec_offer(loop, t)))
 		low_push(loop, t, now);
 	fiber_switch_out(loop, t);
 	if (XTC__UNLIKELY(atomic_load_explicit(&t->kill_pending,
 	                                       memory_order_relaxed)))
-		xtc__loop_up.proc_resumed();
+		xtc__up.proc_resumed();
 	return 0;
 }
 
@@ -1029,8 +987,8 @@ static int loop_fini(xtc_loop_t *loop)
 	inbox_close(loop);
 	/* posts made by cleanup hooks from here on fail (XTC_E_INVAL) */
 	xtc__loop_release_tasks(loop);
-	xtc__loop_up.proc_loop_fini(loop);
-	xtc__loop_up.sched_loop_fini(loop);
+	xtc__up.proc_loop_fini(loop);
+	xtc__up.sched_loop_fini(loop);
 	xtc__loop_spool_trim(loop, 0, 1);
 	xtc__timers_fini(loop);
 	xtc__io_fini(loop);

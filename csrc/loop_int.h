@@ -438,27 +438,13 @@ int xtc__fiber_yield_ex(int flags);
  * returns XTC_E_INVAL. */
 int xtc__task_exit(intptr_t result);
 
-/* Defined by proc.c (the loop reaches it as xtc__loop_up.proc_resumed).
+/* Defined by proc.c (the loop reaches it as xtc__up.proc_resumed).
  * Called on the resumed fiber after a yield/park when t->kill_pending is
  * set, holding no loop state; it may longjmp to the proc's entry frame. */
 void xtc__proc_resumed(void);
 
-/* Upcalls: what the loop calls in the layers above it (proc, sched, exec),
- * which register their functions at load time, from a
- * constructor in their own file; a layer that is not linked leaves the
- * no-op default. Written only before main, so read without atomics. This
- * keeps the loop free of references to upper layers (tools/layers.txt). */
-typedef struct xtc__loop_upcalls {
-	void (*proc_resumed)(void);                  /* proc.c */
-	void (*proc_loop_fini)(xtc_loop_t *loop);    /* proc.c */
-	void (*sched_loop_fini)(xtc_loop_t *loop);   /* sched.c */
-	void (*exec_ring_run)(xtc_loop_t *loop);     /* exec_lane.c */
-	int (*exec_offer)(xtc_loop_t *loop, xtc_task_t *t); /* exec_lane.c */
-	/* proc.c: the pid and name (NULL: none) of the proc whose task's
-	 * t->proc is proc (the stall watchdog's report, sched_stall.c) */
-	xtc_pid_t (*proc_label)(const void *proc, const char **name);
-} xtc__loop_upcalls_t;
-extern xtc__loop_upcalls_t xtc__loop_up;
+/* What the loop calls in the layers above it (proc, sched, exec) goes
+ * through the upcall table xtc__up (base_int.h). */
 
 /* ------------------------------------------------------------------ */
 /* Current context (TLS)                                                */
@@ -479,12 +465,12 @@ extern XTC__TLS __thread xtc_task_t *xtc__tls_task;
 static inline void xtc__gocb_enter(void)
 {
 	if (xtc__gocb_depth++ == 0)
-		xtc__gocb_hooks.pause();
+		xtc__up.gocb_pause(); /* base_int.h */
 }
 static inline void xtc__gocb_leave(void)
 {
 	if (--xtc__gocb_depth == 0)
-		xtc__gocb_hooks.resume();
+		xtc__up.gocb_resume();
 }
 
 static inline xtc_loop_t *xtc__loop_current(void) { return xtc__tls_loop; }
@@ -515,8 +501,7 @@ enum {
 	XTC__LF_CLASSES = 1u << 1, /* classes exist: hooks.pick / hooks.enqueue */
 	XTC__LF_STALL   = 1u << 2, /* stall budget: hooks.run_end with ran_ns */
 	XTC__LF_PREEMPT = 1u << 3, /* publish per-run deadlines: hooks.run_begin */
-	XTC__LF_EXEC    = 1u << 4, /* executor loop: hooks.idle (steal) */
-	XTC__LF_SIM     = 1u << 5  /* simulator: hooks.idle instead of blocking */
+	XTC__LF_EXEC    = 1u << 4  /* executor loop of several: the deque */
 };
 #define XTC__LF_TIMED (XTC__LF_BUDGET | XTC__LF_CLASSES | XTC__LF_STALL | \
                        XTC__LF_PREEMPT)
@@ -533,10 +518,6 @@ typedef struct xtc__loop_hooks {
 	void (*run_begin)(xtc_loop_t *loop, xtc_task_t *t, int64_t now);
 	/* STALL CHECK / CLASS CHARGE HOOK: after each run (verdict applied). */
 	void (*run_end)(xtc_loop_t *loop, xtc_task_t *t, int64_t ran_ns);
-	/* IDLE HOOK: nothing ready, before blocking. Return >0 if work was found
-	 * (stolen), 0 to block, <0 error. With XTC__LF_SIM it must not block:
-	 * the loop then never enters the poller with a timeout. */
-	int (*idle)(xtc_loop_t *loop, int64_t next_deadline);
 	/* Optional extra quiescence term (deque/stolen work); NULL = 0. */
 	int (*busy)(xtc_loop_t *loop);
 	/* xtc_yield_check, with XTC__LF_PREEMPT: 1 if a tick/ring deadline says

@@ -125,20 +125,6 @@ uint32_t xtc__xsave_size;
 uint32_t xtc__xsave_mode;
 _Atomic int64_t xtc__preempt_adaptive_slice;
 
-static void q_none(int64_t v)
-{
-	(void)v;
-}
-
-static int64_t q_never(void)
-{
-	return INT64_MAX;
-}
-
-xtc__quantum_ops_t xtc__quantum = {
-	.tick = q_none, .next = q_never, .idle = q_none, .service = q_none,
-	.cost = q_none,
-};
 _Atomic int64_t xtc__preempt_alone_ns = XTC__PREEMPT_ALONE_NS;
 _Atomic int64_t xtc__preempt_net_grace_ns = XTC__PREEMPT_NET_GRACE_NS;
 
@@ -753,7 +739,7 @@ static void preempt_yield_now(void)
 	if (p->yield_hook)
 		p->yield_hook(p->yield_arg);
 	else
-		(void)xtc__fiber_slice_yield(); /* the loop's: fiber_int.h */
+		(void)xtc__up.slice_yield(); /* the loop's: base_int.h */
 }
 
 void xtc__preempt_trampoline_yield(void)

@@ -368,24 +368,8 @@ void xtc__preempt_carrier_stop(void);
 /* Adaptive quantum (fn.c): the slice every carrier gets when no explicit
  * slice is passed to run_begin. 0 = use the carrier's armed slice. */
 extern _Atomic int64_t xtc__preempt_adaptive_slice;
-/* The adaptive quantum controller (fn.c) as preemption and the scheduler
- * reach it: fn.c registers its functions from a constructor, so neither
- * names fn.c (tools/layers.txt). Without fn.c linked no controller can
- * be attached (xtc_exec_set_preempt_adaptive is there), and the defaults
- * do what fn.c's functions do with none attached. Written before main. */
-typedef struct xtc__quantum_ops {
-	/* preempt_monitor.c, every wake: run the controller when its period came */
-	void (*tick)(int64_t now);
-	/* preempt_monitor.c: when that is (INT64_MAX: no controller attached) */
-	int64_t (*next)(void);
-	/* preempt_run.c: idle wall time of a carrier (load = non-idle time) */
-	void (*idle)(int64_t idle_ns);
-	/* sched.c: one completed service (a task's runs since it parked) */
-	void (*service)(int64_t svc_ns);
-	/* preempt.c: one involuntary preemption cost this much carrier time */
-	void (*cost)(int64_t cost_ns);
-} xtc__quantum_ops_t;
-extern xtc__quantum_ops_t xtc__quantum;
+/* The adaptive quantum controller (fn_quantum.c) is reached through the
+ * upcall table (base_int.h: xtc__up.quantum_*). */
 
 /* Carrier timers (preempt_monitor.c). create: 0, or a negative code (the carrier
  * then stays on the monitor, counted in timer_fallbacks); tick_net: the

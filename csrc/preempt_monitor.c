@@ -371,7 +371,7 @@ static void *monitor_main(void *arg)
 		int64_t min_slice = INT64_MAX;
 		int any, sliced;
 		int64_t next = scan(now, &min_slice, &any, &sliced);
-		xtc__quantum.tick(now);
+		xtc__up.quantum_tick(now);
 		empty_scans = any ? 0 : empty_scans + 1;
 		if (min_slice == INT64_MAX)
 			min_slice = 1000000;
@@ -398,7 +398,7 @@ static void *monitor_main(void *arg)
 		}
 		/* the adaptive controller's period (its update sorts the
 		 * window: it must not run on a carrier) */
-		int64_t qn = xtc__quantum.next();
+		int64_t qn = xtc__up.quantum_next();
 		if (qn < target)
 			target = qn > now ? qn : now + XTC__PREEMPT_MIN_SLICE_NS;
 		atomic_store(&wake_at, target);

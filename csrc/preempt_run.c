@@ -131,11 +131,11 @@ void xtc__preempt_run_begin(xtc__fiber_t *f, int64_t slice_ns,
 		until = until > 0 ? until : 1;
 		/* the loop's clock is the monotonic clock unless the simulator
 		 * replaced it with virtual time */
-		run_begin(f, slice_ns, 0, xtc__clock_hook == NULL ? now : 0,
+		run_begin(f, slice_ns, 0, xtc__up.clock == NULL ? now : 0,
 		          until, lazy);
 		return;
 	}
-	run_begin(f, slice_ns, 0, xtc__clock_hook == NULL ? now : 0, 0, lazy);
+	run_begin(f, slice_ns, 0, xtc__up.clock == NULL ? now : 0, 0, lazy);
 }
 
 /* The slice-end window a producer assumes for the carrier's run: the
@@ -359,7 +359,7 @@ static void cost_close(xtc__ptls_t *p, int64_t now)
 		c = 2 * e;
 	e = e == 0 ? c : e + (c - e) / 16;
 	atomic_store_explicit(&xtc__preempt_cost_ewma, e, memory_order_relaxed);
-	xtc__quantum.cost(c);
+	xtc__up.quantum_cost(c);
 }
 
 /* The budget's decision for one window of w ns, idle of them idle and
@@ -427,7 +427,7 @@ static void budget_window(xtc__ptls_t *p, int64_t now)
 
 	/* a window that spanned a long park says nothing: restart */
 	if (p->ovh_win != 0 && w < 4 * XTC_PREEMPT_BUDGET_WINDOW_NS &&
-	    xtc__clock_hook == NULL) {
+	    xtc__up.clock == NULL) {
 		int n = xtc__preempt_budget_next(p->stretch, w, p->ovh_idle,
 		    p->ovh_ns, atomic_load_explicit(&budget_pct,
 		                                    memory_order_relaxed));
@@ -592,7 +592,7 @@ static void run_begin(xtc__fiber_t *f, int64_t slice_ns, int exact,
 			p->ovh_idle += now - p->idle_at;
 			if (atomic_load_explicit(&xtc__preempt_adaptive_slice,
 			                         memory_order_relaxed) > 0)
-				xtc__quantum.idle(now - p->idle_at);
+				xtc__up.quantum_idle(now - p->idle_at);
 		}
 		p->idle_at = 0;
 	}
@@ -856,6 +856,6 @@ void xtc__preempt_carrier_stop(void)
  * fiber layer's hooks. */
 __attribute__((constructor)) static void preempt_upcalls(void)
 {
-	xtc__gocb_hooks.pause = xtc__preempt_gocb_pause;
-	xtc__gocb_hooks.resume = xtc__preempt_gocb_resume;
+	xtc__up.gocb_pause = xtc__preempt_gocb_pause;
+	xtc__up.gocb_resume = xtc__preempt_gocb_resume;
 }

@@ -1316,18 +1316,20 @@ void xtc__proc_loop_fini(xtc_loop_t *loop)
 	pthread_mutex_unlock(&g_tab_mu);
 }
 
-static xtc_pid_t proc_label(const void *proc, const char **name)
+static uint64_t proc_label(const void *proc, const char **name)
 {
 	const xtc__proc_t *p = proc;
+	xtc_pid_t id = xtc__proc_pid(p);
 
 	*name = p->name;
-	return xtc__proc_pid(p);
+	return (uint64_t)id.loop_id << 48 | (uint64_t)id.local_id << 32 |
+	    id.gen;
 }
 
 /* The loop reaches the proc layer through its upcalls (loop_int.h). */
 __attribute__((constructor)) static void proc_upcalls(void)
 {
-	xtc__loop_up.proc_resumed = xtc__proc_resumed;
-	xtc__loop_up.proc_loop_fini = xtc__proc_loop_fini;
-	xtc__loop_up.proc_label = proc_label;
+	xtc__up.proc_resumed = xtc__proc_resumed;
+	xtc__up.proc_loop_fini = xtc__proc_loop_fini;
+	xtc__up.proc_label = proc_label;
 }

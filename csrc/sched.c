@@ -287,7 +287,7 @@ static void hook_run_end(xtc_loop_t *l, xtc_task_t *t, int64_t ran_ns)
 		if (st == XTC__T_DONE || st == XTC__T_PARKED) {
 			if (atomic_load_explicit(&xtc__preempt_adaptive_slice,
 			    memory_order_relaxed) > 0)
-				xtc__quantum.service(t->svc_ns);
+				xtc__up.quantum_service(t->svc_ns);
 			t->svc_ns = 0;
 		}
 	}
@@ -295,13 +295,6 @@ static void hook_run_end(xtc_loop_t *l, xtc_task_t *t, int64_t ran_ns)
 		xtc__class_charge(l, t, ran_ns);
 	if (l->feat & XTC__LF_STALL)
 		xtc__stall_check(l, t, ran_ns);
-}
-
-static int hook_idle(xtc_loop_t *l, int64_t next_deadline)
-{
-	(void)l;
-	(void)next_deadline;
-	return 0; /* carriers and the simulator park outside the step */
 }
 
 int xtc__sched_busy(xtc_loop_t *l)
@@ -325,7 +318,6 @@ void xtc__sched_attach(xtc_loop_t *l)
 	h.enqueue = hook_enqueue;
 	h.run_begin = hook_run_begin;
 	h.run_end = hook_run_end;
-	h.idle = hook_idle;
 	h.busy = xtc__sched_busy;
 	h.check_due = xtc__preempt_check_due; /* ticks and tick ring */
 	xtc__loop_set_hooks(l, &h);
@@ -605,5 +597,5 @@ int xtc_sched_lane_of(xtc_exec_class_t cls, int *out)
  * (loop_int.h). */
 __attribute__((constructor)) static void sched_upcalls(void)
 {
-	xtc__loop_up.sched_loop_fini = xtc__sched_loop_fini;
+	xtc__up.sched_loop_fini = xtc__sched_loop_fini;
 }

@@ -93,11 +93,7 @@ static int64_t cpu_read(clockid_t c)
 }
 #define ACQ memory_order_acquire
 
-static uint64_t pid_pack(xtc_pid_t p)
-{
-	return (uint64_t)p.loop_id << 48 | (uint64_t)p.local_id << 32 | p.gen;
-}
-
+/* A pid packed in one word (xtc__up.proc_label packs it the same way). */
 static xtc_pid_t pid_unpack(uint64_t v)
 {
 	xtc_pid_t p;
@@ -238,7 +234,7 @@ void xtc__stall_begin(xtc_loop_t *loop, xtc_task_t *t, int64_t now)
 	}
 	/* the proc layer is above this one: its upcall names the proc */
 	if (p != NULL)
-		pid = pid_pack(xtc__loop_up.proc_label(p, &name));
+		pid = xtc__up.proc_label(p, &name); /* packed as below */
 	wr_begin(s);
 	atomic_store_explicit(&s->cur_cpu0, s->base_ok ? s->base_cpu : -1, RLX);
 	atomic_store_explicit(&s->cur_cpu, -1, RLX);

@@ -5,7 +5,7 @@
  * the calling thread. Each executor loop is an entity; at every turn a seeded
  * generator picks one runnable loop and that loop takes exactly one step
  * (its submission ring, one loop step, a steal when idle). The runtime clock
- * is the virtual clock below (through xtc__clock_hook): it stands still while
+ * is the virtual clock below (through xtc__up.clock): it stands still while
  * a task runs, so every run costs 0 ns (the class charge floor then makes the
  * run ratio equal the share ratio), and when no loop is runnable it jumps to
  * the earliest timer deadline. Nothing blocks: pollers are only polled.
@@ -108,7 +108,7 @@ void xtc_sim_clock_enable(int64_t start_ns)
 #ifdef XTC_SIM
 	sim.now = start_ns;
 	sim.clock_on = 1;
-	xtc__clock_hook = sim_now;
+	xtc__up.clock = sim_now;
 #else
 	(void)start_ns;
 #endif
@@ -117,7 +117,7 @@ void xtc_sim_clock_enable(int64_t start_ns)
 void xtc_sim_clock_disable(void)
 {
 	if (sim.clock_on) {
-		xtc__clock_hook = NULL;
+		xtc__up.clock = NULL;
 		sim.clock_on = 0;
 	}
 }
