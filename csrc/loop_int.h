@@ -453,7 +453,7 @@ void xtc__proc_resumed(void);
 extern XTC__TLS __thread xtc_loop_t *xtc__tls_loop;
 extern XTC__TLS __thread xtc_task_t *xtc__tls_task;
 /* xtc__gocb_depth (> 0 while a Go callback runs on this thread: no
- * switch/park/yield) and xtc__gocb_hooks live in the fiber layer
+ * switch/park/yield) lives in the fiber layer
  * (fiber_int.h), which the loop and preemption both sit on. */
 
 /* Bracket a C->Go call made on the carrier stack (Go wrappers of stackless
@@ -812,7 +812,7 @@ enum { XTC__SLEEP_POLL = 1, XTC__SLEEP_FUTEX = 2, XTC__SLEEP_RUN = 3 };
 void xtc__loop_ring(xtc_loop_t *loop, int how);
 /* XTC__SLEEP_RUN: not blocked but running a fiber that had nothing to
  * compete with; the first poster tells the executor (exec_lane.c, reached
- * through xtc__loop_up), which then lets that run be preempted at its
+ * through xtc__up), which then lets that run be preempted at its
  * slice end. */
 void xtc__exec_ring_run(xtc_loop_t *loop);
 
@@ -837,7 +837,7 @@ void xtc__loop_adopt_orphan(xtc_loop_t *loop, xtc_task_t *t);
 
 /* Called by xtc_loop_fini after every task has been released (cleanup hooks
  * run) and the inbox drained; proc.c defines it (reached through
- * xtc__loop_up, a no-op without proc.c). */
+ * xtc__up, a no-op without proc.c). */
 void xtc__proc_loop_fini(xtc_loop_t *loop);
 /* Same for sched.c (class, stall and policy state; sched_int.h). */
 void xtc__sched_loop_fini(xtc_loop_t *loop);
@@ -978,7 +978,7 @@ int xtc__task_spawn_coro(xtc_loop_t *loop, xtc_coro_fn fn, void *arg,
 /* Pop the demoted level (NULL: empty). */
 xtc_task_t *xtc__loop_low_pop(xtc_loop_t *loop);
 /* The executor may take a preempted migratable task instead (an idle peer
- * can run it now); 1 if it did (exec_lane.c, through xtc__loop_up). */
+ * can run it now); 1 if it did (exec_lane.c, through xtc__up). */
 int xtc__exec_offer(xtc_loop_t *loop, xtc_task_t *t);
 
 /* Recompute XTC__LF_BUDGET from yield_budget / lat_budget (owner thread). */
@@ -990,7 +990,7 @@ void xtc__loop_feat_set(xtc_loop_t *loop, uint32_t bits);
 void xtc__loop_feat_clear(xtc_loop_t *loop, uint32_t bits);
 
 /* Clock used by the loop (timers, budget): xtc_clock_mono(), which follows
- * xtc__clock_hook (base_int.h). */
+ * xtc__up.clock (base_int.h). */
 static inline int64_t xtc__now(void) { return xtc_clock_mono(); }
 
 /* Timer internals (loop_timer.c), owner thread. */

@@ -39,7 +39,7 @@
  *     (rt_tgsigqueueinfo with the run's generation), once per run
  *     (contended 1 -> 2). A run that starts while producers' work waits in
  *     the ring or the inbox, or right after the carrier drained some, is
- *     timed the same way (xtc__preempt_run_begin_polled): no timer
+ *     timed the same way (xtc__preempt_run_begin, XTC__RUN_POLLED): no timer
  *     syscall on any path that runs per request. Measured on a
  *     software-virtualised guest, where a near re-arm costs 13 us and a
  *     disarm-at-park a few more, the per-request arms (a producer arming
