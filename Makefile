@@ -54,7 +54,7 @@ GO_ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 RUN_CMD = $(GO) run ./examples/go/preempt && \
 	cd cmd/xtcbench && $(GO) run . --short --out ../../xtcbench-out
 
-.PHONY: all setup build c-build go-build test c-test sim-test ucontext-test nopolicy-test go-test freeze-hunt \
+.PHONY: all setup build c-build go-build test c-test sim-test ucontext-test nopolicy-test go-test go-build-matrix freeze-hunt \
 	freeze-hunt-asan freeze-hunt-tsan \
 	test-asan test-tsan bench run generate clean
 
@@ -96,7 +96,7 @@ go-build:
 # every failure; the target fails if any part did.
 # test-asan and test-tsan are part of it: ASan+UBSan over the whole C suite
 # and TSan over everything that crosses threads (a few minutes each).
-TEST_PARTS ?= c-test sim-test ucontext-test nopolicy-test go-test test-asan test-tsan
+TEST_PARTS ?= c-test sim-test ucontext-test nopolicy-test go-test go-build-matrix test-asan test-tsan
 test:
 	@failed=""; for t in $(TEST_PARTS); do \
 		$(MAKE) --no-print-directory $$t || failed="$$failed $$t"; done; \
@@ -169,6 +169,13 @@ go-test:
 	@# ... with every exported name stubbed (ErrNoCgo) and documented
 	CGO_ENABLED=0 $(GO) test $(GOTESTFLAGS) -run 'TestNoCgo|TestGodoc' .
 
+# How a consumer module builds (build_consumer_test.go): liburing linked
+# statically (no liburing.so NEEDED), a -static binary, no liburing .pc
+# (the failure names the fix; -tags xtc_nouring builds), and arm64 with
+# the cross compiler of APT_PKGS, run under qemu-aarch64.
+go-build-matrix:
+	XTC_BUILD_MATRIX=1 $(GO) test -count=1 -timeout 40m -run '^TestConsumerBuilds$$' -v .
+
 test-asan:
 	@$(SETUP) $(BUILD)-asan $(WERROR) -Db_sanitize=address,undefined \
 		-Db_lundef=false -Dcoro=asm -Dbenches=false $(MESON_OPTS)
@@ -192,6 +199,9 @@ test-tsan:
 		--timeout-multiplier 3 $(TSAN_TESTS)
 	@# the race detector sees the Go side (wrappers, callbacks, goroutines)
 	$(GO) test -race $(GOTESTFLAGS) .
+	@# the service example under -race: deadlines, batching on the
+	@# executor, C memory released once, shutdown with work in flight
+	$(GO) test -race $(GOTESTFLAGS) ./examples/go/service
 
 # ------------------------------------------------------------------ bench
 BENCH_REPS ?= 5

@@ -517,6 +517,9 @@ func (e *Exec) submit(loopIdx int, fn func(), wait time.Duration) error {
 }
 
 // SetServiceMode turns the idle auto-stop off (on) or back on.
+//
+// Deprecated: NewExec serves by default; WithServiceMode(false) for runs that
+// end at their first idle moment.
 func (e *Exec) SetServiceMode(on bool) {
 	_ = e.withC("", func(c *C.xtc_exec_t) C.int { C.xtc_exec_set_service_mode(c, cbool(on)); return 0 })
 }
@@ -579,6 +582,9 @@ func (e *Exec) Spin() time.Duration {
 // SetPreempt sets every carrier's preemption slice (xtc_exec_set_preempt);
 // setup-only: ErrAgain once the executor runs. ErrNosys when the build has
 // no tick source.
+//
+// Deprecated: give NewExec WithPreempt(slice) (involuntary, held while the
+// executor runs) or WithClockCheckedPreempt(slice).
 func (e *Exec) SetPreempt(slice time.Duration) error {
 	if e != nil && e.running.Load() {
 		return errReason("xtc_exec_set_preempt", ErrAgain, "setup-only: call before Start")
@@ -598,6 +604,8 @@ func (e *Exec) SetPreempt(slice time.Duration) error {
 // times the slice. For code that has the points, where an interrupt is
 // expensive: on a 2-vCPU virtual machine one involuntary preemption cost its
 // carrier 45-57 µs. Setup-only: ErrAgain once the executor runs.
+//
+// Deprecated: give NewExec WithClockCheckedPreempt(slice).
 func (e *Exec) SetPreemptCoop(on bool) error {
 	if e != nil && e.running.Load() {
 		return errReason("xtc_exec_set_preempt_coop", ErrAgain, "setup-only: call before Start")

@@ -406,6 +406,8 @@ func (q *Quantum) Load() float64 {
 // SetPreemptAdaptive lets q drive the slice of every carrier
 // (xtc_exec_set_preempt_adaptive); preemption must be on (SetPreempt). nil
 // turns it off.
+//
+// Deprecated: give NewExec WithAdaptivePreempt(q).
 func (e *Exec) SetPreemptAdaptive(q *Quantum) error {
 	attach := func(c *C.xtc_fn_quantum_t) error {
 		return e.withC("xtc_exec_set_preempt_adaptive", func(ce *C.xtc_exec_t) C.int {
