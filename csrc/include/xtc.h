@@ -3,7 +3,14 @@
  * clocks and allocation helpers, plus every module header.
  *
  * Conventions shared by every header:
- *  - functions return int: 0 (XTC_OK) or a negative XTC_E_* code;
+ *  - functions return int: 0 (XTC_OK) or a negative XTC_E_* code. The
+ *    exceptions keep libxtc's void shape: the setters of a flag or budget
+ *    that cannot fail on a valid handle and are no-ops on an invalid one
+ *    (xtc_yield_set_budget, xtc_exec_set_service_mode,
+ *    xtc_exec_set_eager_rebalance, xtc_exec_set_steal_backoff,
+ *    xtc_loop_set_stall_budget, xtc_loop_set_stall_cb,
+ *    xtc_exec_set_stall_budget, xtc_preempt_set_involuntary), the
+ *    simulator's controls (xtc_sim.h), and getters that return the value;
  *  - durations are int64_t nanoseconds; a timeout < 0 waits forever, 0 polls,
  *    > 0 bounds the wait and expires with XTC_E_AGAIN;
  *  - options structs are zero-initialised for defaults.
