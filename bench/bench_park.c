@@ -4,7 +4,10 @@
  * them (the scale issue's figures; cmd/xtcbench's memory section runs the
  * same shape next to parked goroutines).
  *
- *   bench_park [N [STACK_BYTES]]     N procs (default 100000)
+ *   bench_park [N [STACK_BYTES]]     N procs (default 100000), each with
+ *                                    a stack of STACK_BYTES (default
+ *                                    xtc_stack_size(); 1 KiB..16 KiB is a
+ *                                    small stack, xtc_proc_opts_t)
  *
  * Procs are spread over ceil(N / PER_LOOP) standalone loops, one thread
  * each (a loop holds at most 65535 live procs: the pid's local id is 16
@@ -33,8 +36,15 @@
 #include <unistd.h>
 
 #include "xtc.h"
+#include "fiber_int.h" /* the parked stack depth (internal) */
 
 #define PER_LOOP 62500
+
+/* the first proc of each shard records its fiber: its saved stack
+ * pointer, read once all are parked, gives the stack bytes a parked proc
+ * uses (what a copying design would have to keep) */
+struct shard;
+static xtc__fiber_t *probe_fiber;
 
 struct shard {
 	pthread_t thr;
@@ -90,12 +100,16 @@ static long count_vmas(void)
 	return lines;
 }
 
+static xtc_proc_opts_t popts; /* stack_size from the command line */
+
 static void parked_proc(void *arg)
 {
 	struct shard *s = arg;
 	void *m = NULL;
 	size_t sz = 0;
 
+	if (probe_fiber == NULL)
+		probe_fiber = xtc__fiber_current();
 	if (xtc_recv(&m, &sz, -1) == 0)
 		xtc_free(m);
 	atomic_fetch_add_explicit(&s->exited, 1, memory_order_relaxed);
@@ -106,7 +120,7 @@ static void driver(void *arg)
 	struct shard *s = arg;
 
 	for (long i = 0; i < s->n; i++) {
-		int rc = xtc_proc_spawn(s->loop, parked_proc, s, NULL,
+		int rc = xtc_proc_spawn(s->loop, parked_proc, s, &popts,
 		                        &s->pids[i]);
 		if (rc != 0) {
 			s->fail_rc = rc;
@@ -148,10 +162,7 @@ int main(int argc, char **argv)
 		n = 1;
 	if (nshards < 1)
 		nshards = 1;
-	if (stack > 0 && xtc_set_stack_size((size_t)stack) != 0) {
-		fprintf(stderr, "bench_park: stack size %ld refused\n", stack);
-		return 2;
-	}
+	popts.stack_size = stack > 0 ? (size_t)stack : 0;
 	sh = calloc((size_t)nshards, sizeof *sh);
 	pids = calloc((size_t)n, sizeof *pids);
 	if (sh == NULL || pids == NULL)
@@ -181,6 +192,8 @@ int main(int argc, char **argv)
 			fail_at = i * PER_LOOP + sh[i].spawned;
 		}
 	}
+	long used = probe_fiber != NULL ?
+	            (long)((char *)probe_fiber->stack.hi - (char *)probe_fiber->sp) : -1;
 	t2 = now_ns();
 	for (long i = 0; i < nshards; i++) {
 		char b = 1;
@@ -212,7 +225,8 @@ int main(int argc, char **argv)
 	       parked > 0 ? (t1 - t0) / (double)parked : 0.0);
 	printf("park_wake %.1f ns\n",
 	       parked > 0 ? (t3 - t2) / (double)parked : 0.0);
-	printf("park_stack %zu B\n", xtc_stack_size());
+	printf("park_stack %zu B\n", stack > 0 ? (size_t)stack : xtc_stack_size());
+	printf("park_stack_used %ld B\n", used);
 	free(pids);
 	free(sh);
 	return fail_rc != 0;

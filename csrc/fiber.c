@@ -48,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -93,6 +94,7 @@ static __thread struct fthread *tls_thr XTC__TLS_IE;
 static pthread_key_t thr_key;
 static pthread_once_t thr_once = PTHREAD_ONCE_INIT;
 static struct sigaction old_segv;
+static int segv_installed; /* our SIGSEGV handler is in place */
 
 /* ---- overflow report (async-signal-safe only) --------------------- */
 
@@ -147,7 +149,9 @@ static uintptr_t interrupted_sp(const void *uctx)
 
 /* A frame bigger than the guard can jump over it, so besides a fault in
  * the guard page we accept one below it when the interrupted stack pointer
- * is itself below the usable stack (but not absurdly far). */
+ * is itself below the usable stack (but not absurdly far); and on the
+ * CANARY kind (no guard that faults) any fault once the canary is
+ * written. */
 static int is_overflow(const xtc__fiber_t *f, uintptr_t addr, uintptr_t sp)
 {
 	uintptr_t map = (uintptr_t)f->stack.map;
@@ -156,30 +160,18 @@ static int is_overflow(const xtc__fiber_t *f, uintptr_t addr, uintptr_t sp)
 		return 0;
 	if (addr >= map && addr < lo)
 		return 1;
+	if (f->stack.kind == XTC__SK_CANARY && f->stack.canary != NULL &&
+	    *f->stack.canary != 0)
+		return 1;
 	const uintptr_t reach = 1u << 20;
 	return sp != 0 && sp < lo && sp + reach >= lo && addr < lo &&
 	       addr + reach >= lo;
 }
 
-static void report_overflow(const xtc__fiber_t *f, uintptr_t addr)
+static void msg_write(const struct msg *m)
 {
-	struct msg m = { .len = 0 };
-	msg_str(&m, "xtc: stack overflow in proc '");
-	msg_str(&m, f->name != NULL ? f->name : "?");
-	msg_str(&m, "' (id ");
-	msg_num(&m, f->owner_id, 10);
-	msg_str(&m, "): fault at ");
-	msg_num(&m, addr, 16);
-	msg_str(&m, ", stack ");
-	msg_num(&m, (uintptr_t)f->stack.lo, 16);
-	msg_str(&m, "-");
-	msg_num(&m, (uintptr_t)f->stack.hi, 16);
-	msg_str(&m, " (");
-	msg_num(&m, (uint64_t)((char *)f->stack.hi - (char *)f->stack.lo), 10);
-	msg_str(&m, " bytes); raise it with xtc_set_stack_size or "
-	            "xtc_proc_opts_t.stack_size\n");
-	const char *p = m.buf;
-	size_t left = m.len;
+	const char *p = m->buf;
+	size_t left = m->len;
 	while (left > 0) {
 		ssize_t w = write(STDERR_FILENO, p, left);
 		if (w < 0 && errno == EINTR)
@@ -189,6 +181,123 @@ static void report_overflow(const xtc__fiber_t *f, uintptr_t addr)
 		p += w;
 		left -= (size_t)w;
 	}
+}
+
+/* "xtc: stack overflow in proc 'name' (pid 1.2.3): " */
+static void msg_who(struct msg *m, const xtc__fiber_t *f)
+{
+	msg_str(m, "xtc: stack overflow in ");
+	msg_str(m, f->owner_id != 0 ? "proc '" : "fiber '");
+	msg_str(m, f->name != NULL ? f->name : "?");
+	msg_str(m, "'");
+	if (f->owner_id != 0) {
+		msg_str(m, " (pid ");
+		msg_num(m, f->owner_id >> 48, 10);
+		msg_str(m, ".");
+		msg_num(m, (f->owner_id >> 32) & 0xffff, 10);
+		msg_str(m, ".");
+		msg_num(m, f->owner_id & 0xffffffffu, 10);
+		msg_str(m, ")");
+	}
+	msg_str(m, ": ");
+}
+
+static const char *kind_text(uint32_t kind)
+{
+	switch (kind) {
+	case XTC__SK_MADV:
+		return "guard page (MADV_GUARD_INSTALL)";
+	case XTC__SK_PROT:
+	case XTC__SK_OWN:
+		return "guard page (PROT_NONE)";
+	case XTC__SK_CANARY:
+		return "soft guard + canary";
+	default:
+		return "?";
+	}
+}
+
+/* ", stack LO-HI (N bytes, kind); <the knob>\n" */
+static void msg_stack(struct msg *m, const xtc__fiber_t *f)
+{
+	msg_str(m, ", stack ");
+	msg_num(m, (uintptr_t)f->stack.lo, 16);
+	msg_str(m, "-");
+	msg_num(m, (uintptr_t)f->stack.hi, 16);
+	msg_str(m, " (");
+	msg_num(m, (uint64_t)((char *)f->stack.hi - (char *)f->stack.lo), 10);
+	msg_str(m, " bytes, ");
+	msg_str(m, kind_text(f->stack.kind));
+	msg_str(m, "); give it a larger stack: xtc_proc_opts_t.stack_size "
+	            "(Go: ProcOpts.StackSize) or the default, "
+	            "xtc_set_stack_size (Go: xtc.SetStackSize)\n");
+}
+
+/* Die of the fault signal with its default action (a core, the exit
+ * status of a SIGSEGV), as a guard-page fault without our handler would:
+ * from the SIGSEGV handler (where it is blocked), the preemption handler
+ * or a switch. Async-signal-safe. */
+static __attribute__((noreturn)) void die_of_segv(void)
+{
+	struct sigaction dfl;
+	sigset_t set;
+	memset(&dfl, 0, sizeof dfl);
+	dfl.sa_handler = SIG_DFL;
+	sigemptyset(&dfl.sa_mask);
+	sigaction(SIGSEGV, &dfl, NULL);
+	sigemptyset(&set);
+	sigaddset(&set, SIGSEGV);
+	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+	raise(SIGSEGV);
+	abort(); /* not reached */
+}
+
+static void report_overflow(const xtc__fiber_t *f, uintptr_t addr)
+{
+	struct msg m = { .len = 0 };
+	msg_who(&m, f);
+	msg_str(&m, "fault at ");
+	msg_num(&m, addr, 16);
+	msg_stack(&m, f);
+	msg_write(&m);
+}
+
+/* Out of line: the trap runs on the overflowed stack and must stay small. */
+static __attribute__((noinline)) void report_trap(const xtc__fiber_t *f,
+                                                  uintptr_t sp)
+{
+	struct msg m = { .len = 0 };
+	msg_who(&m, f);
+	if (sp < (uintptr_t)f->stack.lo) {
+		msg_str(&m, "stack pointer ");
+		msg_num(&m, sp, 16);
+		msg_str(&m, " below the stack");
+	} else {
+		msg_str(&m, "the canary below the stack was overwritten");
+	}
+	msg_str(&m, ", caught by the switch and preemption check");
+	msg_stack(&m, f);
+	msg_write(&m);
+}
+
+/* A switch-time (or preemption-time) catch: the report needs a stack, and
+ * the caller may stand below its own. So the report is made by the
+ * SIGSEGV handler, on the sigaltstack: the fiber and stack pointer are
+ * left in TLS and the thread sends itself SIGSEGV. If that signal cannot
+ * be taken (blocked), the report is made here. */
+static __thread const xtc__fiber_t *trap_fiber XTC__TLS_IE;
+static __thread uintptr_t trap_sp XTC__TLS_IE;
+
+void xtc__stack_overflow_trap(const xtc__fiber_t *f, uintptr_t sp)
+{
+	trap_sp = sp;
+	trap_fiber = f;
+	if (__atomic_load_n(&segv_installed, __ATOMIC_ACQUIRE))
+		(void)syscall(SYS_tgkill, (long)getpid(), (long)syscall(SYS_gettid),
+		              (long)SIGSEGV);
+	trap_fiber = NULL;
+	report_trap(f, sp);
+	die_of_segv();
 }
 
 static void chain_segv(int sig, siginfo_t *si, void *uctx)
@@ -217,10 +326,14 @@ static void segv_handler(int sig, siginfo_t *si, void *uctx)
 {
 	int saved_errno = errno;
 	xtc__fiber_t *f = xtc__fiber_cur;
+	if (trap_fiber != NULL) {
+		report_trap(trap_fiber, trap_sp);
+		die_of_segv();
+	}
 	if (f != NULL && si != NULL &&
 	    is_overflow(f, (uintptr_t)si->si_addr, interrupted_sp(uctx))) {
 		report_overflow(f, (uintptr_t)si->si_addr);
-		abort();
+		die_of_segv();
 	}
 	errno = saved_errno;
 	chain_segv(sig, si, uctx);
@@ -238,7 +351,8 @@ static void process_init(void)
 	sa.sa_sigaction = segv_handler;
 	sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
 	sigemptyset(&sa.sa_mask);
-	(void)sigaction(SIGSEGV, &sa, &old_segv);
+	if (sigaction(SIGSEGV, &sa, &old_segv) == 0)
+		__atomic_store_n(&segv_installed, 1, __ATOMIC_RELEASE);
 }
 
 static void *altstack_install(void)
@@ -281,6 +395,7 @@ int xtc__fiber_thread_init(void)
 		return XTC_E_NOMEM;
 	t->root.is_root = 1;
 	t->root.name = "root";
+	t->root.stack.canary = &xtc__stack_no_canary;
 #ifdef XTC__CORO_UCONTEXT
 	t->root.impl = t->root_uc;
 #endif
@@ -427,7 +542,7 @@ int xtc__fiber_init(xtc__fiber_t *f, size_t stack_size,
 	f->asan_size = 0;
 	f->entry = entry;
 	f->arg = arg;
-	if (stack_size != 0 && stack_size < XTC__STACK_MIN) {
+	if (stack_size != 0 && stack_size < XTC__STACK_SMALL_MIN) {
 		memset(&f->stack, 0, sizeof f->stack);
 		return XTC_E_INVAL;
 	}
@@ -492,6 +607,7 @@ void xtc__fiber_switch_slow(xtc__fiber_t *to)
 	xtc__fiber_t *from = xtc__fiber_cur;
 	if (from == to)
 		return;
+	xtc__fiber_check_out(from);
 	san_before(from, to, 0);
 	xtc__fiber_cur = to;
 #ifdef XTC__CORO_ASM
@@ -505,6 +621,7 @@ void xtc__fiber_switch_slow(xtc__fiber_t *to)
 void xtc__fiber_exit_to(xtc__fiber_t *to)
 {
 	xtc__fiber_t *from = xtc__fiber_cur;
+	xtc__fiber_check_out(from);
 	san_before(from, to, 1);
 	xtc__fiber_cur = to;
 #ifdef XTC__CORO_ASM

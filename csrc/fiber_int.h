@@ -79,26 +79,57 @@
 #define XTC__STACK_POOL_MAX  1024
 #define XTC__STACK_RESERVE_MAX 65536
 #define XTC__STACK_PREFAULT  (8u * 1024u)
+/* Slabs (fiber_stack.c): about this many bytes each, at least this many slots;
+ * slot sizes above SLOT_MAX + a page get a mapping of their own; at most
+ * CLASSES slot sizes are carved at once; stacks past the pool's bound are
+ * given back RETIRE at a time. */
+#define XTC__SLAB_BYTES      ((size_t)64 << 20)
+#define XTC__SLAB_MIN_SLOTS  16
+#define XTC__SLAB_SLOT_MAX   ((size_t)1 << 20)
+#define XTC__SLAB_CLASSES    8
+#define XTC__SLAB_RETIRE     256
+
+/* Small stacks (below XTC__STACK_MIN, a per-proc option): usable sizes
+ * from SMALL_MIN, rounded up to SMALL_ALIGN, carved back to back with a
+ * SMALL_GUARD of soft guard and canary below each: several share a page,
+ * so no guard page can be theirs (always XTC__SK_CANARY). */
+#define XTC__STACK_SMALL_MIN   1024u
+#define XTC__STACK_SMALL_ALIGN 256u
+#define XTC__STACK_SMALL_GUARD 64u
+
+/* Kinds of stack (fiber_stack.c design note): how an overflow is caught. */
+#define XTC__SK_NONE   0 /* zeroed descriptor, root fiber */
+#define XTC__SK_OWN    1 /* own mapping, PROT_NONE guard page */
+#define XTC__SK_MADV   2 /* slab slot, MADV_GUARD_INSTALL guard page */
+#define XTC__SK_PROT   3 /* slab slot, PROT_NONE guard page (budgeted) */
+#define XTC__SK_CANARY 4 /* slab slot, soft guard page + canary */
+#define XTC__SK_AUTO   0 /* xtc__stack_guard_force: back to the default */
 
 typedef struct xtc__stack {
-	void  *map;     /* mmap base (guard page first) */
-	size_t map_len; /* whole mapping */
+	void  *map;     /* slot or mapping base (guard page first) */
+	size_t map_len; /* whole slot: guard + usable */
 	void  *lo;      /* lowest usable byte (just above the guard) */
 	void  *hi;      /* one past the highest usable byte */
+	/* The word that must stay zero: just below lo for CANARY, else
+	 * xtc__stack_no_canary; NULL in a zeroed descriptor. */
+	const uint64_t *canary;
+	uint32_t kind;  /* XTC__SK_* */
 } xtc__stack_t;
+extern const uint64_t xtc__stack_no_canary;
 
-/* Stacks come from a per-thread cache; a miss maps a new one with a
- * PROT_NONE guard page below it. usable is rounded up to pages; 0 means the
- * process default. Errors: XTC_E_RANGE (too big), XTC_E_NOMEM (mmap). */
+/* Stacks come from a per-thread cache, then the process pool, then the
+ * slabs (fiber_stack.c). usable is rounded up to pages; 0 means the process
+ * default. Errors: XTC_E_RANGE (too big), XTC_E_NOMEM (the kernel refused
+ * a slab or mapping: xtc_stack_nomem_reason() names the limit). */
 int  xtc__stack_alloc(size_t usable, xtc__stack_t *out);
-/* Return a stack to this thread's cache (unmapped if the cache is full).
+/* Return a stack to this thread's cache (pool, or retired, if full).
  * Clears *st. Safe on an empty (zeroed) descriptor. */
 void xtc__stack_free(xtc__stack_t *st);
 /* Into this thread's cache only: 1 (st cleared), or 0 with st untouched
  * when the cache is full or missing (the reap then spills it to its loop's
  * pool before it would go to the process pool). */
 int  xtc__stack_cache_put(xtc__stack_t *st);
-void xtc__stack_cache_trim(void); /* unmap this thread's cached stacks */
+void xtc__stack_cache_trim(void); /* retire this thread's cached stacks */
 size_t xtc__stack_cache_count(void); /* stacks cached by this thread */
 /* Process default usable size behind xtc_stack_size/xtc_set_stack_size.
  * set: < 16 KiB -> XTC_E_INVAL, > 1 GiB -> XTC_E_RANGE; page-rounded. */
@@ -112,10 +143,18 @@ size_t xtc__page_size(void);
  * published as parked. */
 extern _Atomic size_t xtc__stack_reclaim_keep;
 void xtc__stack_reclaim_park(const xtc__stack_t *st, size_t keep);
-/* VMA budget: each guarded stack costs 2 kernel VMAs, and vm.max_map_count
- * defaults to 65530, so ~32k live stacks is the default ceiling.
- * headroom: how many more stacks fit now (-1 when /proc is unreadable).
- * budget_ok: 1 if n more stacks fit, 0 if not (unknown counts as fitting). */
+/* Tests: carve every later stack of this kind (XTC__SK_OWN, _MADV, _PROT,
+ * _CANARY; XTC__SK_AUTO = the default choice); drops this thread's cache
+ * and the pool. XTC_E_INVAL for another value. */
+int  xtc__stack_guard_force(int kind);
+typedef struct xtc__stack_stats {
+	size_t slabs, carved, cold;
+	long prot_budget; /* PROT guards left, -1 = not computed */
+} xtc__stack_stats_t;
+void xtc__stack_stats(xtc__stack_stats_t *out);
+/* VMA budget of OWN stacks (2 kernel VMAs each; vm.max_map_count defaults
+ * to 65530). headroom: how many more fit now (-1 when /proc is
+ * unreadable). budget_ok: 1 if n more fit, 0 if not (unknown: fits). */
 long xtc__stack_vma_headroom(void);
 int  xtc__stack_vma_budget_ok(size_t n);
 
@@ -232,8 +271,8 @@ static inline void xtc__spin_unlock(xtc__spin_t *l)
  * the process default, see xtc_stack_size()). Clears every field of *f
  * first: set name/owner_id/nopreempt after this call. The new fiber's FP
  * control state (MXCSR+x87 CW / FPCR) is the calling thread's at init.
- * Errors: XTC_E_INVAL (NULL f or entry, size < 16 KiB), XTC_E_RANGE,
- * XTC_E_NOMEM. */
+ * Errors: XTC_E_INVAL (NULL f or entry, size < 1 KiB; 1..16 KiB is a
+ * small stack, fiber_stack.c), XTC_E_RANGE, XTC_E_NOMEM. */
 int  xtc__fiber_init(xtc__fiber_t *f, size_t stack_size,
                      xtc__fiber_entry entry, void *arg);
 /* Release the stack of a fiber that has exited (or never ran). No-op for a
@@ -280,6 +319,29 @@ __attribute__((noreturn)) void xtc__uctx_jump(xtc__fiber_t *to);
 size_t xtc__uctx_size(void);
 #endif
 
+/* Overflow checks of the fiber being switched away from (fiber_stack.c design
+ * note): its stack pointer below its stack, or its canary written. The
+ * trap reports the overflow (proc name and pid) and kills the process
+ * with SIGSEGV; it never returns. Root fibers pass: lo is NULL and the
+ * canary pointer is xtc__stack_no_canary. Two loads and two compares
+ * per switch (bench_switch, xtc_async(3)). */
+__attribute__((noreturn, cold)) void
+xtc__stack_overflow_trap(const xtc__fiber_t *f, uintptr_t sp);
+static inline void xtc__fiber_check_out(const xtc__fiber_t *f)
+{
+	uintptr_t sp;
+#if defined(__x86_64__)
+	__asm__ volatile("mov %%rsp, %0" : "=r"(sp));
+#elif defined(__aarch64__)
+	__asm__ volatile("mov %0, sp" : "=r"(sp));
+#else
+	sp = (uintptr_t)__builtin_frame_address(0);
+#endif
+	if (__builtin_expect(sp < (uintptr_t)f->stack.lo ||
+	                     *f->stack.canary != 0, 0))
+		xtc__stack_overflow_trap(f, sp);
+}
+
 /* Out-of-line switch with sanitizer annotations / ucontext (fiber.c). */
 void xtc__fiber_switch_slow(xtc__fiber_t *to);
 
@@ -292,6 +354,7 @@ static inline void xtc__fiber_switch(xtc__fiber_t *to)
 	xtc__fiber_t *from = xtc__fiber_cur;
 	if (__builtin_expect(from == to, 0))
 		return;
+	xtc__fiber_check_out(from);
 	xtc__fiber_cur = to;
 	xtc__ctx_swap(from, to);
 #else

@@ -361,7 +361,7 @@ static inline void xtc__loop_admit_done(xtc_loop_t *loop);
  * cache, and the struct is recycled unless retain. out may be NULL; without
  * retain the pointer is only valid until the task is reaped.
  * Errors: XTC_E_INVAL (NULL loop/body, finalised loop, stack_size below
- * 16 KiB), XTC_E_RANGE (stack_size above 1 GiB), XTC_E_NOMEM,
+ * 1 KiB), XTC_E_RANGE (stack_size above 1 GiB), XTC_E_NOMEM,
  * XTC_E_RESOURCE (loop->max_tasks reached), XTC_E_AGAIN (cross-thread:
  * XTC__REMOTE_SPAWN_MAX spawns already pending), XTC_E_INTERNAL. */
 int xtc__task_spawn_fiber(xtc_loop_t *loop, xtc__fiber_entry body, void *arg,

@@ -469,7 +469,7 @@ static int task_spawn(xtc_loop_t *loop, const struct spawn_body *proto,
 	if (!on_owner) {
 		/* Validate what the lazy stack allocation would refuse. */
 		size_t ss = opts ? opts->stack_size : 0;
-		if (proto->is_fiber && ss != 0 && ss < XTC__STACK_MIN)
+		if (proto->is_fiber && ss != 0 && ss < XTC__STACK_SMALL_MIN)
 			return XTC_E_INVAL;
 		if (proto->is_fiber && ss > XTC__STACK_MAX)
 			return XTC_E_RANGE;

@@ -510,6 +510,8 @@ static int safe_point(xtc__ptls_t *p, const ucontext_t *uc)
 	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
 	uintptr_t lo = (uintptr_t)f->stack.lo, hi = (uintptr_t)f->stack.hi;
 	uintptr_t need = XTC__PREEMPT_HEADROOM + xtc__xsave_size + 256 + 136;
+	if (sp >= (uintptr_t)f->stack.map && sp < lo)
+		xtc__stack_overflow_trap(f, sp); /* in its guard: overflowed */
 	if (sp > hi || sp < lo + need)
 		return SP_STACK;
 	return xtc__preempt_map_allows((uintptr_t)uc->uc_mcontext.gregs[REG_RIP]) ?
@@ -528,6 +530,8 @@ static int safe_point(xtc__ptls_t *p, const ucontext_t *uc)
 	uintptr_t lo = (uintptr_t)f->stack.lo, hi = (uintptr_t)f->stack.hi;
 	uintptr_t need = XTC__PREEMPT_HEADROOM + sizeof(siginfo_t) +
 	                 sizeof(ucontext_t) + 256;
+	if (sp >= (uintptr_t)f->stack.map && sp < lo)
+		xtc__stack_overflow_trap(f, sp); /* in its guard: overflowed */
 	if (sp > hi || sp < lo + need)
 		return SP_STACK;
 	return xtc__preempt_map_allows((uintptr_t)uc->uc_mcontext.pc) ? SP_OK : SP_PC;

@@ -614,6 +614,10 @@ static int check_opts(xtc_loop_t *loop, const xtc_proc_opts_t *o)
 		return XTC_E_INVAL;
 	if (xtc__class_check(loop, o->sched_class) != XTC_OK)
 		return XTC_E_INVAL;
+	if (o->stack_size != 0 && o->stack_size < XTC__STACK_SMALL_MIN)
+		return XTC_E_INVAL;
+	if (o->stack_size > XTC__STACK_MAX)
+		return XTC_E_RANGE;
 	return XTC_OK;
 }
 
@@ -802,6 +806,7 @@ static int proc_spawn(xtc_loop_t *loop, xtc_proc_fn fn, void *arg,
 	}
 	if (rc == XTC_OK) {
 		memset(&so, 0, sizeof so);
+		so.stack_size = opts ? opts->stack_size : 0;
 		so.migratable = opts ? opts->migratable != 0 : 0;
 		p->migratable = (uint8_t)so.migratable;
 		so.sched_class = opts ? opts->sched_class : NULL;

@@ -339,6 +339,87 @@ static void test_stack_pool(void)
 	CHECK(xtc_stack_pool_trim() == 0);
 }
 
+/* ---- slabs, kinds and small stacks ------------------------------- */
+
+static void switch_back_entry(void *arg)
+{
+	volatile char frame[256];
+	frame[0] = 1;
+	(*(int *)arg) += frame[0];
+	xtc__fiber_switch(xtc__fiber_root());
+	(*(int *)arg)++;
+	xtc__fiber_exit_to(xtc__fiber_root());
+}
+
+static void test_slabs(void)
+{
+	enum { N = 3000 };
+	static xtc__stack_t v[N];
+	xtc__stack_stats_t st0, st1;
+
+	xtc__stack_stats(&st0);
+	for (int i = 0; i < N; i++)
+		CHECK(xtc__stack_alloc(0, &v[i]) == XTC_OK);
+	xtc__stack_stats(&st1);
+	/* 3000 stacks of 64 KiB: a few slabs, not 3000 mappings */
+	CHECK(st1.slabs - st0.slabs <= 4);
+	for (int i = 0; i < N; i++) {
+		CHECK(v[i].kind != XTC__SK_NONE && v[i].kind != XTC__SK_OWN);
+		CHECK(v[i].canary != NULL);
+		CHECK((char *)v[i].hi - (char *)v[i].lo == 64 * 1024);
+	}
+	for (int i = 0; i < N; i++)
+		xtc__stack_free(&v[i]);
+	/* beyond the cache and the pool they are retired, then reused
+	 * before anything new is carved */
+	(void)xtc_stack_pool_trim();
+	xtc__stack_cache_trim();
+	xtc__stack_stats(&st0);
+	CHECK(st0.cold >= N - XTC__STACK_POOL_MAX - XTC__STACK_CACHE_MAX);
+	for (int i = 0; i < 10; i++)
+		CHECK(xtc__stack_alloc(0, &v[i]) == XTC_OK);
+	xtc__stack_stats(&st1);
+	CHECK(st1.carved == st0.carved);
+	for (int i = 0; i < 10; i++)
+		xtc__stack_free(&v[i]);
+
+	/* a stack above the slab slot limit has a mapping of its own */
+	xtc__stack_t big;
+	CHECK(xtc__stack_alloc(2u << 20, &big) == XTC_OK);
+	CHECK(big.kind == XTC__SK_OWN);
+	xtc__stack_free(&big);
+
+	/* small stacks: back to back, several to a page, canary kind */
+	xtc__stack_t a, b;
+	CHECK(xtc__stack_alloc(1100, &a) == XTC_OK); /* rounded up */
+	CHECK(xtc__stack_alloc(1280, &b) == XTC_OK);
+	CHECK((char *)a.hi - (char *)a.lo == 1280);
+	CHECK(a.kind == XTC__SK_CANARY && b.kind == XTC__SK_CANARY);
+	CHECK(a.map_len == 1280 + XTC__STACK_SMALL_GUARD);
+	CHECK((char *)b.map == (char *)a.hi || (char *)a.map == (char *)b.hi);
+	CHECK(*a.canary == 0 && (const char *)a.canary < (const char *)a.lo);
+	xtc__stack_free(&a);
+	xtc__stack_free(&b);
+	CHECK(xtc__stack_alloc(1000, &a) == XTC_E_INVAL); /* below 1 KiB */
+
+	/* a fiber runs and switches on a small stack */
+	int runs = 0;
+	xtc__fiber_t f;
+#if defined(XTC__FIBER_ASAN) || defined(XTC__FIBER_TSAN)
+	const size_t small = 12 * 1024; /* the sanitizers' frames are larger */
+#elif defined(XTC__CORO_UCONTEXT)
+	const size_t small = 8192; /* its ucontext_t lives on the stack too */
+#else
+	const size_t small = 2048;
+#endif
+	CHECK(xtc__fiber_init(&f, small, switch_back_entry, &runs) == XTC_OK);
+	xtc__fiber_switch(&f);
+	CHECK(runs == 1);
+	xtc__fiber_switch(&f);
+	CHECK(runs == 2);
+	xtc__fiber_release(&f);
+}
+
 /* ---- defaults and error paths -------------------------------------- */
 
 static void test_errors_and_defaults(void)
@@ -360,7 +441,7 @@ static void test_errors_and_defaults(void)
 
 	CHECK(xtc__fiber_init(NULL, 0, exit_entry, NULL) == XTC_E_INVAL);
 	CHECK(xtc__fiber_init(&f, 0, NULL, NULL) == XTC_E_INVAL);
-	CHECK(xtc__fiber_init(&f, 4096, exit_entry, NULL) == XTC_E_INVAL);
+	CHECK(xtc__fiber_init(&f, 512, exit_entry, NULL) == XTC_E_INVAL);
 	CHECK(xtc__fiber_init(&f, (size_t)1 << 40, exit_entry, NULL) ==
 	      XTC_E_RANGE);
 	CHECK(xtc__stack_alloc(0, NULL) == XTC_E_INVAL);
@@ -461,6 +542,7 @@ int main(void)
 	test_alignment_and_depth();
 	test_stack_cache();
 	test_stack_pool();
+	test_slabs();
 	test_errors_and_defaults();
 	test_threads();
 

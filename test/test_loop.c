@@ -923,7 +923,7 @@ static int nop_task(xtc_task_t *self, void *u)
 static void *bp_spawner(void *a)
 {
 	struct bp *b = a;
-	xtc__spawn_opts_t small = { .stack_size = 4096 };
+	xtc__spawn_opts_t small = { .stack_size = 512 };
 	xtc__spawn_opts_t big = { .stack_size = (size_t)4 << 30 };
 	int rc;
 

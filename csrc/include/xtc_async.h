@@ -42,6 +42,12 @@ XTC_API int    xtc_set_stack_size(size_t bytes); /* >= 16 KiB, page-rounded */
 XTC_API int    xtc_stack_reserve(size_t n);
 XTC_API size_t xtc_stack_pool_count(void);
 XTC_API size_t xtc_stack_pool_trim(void);
+/* Why the most recent stack allocation of this process failed with
+ * XTC_E_NOMEM, naming the limit it hit (vm.max_map_count, RLIMIT_AS, the
+ * commit limit of vm.overcommit_memory=2, or memory itself), or NULL if
+ * none failed. A process-wide diagnostic, not an error channel: a spawn
+ * reports XTC_E_NOMEM by its return value, this says which limit. */
+XTC_API const char *xtc_stack_nomem_reason(void);
 
 /* Stack reclaim (process-wide, off by default): while enabled, a fiber
  * that parks (not a plain yield) gives the pages of its stack below its

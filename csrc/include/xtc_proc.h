@@ -87,6 +87,12 @@ typedef struct xtc_proc_opts {
 	int         migratable;  /* 0 = pinned to the spawn loop; 1 = stealable
 	                          * at yield/park points (executor) */
 	xtc_exec_class_t sched_class; /* NULL = the default lane */
+	/* Usable stack of this proc in bytes; 0 = xtc_stack_size(). 16 KiB
+	 * and up: page-rounded, with a guard page. 1 KiB up to 16 KiB: a
+	 * small stack, rounded up to 256 B and carved several to a page, so
+	 * it has no guard page: an overflow is caught by a canary and a
+	 * stack-pointer check at every switch (xtc_async(3), STACKS). */
+	size_t      stack_size;
 } xtc_proc_opts_t;
 
 typedef struct xtc_mailbox_stats {
@@ -115,8 +121,11 @@ typedef struct xtc_down_info {
  * (reason 0). Any thread. out_pid may be NULL.
  *   XTC_E_INVAL     NULL loop or fn, finalised loop, bad opts (watermark
  *                   pct outside 0..100 or without fn, class of another
- *                   loop, link_to not a live proc)
- *   XTC_E_NOMEM     allocation or stack mapping failed
+ *                   loop, link_to not a live proc, stack_size < 1 KiB)
+ *   XTC_E_RANGE     stack_size above 1 GiB
+ *   XTC_E_NOMEM     allocation failed, or the kernel refused stack memory:
+ *                   xtc_stack_nomem_reason() names the limit
+ *                   (vm.max_map_count, RLIMIT_AS, the overcommit limit)
  *   XTC_E_RESOURCE  65535 live procs on this loop, or the loop's task cap
  * _link and _monitor set the relationship up before the child can run and
  * must be called from a proc (else XTC_E_INVAL; out_ref non-NULL). */
