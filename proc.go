@@ -69,6 +69,10 @@ func ProcSpawn(l *Loop, fn unsafe.Pointer, arg unsafe.Pointer, opts *ProcOpts) (
 		if opts.MailboxCap < 0 {
 			return PidNone, &Error{Op: "xtc_proc_spawn", Code: ErrInval}
 		}
+		if opts.StackSize < 0 {
+			return PidNone, errReason("xtc_proc_spawn", ErrInval, "negative StackSize")
+		}
+		co.stack_size = C.size_t(opts.StackSize)
 		co.mailbox_cap = C.size_t(opts.MailboxCap)
 		if opts.Migratable {
 			co.migratable = 1
@@ -95,9 +99,23 @@ func ProcSpawn(l *Loop, fn unsafe.Pointer, arg unsafe.Pointer, opts *ProcOpts) (
 		return C.xtc_go_proc_spawn(c, fn, arg, copts, &pid)
 	})
 	if err != nil {
-		return PidNone, err
+		return PidNone, withNomemReason(err)
 	}
 	return pidFromC(pid), nil
+}
+
+// withNomemReason gives an ErrNomem the limit the kernel refused stack
+// memory at (xtc_stack_nomem_reason: vm.max_map_count, RLIMIT_AS, the
+// overcommit limit), when there is one, as its Reason.
+func withNomemReason(err error) error {
+	e, ok := err.(*Error)
+	if !ok || e.Code != ErrNomem || e.Reason != "" {
+		return err
+	}
+	if r := C.xtc_stack_nomem_reason(); r != nil {
+		e.Reason = "stack memory: " + C.GoString(r)
+	}
+	return err
 }
 
 // Send copies msg into the mailbox of pid (xtc_send); from any goroutine.

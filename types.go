@@ -46,6 +46,14 @@ type ProcOpts struct {
 	MailboxCap int        // 0 = XTC_MAILBOX_DEFAULT_CAP (4096)
 	Migratable bool       // may move between executor carriers at yields
 	SchedClass *ExecClass // nil = the default lane
+	// StackSize is this proc's usable stack in bytes; 0 = StackSize().
+	// From 16 KiB it is page-rounded with a guard page; from 1 KiB up to
+	// 16 KiB it is a small stack (rounded up to 256 B, several to a page,
+	// an overflow caught by a canary and stack-pointer check at every
+	// switch instead of a guard page: xtc_async(3), Stacks). A proc parked
+	// in a receive then costs ~1.85 KiB resident with 1 KiB, ~4.8 KiB with
+	// the default 64 KiB. Below 1 KiB ErrInval, above 1 GiB ErrRange.
+	StackSize int
 }
 
 // DOWN message kinds (XTC_DOWN_KIND_*).
