@@ -12,7 +12,7 @@ import (
 )
 
 // Workload names accepted by --only.
-var WorkloadNames = []string{"micro", "tail", "fair", "hog", "batch"}
+var WorkloadNames = []string{"micro", "tail", "fair", "hog", "batch", "memory"}
 
 // Config is everything a run needs; parseConfig fills it from the command
 // line, starting from the defaults of the chosen mode (--short or --full)
@@ -100,6 +100,10 @@ Workloads (--only):
   hog    a never-yielding C kernel next to a 1 ms-sleep probe: probe lateness
   batch  continuous batching of a skewed mix: xtc.Batch vs a Go
          goroutine/channel batcher vs static batching (throughput, p99)
+  memory 10^5 and 10^6 procs parked in a receive (and 10^6 on 1 KiB stacks)
+         vs parked goroutines:
+         resident bytes each, time to spawn+park and to wake+exit (each
+         side in a child process; 10^6 xtc procs hold ~5 GB for seconds)
 
 Writes report.md, results.json and PNG plots into --out and prints the
 summary table. --short (the default; what "make run" uses) finishes in

@@ -22,6 +22,9 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "--mem-child" {
+		return runMemChild(args[1:], stdout)
+	}
 	cfg, err := parseConfig(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -79,6 +82,9 @@ func Execute(cfg *Config, progressOut *os.File, command string) (*Results, error
 	if cfg.has("batch") {
 		total += batchSteps(cfg)
 	}
+	if cfg.has("memory") {
+		total += memSteps(cfg)
+	}
 	var pb *Progress
 	if progressOut != nil {
 		pb = NewProgress(cfg.Progress, progressOut, total)
@@ -110,6 +116,9 @@ func Execute(cfg *Config, progressOut *os.File, command string) (*Results, error
 	}
 	if cfg.has("batch") {
 		res.Batch = runBatch(cfg, res.Calibration, pb)
+	}
+	if cfg.has("memory") {
+		res.Memory = runMemory(cfg, pb)
 	}
 	pb.Done()
 	res.Elapsed = time.Since(start).Seconds()

@@ -96,6 +96,7 @@ type Results struct {
 	Fair        *FairResults  `json:"fair,omitempty"`
 	Hog         *HogResults   `json:"hog,omitempty"`
 	Batch       *BatchResults `json:"batch,omitempty"`
+	Memory      []MemRow      `json:"memory,omitempty"`
 	Verdicts    []Verdict     `json:"summary"`
 	Plots       []string      `json:"plots,omitempty"`
 	PlotErrors  []string      `json:"plot_errors,omitempty"`
@@ -222,6 +223,7 @@ func computeVerdicts(r *Results) {
 	if b := r.Batch; b != nil {
 		vs = append(vs, batchVerdicts(b)...)
 	}
+	vs = append(vs, memVerdicts(r.Memory)...)
 	r.Verdicts = vs
 }
 
@@ -550,6 +552,9 @@ func writeMarkdown(w io.Writer, r *Results) {
 	}
 	if r.Batch != nil {
 		writeBatch(w, r)
+	}
+	if len(r.Memory) > 0 {
+		writeMemory(w, r)
 	}
 	if len(r.PlotErrors) > 0 {
 		fmt.Fprintf(w, "## Plot errors\n\n")

@@ -48,6 +48,19 @@ void    *xb_spin_call_coop_fn(void);
  * refused_gocb, signals sent by the monitor. */
 void xb_preempt_stats(uint64_t out[9]);
 
+/* ---- memory: n procs parked in a receive (xb_mem.c) ---- */
+typedef struct xb_mem {
+	int64_t parked;      /* procs that parked */
+	int64_t rss_bytes;   /* resident-set growth, first spawn to all parked */
+	int64_t spawn_ns;    /* first spawn until all parked */
+	int64_t wake_ns;     /* first send until all exited */
+	int64_t stack_bytes; /* xtc_stack_size() */
+} xb_mem_t;
+/* stack_size: xtc_proc_opts_t.stack_size of every parked proc (0 = the
+ * default) */
+int     xb_mem_park(int64_t n, int64_t stack_size, xb_mem_t *out, char *why);
+int64_t xb_rss_bytes(void);
+
 /* ---- micro: ns per operation in *ns_per_op ---- */
 enum {
 	XB_MICRO_YIELD = 1,
