@@ -34,13 +34,11 @@
  * destroyed group returns XTC_E_INVAL instead of reading freed memory (as
  * finalised loops do).
  *
- * Room to grow without touching a public struct (issue 11): the header is
- * opaque and the options are versioned by size/version, so async offload
- * (a submit/collect pair and an exec descriptor per iteration) becomes a
- * second kind of iteration in drive(); cross-thread admission becomes a
- * bounded MPSC ring of records drained at the top of boundary() (the handle
- * counter is already atomic and may be drawn from any thread); placement
- * only chooses the loop passed to create.
+ * The header is opaque and the options are versioned by size/version, so
+ * async offload (a submit/collect pair and an exec descriptor per
+ * iteration) is a second kind of iteration in drive(), cross-thread
+ * admission a bounded ring of records drained at the top of boundary(),
+ * and placement only chooses the loop passed to create.
  *
  * Cross-thread admission (xtc_batch_submit_mt/_cancel_mt/_resume_mt): a
  * pool of P records and a ring of 2P op cells, both allocated by create.
