@@ -104,6 +104,7 @@ func TestSubmitLoopFinalised(t *testing.T) {
 // Wait honours ctx without stopping the work; Cancel then stops it.
 func TestSubmitContextAndCancelWhileRunning(t *testing.T) {
 	e := startService(t, 1)
+	runs0 := cfuture.Runs()
 	f, err := Submit(e.Loop(0), cfuture.UntilCancelled, nil)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
@@ -111,6 +112,11 @@ func TestSubmitContextAndCancelWhileRunning(t *testing.T) {
 	_, err = f.Wait(ctx)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.False(t, f.Ready())
+	// Cancel while it runs: wait for the event "it started" (a loaded
+	// machine may not have run the fiber within the 20 ms above; cancelled
+	// before it starts, it never returns 99).
+	require.Eventually(t, func() bool { return cfuture.Runs() > runs0 },
+		30*time.Second, time.Millisecond, "the function never started")
 	require.NoError(t, f.Cancel())
 	v, err := f.Wait(context.Background())
 	assert.ErrorIs(t, err, ErrAborted)
