@@ -422,8 +422,13 @@ func (e *Exec) callSync(ctx context.Context, fn unsafe.Pointer, arg C.uintptr_t,
 		// call's C side is gone (doc.go, "C memory, one rule"), so the
 		// caller may free the argument right away. The kill lands at the
 		// kernel's next slice (its next yield without involuntary
-		// preemption).
-		C.xtc__gocall_kill(g.t, C.uint32_t(i))
+		// preemption). A call killed before it started never runs fn
+		// (nor touches arg): leave at once, the server frees the slot at
+		// the settlement (also when the executor is not started yet).
+		if C.xtc__gocall_kill_unstarted(g.t, C.uint32_t(i)) == 1 &&
+			s.st.CompareAndSwap(slotSync, slotAbandoned) {
+			return 0, ctx.Err()
+		}
 		<-s.ch
 		v, err := g.result(i, op)
 		g.release(i)

@@ -481,6 +481,19 @@ int xtc__gocall_kill(xtc__gocalls_t *t, uint32_t idx)
 	return XTC_OK;
 }
 
+int xtc__gocall_kill_unstarted(xtc__gocalls_t *t, uint32_t idx)
+{
+	int rc = xtc__gocall_kill(t, idx);
+
+	if (rc != XTC_OK)
+		return rc;
+	/* Read after the kill word's store (both sequentially consistent):
+	 * QUEUED here means gc_start sets STARTED later and then sees the
+	 * kill, and gc_body checks it before calling the function, so the
+	 * function never runs and never touches its argument. */
+	return atomic_load(&t->recs[idx].state) == XTC__GC_QUEUED;
+}
+
 int xtc__gocalls_pop(xtc__gocalls_t *t, uint32_t *out, int max)
 {
 	int n = 0;

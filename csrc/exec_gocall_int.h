@@ -112,6 +112,10 @@ int xtc__gocall_unspin(xtc__gocalls_t *t, uint32_t idx);
  * or park). Settles with XTC_E_ABORTED unless it returned first. Only
  * while the caller still owns idx (before it consumed the settlement). */
 int xtc__gocall_kill(xtc__gocalls_t *t, uint32_t idx);
+/* xtc__gocall_kill, then 1 when the record had not started: its function
+ * will never run (the caller may leave without waiting for the
+ * settlement), 0 when it started or ended, XTC_E_INVAL on a bad index. */
+int xtc__gocall_kill_unstarted(xtc__gocalls_t *t, uint32_t idx);
 
 /* Consumer (one at a time): up to max settled indices, oldest first. */
 int xtc__gocalls_pop(xtc__gocalls_t *t, uint32_t *out, int max);
