@@ -48,12 +48,17 @@ func ExampleFuture_Wait() {
 	e.SetServiceMode(true)
 	run, _ := e.Start()
 
+	started := cfuture.Runs()
 	f, _ := xtc.Submit(e.Loop(0), cfuture.UntilCancelled, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
 	_, err := f.Wait(ctx)
 	fmt.Println(errors.Is(err, context.DeadlineExceeded))
 
+	// cancel it while it runs (it returns 99 then): wait until it started
+	for end := time.Now().Add(30 * time.Second); cfuture.Runs() == started && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
+	}
 	f.Cancel()
 	v, err := f.Wait(context.Background())
 	fmt.Println(v, errors.Is(err, xtc.ErrAborted))
