@@ -329,14 +329,15 @@ static void gc_post_fn(xtc_loop_t *loop, xtc__post_t *p)
 /* the caller's side                                                    */
 /* ------------------------------------------------------------------ */
 
-int xtc__gocall_submit(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
-                       void *fn, uintptr_t arg, xtc_exec_class_t cls,
-                       const char *name, int spin)
+/* Claim record idx for a new call (the caller's: free, or settled and
+ * consumed) and fill it; XTC_E_INVAL on bad arguments or a record in
+ * flight. The shared first half of a submission and of a spawn. */
+static int rec_claim(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
+                     void *fn, uintptr_t arg, xtc_exec_class_t cls,
+                     const char *name, gocall_t **out)
 {
 	gocall_t *r;
 	xtc_loop_t *loop;
-	int64_t prev;
-	int granted = 0, rc;
 
 	if (!tab_ok(t) || fn == NULL || idx > t->mask)
 		return XTC_E_INVAL;
@@ -371,6 +372,21 @@ int xtc__gocall_submit(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
 		r->name[0] = 0;
 	}
 	atomic_store_explicit(&r->kill, 0, memory_order_relaxed);
+	*out = r;
+	return XTC_OK;
+}
+
+int xtc__gocall_submit(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
+                       void *fn, uintptr_t arg, xtc_exec_class_t cls,
+                       const char *name, int spin)
+{
+	gocall_t *r;
+	int64_t prev;
+	int granted = 0, rc;
+
+	rc = rec_claim(t, idx, loop_idx, fn, arg, cls, name, &r);
+	if (rc != XTC_OK)
+		return rc;
 	prev = atomic_fetch_add_explicit(&t->inflight, 1, memory_order_relaxed);
 	granted = spin && prev == 0;
 	__atomic_store_n(&r->d.waiter, granted ? XTC__GW_SPIN : XTC__GW_RING,
@@ -380,7 +396,7 @@ int xtc__gocall_submit(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
 	rc = xtc_exec_submit(t->exec, loop_idx, gc_ring_fn, r);
 	if (rc == XTC_E_AGAIN) {
 		r->post.fn = gc_post_fn;
-		rc = xtc__loop_post(loop, &r->post);
+		rc = xtc__loop_post(r->loop, &r->post);
 		if (rc == XTC_OK)
 			atomic_fetch_add_explicit(&t->fallback, 1,
 			                          memory_order_relaxed);
@@ -399,40 +415,16 @@ int xtc__gocall_spawn(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
                       const char *name, xtc_pid_t *out_pid)
 {
 	gocall_t *r;
-	xtc_loop_t *loop;
 	xtc_proc_opts_t o;
 	xtc_pid_t pid;
 	uint32_t q = XTC__GC_QUEUED;
 	int rc;
 
-	if (!tab_ok(t) || fn == NULL || idx > t->mask || out_pid == NULL)
+	if (out_pid == NULL)
 		return XTC_E_INVAL;
-	loop = xtc_exec_loop(t->exec, loop_idx);
-	if (loop == NULL)
-		return XTC_E_INVAL;
-	r = &t->recs[idx];
-	switch (atomic_load_explicit(&r->state, memory_order_relaxed)) {
-	case XTC__GC_FREE:
-	case XTC__GC_DONE:
-		break;
-	default:
-		return XTC_E_INVAL;
-	}
-	for (uint32_t h = atomic_load_explicit(&t->hi, memory_order_relaxed);
-	     idx >= h;)
-		if (atomic_compare_exchange_weak(&t->hi, &h, idx + 1))
-			break;
-	r->fn = (intptr_t (*)(void *))fn;
-	r->arg = (void *)arg;
-	r->cls = cls;
-	r->loop = loop;
-	r->finished = 0;
-	r->result = 0;
-	r->d.value = 0;
-	r->d.status = 0;
-	r->pid = XTC_PID_NONE;
-	r->name[0] = 0;
-	atomic_store_explicit(&r->kill, 0, memory_order_relaxed);
+	rc = rec_claim(t, idx, loop_idx, fn, arg, cls, name, &r);
+	if (rc != XTC_OK)
+		return rc;
 	atomic_fetch_add_explicit(&t->inflight, 1, memory_order_relaxed);
 	__atomic_store_n(&r->d.waiter, XTC__GW_RING, __ATOMIC_RELAXED);
 	atomic_store(&r->state, XTC__GC_QUEUED);
@@ -440,7 +432,7 @@ int xtc__gocall_spawn(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
 	o.sched_class = cls;
 	o.name = name;
 	/* from this thread: through the loop's inbox (xtc_proc_spawn) */
-	rc = xtc__proc_spawn_hooked(loop, gc_body, r, &o, gc_exit, r, &pid);
+	rc = xtc__proc_spawn_hooked(r->loop, gc_body, r, &o, gc_exit, r, &pid);
 	if (rc != XTC_OK) {
 		atomic_store(&r->state, XTC__GC_FREE);
 		atomic_fetch_sub_explicit(&t->inflight, 1, memory_order_relaxed);
