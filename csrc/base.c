@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <malloc.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "xtc.h"
@@ -228,4 +229,28 @@ int64_t xtc_atomic_i64_add(int64_t *p, int64_t delta)
 	if (p == NULL)
 		return 0;
 	return __atomic_fetch_add(p, delta, __ATOMIC_SEQ_CST);
+}
+
+void xtc__sig_chain(const struct sigaction *old_act, int sig, siginfo_t *si,
+                    void *uctx)
+{
+	struct sigaction old = *old_act;
+
+	if (old.sa_flags & SA_SIGINFO) {
+		if (old.sa_sigaction != NULL) {
+			old.sa_sigaction(sig, si, uctx);
+			return;
+		}
+	} else if (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN) {
+		old.sa_handler(sig);
+		return;
+	}
+	/* Default disposition (SIG_IGN makes no sense for a fault): restore
+	 * it and return; the faulting instruction re-executes and the kernel
+	 * delivers the signal with the default action. */
+	struct sigaction dfl;
+	memset(&dfl, 0, sizeof dfl);
+	dfl.sa_handler = SIG_DFL;
+	sigemptyset(&dfl.sa_mask);
+	sigaction(sig, &dfl, NULL);
 }

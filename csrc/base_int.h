@@ -151,4 +151,12 @@ extern xtc__upcalls_t xtc__up;
  * freeing it (mailbox.c's message cache). */
 void xtc__alloc_recycler_set(size_t lo, size_t hi, void (*put)(void *));
 
+/* A fault handler's hand-off to the disposition it replaced (`old`, saved
+ * at install): call it if it was a handler, else restore the default and
+ * return, so the faulting instruction runs again and the process dies of
+ * the signal. Async-signal-safe. */
+#include <signal.h>
+void xtc__sig_chain(const struct sigaction *old, int sig, siginfo_t *si,
+                    void *uctx);
+
 #endif

@@ -302,24 +302,7 @@ void xtc__stack_overflow_trap(const xtc__fiber_t *f, uintptr_t sp)
 
 static void chain_segv(int sig, siginfo_t *si, void *uctx)
 {
-	struct sigaction old = old_segv;
-	if (old.sa_flags & SA_SIGINFO) {
-		if (old.sa_sigaction != NULL) {
-			old.sa_sigaction(sig, si, uctx);
-			return;
-		}
-	} else if (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN) {
-		old.sa_handler(sig);
-		return;
-	}
-	/* Default disposition (SIG_IGN makes no sense for a fault): restore
-	 * it and return; the faulting instruction re-executes and the kernel
-	 * delivers the signal with the default action. */
-	struct sigaction dfl;
-	memset(&dfl, 0, sizeof dfl);
-	dfl.sa_handler = SIG_DFL;
-	sigemptyset(&dfl.sa_mask);
-	sigaction(sig, &dfl, NULL);
+	xtc__sig_chain(&old_segv, sig, si, uctx);
 }
 
 static void segv_handler(int sig, siginfo_t *si, void *uctx)

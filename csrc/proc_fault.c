@@ -129,24 +129,7 @@ static void say(const char *s)
 
 static void chain(int i, int sig, siginfo_t *si, void *uctx)
 {
-	struct sigaction old = old_act[i];
-
-	if (old.sa_flags & SA_SIGINFO) {
-		if (old.sa_sigaction != NULL) {
-			old.sa_sigaction(sig, si, uctx);
-			return;
-		}
-	} else if (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN) {
-		old.sa_handler(sig);
-		return;
-	}
-	/* default action: restore it and return; the faulting instruction
-	 * runs again and the process dies of the signal */
-	struct sigaction dfl;
-	memset(&dfl, 0, sizeof dfl);
-	dfl.sa_handler = SIG_DFL;
-	sigemptyset(&dfl.sa_mask);
-	sigaction(sig, &dfl, NULL);
+	xtc__sig_chain(&old_act[i], sig, si, uctx);
 }
 
 static void fault_handler(int sig, siginfo_t *si, void *uctx)
