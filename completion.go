@@ -145,7 +145,7 @@ type Future struct {
 	op     string // the operation named by a failure ("" = xtc_dispatch)
 }
 
-// Submit runs the C function fn(arg) as a new fiber on loop l and returns
+// Dispatch runs the C function fn(arg) as a new fiber on loop l and returns
 // a Future for its result; fn is an `intptr_t (*)(void *)` supplied by the
 // caller's cgo code, e.g. unsafe.Pointer(C.my_kernel). It may yield, park
 // and offload blocking calls (xtc_blocking_run) like any fiber. arg must
@@ -154,11 +154,11 @@ type Future struct {
 // through the completion queue. The loop must be running (or run later)
 // for fn to execute: an executor loop (Exec.Loop) or a Loop whose Run is
 // active. Errors: ErrInval (nil fn, nil or finalised loop), ErrAgain (too
-// many Submits in flight), ErrNomem. Failures of the spawn itself, which
+// many Dispatches in flight), ErrNomem. Failures of the spawn itself, which
 // happens on the loop's thread (ErrNomem, ErrResource for the loop's task
 // cap), and the loop being finalised before fn ran (ErrAborted) come back
 // through the Future.
-func Submit(l *Loop, fn unsafe.Pointer, arg unsafe.Pointer) (*Future, error) {
+func Dispatch(l *Loop, fn unsafe.Pointer, arg unsafe.Pointer) (*Future, error) {
 	if fn == nil || l == nil {
 		return nil, &Error{Op: "xtc_dispatch", Code: ErrInval}
 	}
@@ -269,10 +269,10 @@ func (f *Future) Cancel() error {
 	return nil
 }
 
-// SubmitWait submits fn(arg) to l and waits for the result; when ctx ends
-// first the work is cancelled and ctx's error returned.
-func SubmitWait(ctx context.Context, l *Loop, fn unsafe.Pointer, arg unsafe.Pointer) (int64, error) {
-	f, err := Submit(l, fn, arg)
+// DispatchWait dispatches fn(arg) to l and waits for the result; when ctx
+// ends first the work is cancelled and ctx's error returned.
+func DispatchWait(ctx context.Context, l *Loop, fn unsafe.Pointer, arg unsafe.Pointer) (int64, error) {
+	f, err := Dispatch(l, fn, arg)
 	if err != nil {
 		return 0, err
 	}

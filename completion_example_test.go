@@ -15,41 +15,42 @@ import (
 // A goroutine runs a C function as a fiber on an executor loop and waits
 // for its result without blocking an OS thread: the result comes back
 // through a completion queue whose eventfd Go's netpoller watches.
-func ExampleSubmit() {
-	e, err := xtc.ExecInit(1)
+func ExampleDispatch() {
+	e, err := xtc.NewExec(1) // serves until Close
 	if err != nil {
 		panic(err)
 	}
-	e.SetServiceMode(true) // keep the carrier running while idle
-	run, err := e.Start()
-	if err != nil {
+	defer e.Close()
+	if _, err := e.Start(); err != nil {
 		panic(err)
 	}
 
 	// cfuture.AddOne is `intptr_t add_one(void *arg)` from the test
 	// package's cgo code: it returns arg + 1.
-	f, err := xtc.Submit(e.Loop(0), cfuture.AddOne, cfuture.Arg(41))
+	f, err := xtc.Dispatch(e.Loop(0), cfuture.AddOne, cfuture.Arg(41))
 	if err != nil {
 		panic(err)
 	}
 	v, err := f.Wait(context.Background())
 	fmt.Println(v, err)
 
-	e.Stop()
-	run.Wait(context.Background())
-	e.Fini()
-	// Output: 42 <nil>
+	// DispatchWait is the same in one call
+	v, err = xtc.DispatchWait(context.Background(), e.Loop(0), cfuture.AddOne, cfuture.Arg(1))
+	fmt.Println(v, err)
+	// Output:
+	// 42 <nil>
+	// 2 <nil>
 }
 
 // Wait gives up when its context ends; Cancel then stops the work
 // cooperatively (the C function sees xtc_dispatch_cancelled() == 1).
 func ExampleFuture_Wait() {
-	e, _ := xtc.ExecInit(1)
-	e.SetServiceMode(true)
-	run, _ := e.Start()
+	e, _ := xtc.NewExec(1)
+	defer e.Close()
+	_, _ = e.Start()
 
 	started := cfuture.Runs()
-	f, _ := xtc.Submit(e.Loop(0), cfuture.UntilCancelled, nil)
+	f, _ := xtc.Dispatch(e.Loop(0), cfuture.UntilCancelled, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
 	_, err := f.Wait(ctx)
@@ -62,10 +63,6 @@ func ExampleFuture_Wait() {
 	f.Cancel()
 	v, err := f.Wait(context.Background())
 	fmt.Println(v, errors.Is(err, xtc.ErrAborted))
-
-	e.Stop()
-	run.Wait(context.Background())
-	e.Fini()
 	// Output:
 	// true
 	// 99 true

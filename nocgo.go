@@ -93,8 +93,8 @@ func WithCharge(uint64) DoOption { return func(*doOpts) {} }
 
 type Future struct{}
 
-func Submit(*Loop, unsafe.Pointer, unsafe.Pointer) (*Future, error) { return nil, ErrNoCgo }
-func SubmitWait(context.Context, *Loop, unsafe.Pointer, unsafe.Pointer) (int64, error) {
+func Dispatch(*Loop, unsafe.Pointer, unsafe.Pointer) (*Future, error) { return nil, ErrNoCgo }
+func DispatchWait(context.Context, *Loop, unsafe.Pointer, unsafe.Pointer) (int64, error) {
 	return 0, ErrNoCgo
 }
 func (*Future) Wait(context.Context) (int64, error) { return 0, ErrNoCgo }
@@ -278,5 +278,5 @@ func (*Quantum) Load() float64                   { return 0 }
 
 func SchedPolicySet(*Loop, *SchedPolicy) error { return ErrNoCgo }
 func SchedContinuousSet(*Loop, int) error      { return ErrNoCgo }
-func SchedGetStats(*Loop) (SchedStats, error)  { return SchedStats{}, ErrNoCgo }
+func (*Loop) SchedStats() (SchedStats, error)  { return SchedStats{}, ErrNoCgo }
 func SchedLaneOf(*ExecClass) (int, error)      { return 0, ErrNoCgo }

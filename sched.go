@@ -111,9 +111,10 @@ func SchedContinuousSet(loop *Loop, maxBypass int) error {
 	})
 }
 
-// SchedGetStats returns loop's lane-policy counters (xtc_sched_get_stats),
-// from any goroutine. ErrInval for a nil or finalised loop.
-func SchedGetStats(loop *Loop) (SchedStats, error) {
+// SchedStats returns the loop's lane-policy counters
+// (xtc_sched_get_stats), from any goroutine. ErrInval for a nil or
+// finalised loop.
+func (loop *Loop) SchedStats() (SchedStats, error) {
 	var st C.xtc_sched_stats_t
 	err := loop.withC("xtc_sched_get_stats", func(c *C.xtc_loop_t) C.int {
 		return C.xtc_go_sched_get_stats(c, &st)

@@ -57,7 +57,7 @@ func TestSchedErrors(t *testing.T) {
 		assert.ErrorIs(t, xtc.SchedContinuousSet(l, mb), xtc.ErrRange, mb)
 	}
 	assert.ErrorIs(t, xtc.SchedContinuousSet(nil, 3), xtc.ErrInval)
-	_, err = xtc.SchedGetStats(nil)
+	_, err = (*xtc.Loop)(nil).SchedStats()
 	assert.ErrorIs(t, err, xtc.ErrInval)
 
 	lane, err := xtc.SchedLaneOf(nil)
@@ -77,7 +77,7 @@ func TestSchedErrors(t *testing.T) {
 
 	require.NoError(t, xtc.SchedPolicySet(l, &xtc.SchedPolicy{MaxBypass: 2, Select: sel}))
 	require.NoError(t, xtc.SchedContinuousSet(l, 2)) // replaces, still setup
-	st, err := xtc.SchedGetStats(l)
+	st, err := l.SchedStats()
 	require.NoError(t, err)
 	assert.Zero(t, st)
 
@@ -89,7 +89,7 @@ func TestSchedErrors(t *testing.T) {
 	require.NoError(t, l.Fini())
 	assert.ErrorIs(t, xtc.SchedPolicySet(l, &xtc.SchedPolicy{MaxBypass: 2, Select: sel}), xtc.ErrInval)
 	assert.ErrorIs(t, xtc.SchedContinuousSet(l, 2), xtc.ErrInval)
-	_, err = xtc.SchedGetStats(l)
+	_, err = l.SchedStats()
 	assert.ErrorIs(t, err, xtc.ErrInval)
 	var xe *xtc.Error
 	require.True(t, errors.As(xtc.SchedContinuousSet(l, 2), &xe))
@@ -123,7 +123,7 @@ func TestSchedGoPolicy(t *testing.T) {
 	}}
 	require.NoError(t, xtc.SchedPolicySet(l, p))
 	require.NoError(t, l.Run())
-	st, err := xtc.SchedGetStats(l)
+	st, err := l.SchedStats()
 	require.NoError(t, err)
 	assert.Zero(t, bad.Load())
 	assert.Equal(t, uint64(calls.Load()), st.Selects)
@@ -148,7 +148,7 @@ func TestSchedPanic(t *testing.T) {
 	}}
 	require.NoError(t, xtc.SchedPolicySet(l, p))
 	require.NotPanics(t, func() { require.NoError(t, l.Run()) })
-	st, err := xtc.SchedGetStats(l)
+	st, err := l.SchedStats()
 	require.NoError(t, err)
 	n, last := p.Panics()
 	assert.Equal(t, uint64(calls.Load()/2), n)
@@ -176,7 +176,7 @@ func TestSchedInvalidCounted(t *testing.T) {
 	}}
 	require.NoError(t, xtc.SchedPolicySet(l, p))
 	require.NoError(t, l.Run())
-	st, err := xtc.SchedGetStats(l)
+	st, err := l.SchedStats()
 	require.NoError(t, err)
 	assert.Equal(t, uint64(invalid.Load()), st.Invalid)
 	assert.Equal(t, uint64(defaults.Load()), st.Defaults)
@@ -202,7 +202,7 @@ func TestSchedExecLoops(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, e.Run())
-	st, err := xtc.SchedGetStats(l)
+	st, err := l.SchedStats()
 	require.NoError(t, err)
 	assert.Equal(t, uint64(calls.Load()), st.Selects)
 	assert.Positive(t, st.Selects)
@@ -240,7 +240,7 @@ func ExampleSchedPolicySet() {
 		xtc.ProcSpawn(loop, ctest.YieldN, cell.Ptr(), &xtc.ProcOpts{SchedClass: c})
 	}
 	loop.Run()
-	st, _ := xtc.SchedGetStats(loop)
+	st, _ := loop.SchedStats()
 	fmt.Println("overrides:", st.Forced > 0, "longest wait <", 4+2, ":", st.MaxWait < 6)
 	// Output: overrides: true longest wait < 6 : true
 }

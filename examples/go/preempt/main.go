@@ -108,7 +108,7 @@ func run(slice time.Duration, points bool) (lat []time.Duration, kernel int64, k
 	if points {
 		fn = C.crunch_points_fn()
 	}
-	k, err := xtc.Submit(loop, fn, C.u64_arg(kernelIters))
+	k, err := xtc.Dispatch(loop, fn, C.u64_arg(kernelIters))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func run(slice time.Duration, points bool) (lat []time.Duration, kernel int64, k
 	defer cancel()
 	for i := 0; i < 20 && !k.Ready(); i++ {
 		s := time.Now()
-		f, err := xtc.Submit(loop, C.request_fn(), C.u64_arg(C.uint64_t(i)))
+		f, err := xtc.Dispatch(loop, C.request_fn(), C.u64_arg(C.uint64_t(i)))
 		if err != nil {
 			log.Fatal(err)
 		}
