@@ -680,14 +680,29 @@ void *xtc__carrier_main(void *arg)
 		return NULL;
 	}
 	kslice_init(c);
-	if (e->preempt_ns > 0 &&
-	    xtc__preempt_carrier_start(e->preempt_ns,
-	        strcmp(xtc_io_backend_name(), "uring") == 0,
-	        e->preempt_coop) == XTC_OK) {
-		l->demote_ns = e->preempt_ns; /* plain yielders: loop_int.h */
-		xtc__loop_feat_set(l, XTC__LF_PREEMPT);
-		atomic_store(&c->pslot, xtc__preempt_slot());
-		preempt = 1;
+	if (e->preempt_ns > 0) {
+		/* preemption was asked for: a carrier that cannot have it
+		 * (no monitor thread, no slot) ends the run with that error
+		 * rather than running the work uncut, silently */
+		int prc = xtc__preempt_carrier_start(e->preempt_ns,
+		    strcmp(xtc_io_backend_name(), "uring") == 0, e->preempt_coop);
+		/* (NOSYS: no tick source in this build, which
+		 * xtc_exec_set_preempt reported already; the value is kept
+		 * and the work runs uncut, as documented) */
+		if (prc != XTC_OK && prc != XTC_E_NOSYS) {
+			xtc__preempt_carrier_stop();
+			c->rc = prc;
+			atomic_store(&e->stop, 1);
+			xtc__exec_wake_all(e);
+			xtc__loop_leave(l);
+			return NULL;
+		}
+		if (prc == XTC_OK) {
+			l->demote_ns = e->preempt_ns; /* loop_int.h */
+			xtc__loop_feat_set(l, XTC__LF_PREEMPT);
+			atomic_store(&c->pslot, xtc__preempt_slot());
+			preempt = 1;
+		}
 	}
 	while (!atomic_load_explicit(&e->stop, memory_order_acquire)) {
 		int n, r;

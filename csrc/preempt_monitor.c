@@ -133,6 +133,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -412,6 +413,31 @@ static void *monitor_main(void *arg)
 	return NULL;
 }
 
+/* The monitor's own frames (futex waits, signal sends). */
+#define MONITOR_STACK (64 * 1024)
+
+static int tls_sum(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	size_t *sum = arg;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_TLS)
+			*sum += ph->p_memsz + (ph->p_align > 1 ? ph->p_align : 0);
+	}
+	return 0;
+}
+
+/* An upper bound of the static TLS a new thread needs in its stack: the
+ * TLS segments of the objects loaded now, plus glibc's surplus for
+ * objects loaded later with initial-exec TLS. */
+static size_t static_tls_size(void)
+{
+	size_t sum = 0;
+	dl_iterate_phdr(tls_sum, &sum);
+	return (sum + 16 * 1024 + 4095) & ~(size_t)4095;
+}
+
 int xtc__monitor_start(void)
 {
 	if (atomic_load_explicit(&monitor_started, memory_order_acquire))
@@ -425,9 +451,24 @@ int xtc__monitor_start(void)
 		pthread_attr_t a;
 		pthread_attr_init(&a);
 		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-		pthread_attr_setstacksize(&a, 64 * 1024);
-		if (pthread_create(&th, &a, monitor_main, NULL) != 0)
-			rc = XTC_E_INTERNAL;
+		/* its own frames need little, but glibc carves the thread's
+		 * static TLS out of the same stack: a program with a 260 KiB
+		 * __thread array made a 64 KiB stack fail (EINVAL), and with
+		 * it every carrier's preemption. Sized by the TLS of the
+		 * loaded objects, and the default size if that still fails. */
+		int err = pthread_attr_setstacksize(&a, MONITOR_STACK +
+		                                        static_tls_size());
+		if (err == 0)
+			err = pthread_create(&th, &a, monitor_main, NULL);
+		if (err != 0 && err != EAGAIN) {
+			pthread_attr_t d;
+			pthread_attr_init(&d);
+			pthread_attr_setdetachstate(&d, PTHREAD_CREATE_DETACHED);
+			err = pthread_create(&th, &d, monitor_main, NULL);
+			pthread_attr_destroy(&d);
+		}
+		if (err != 0)
+			rc = XTC_E_RESOURCE;
 		else {
 			monitor_thread = th;
 			pthread_setname_np(th, "xtc-monitor");
