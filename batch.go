@@ -7,7 +7,7 @@ package xtc
 #include <stdlib.h>
 #include <string.h>
 #include "xtc.h"
-#include "loop_int.h"
+#include "gobridge_int.h"
 
 // Exported from batch_cb.go (declarations only there).
 extern int  xtcGoBatchStep(uintptr_t h, xtc_batch_item_t *items,

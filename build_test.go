@@ -126,6 +126,31 @@ func TestMesonListsEveryTest(t *testing.T) {
 	}
 }
 
+// The root's cgo preambles see the core through the public headers and one
+// internal header, csrc/gobridge_int.h, which carries no struct layout of the
+// core (its design note says why). Any other internal header here would make
+// a preamble depend on csrc's build flags again.
+func TestPreamblesIncludeOnlyTheBridge(t *testing.T) {
+	gos, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	inc := regexp.MustCompile(`(?m)^#\s*include\s+"([^"]+)"`)
+	bridged := 0
+	for _, f := range gos {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, m := range inc.FindAllSubmatch(b, -1) {
+			h := string(m[1])
+			if h == "gobridge_int.h" {
+				bridged++
+				continue
+			}
+			_, perr := os.Stat(filepath.Join("csrc/include", h))
+			assert.NoError(t, perr, "%s includes %q: only csrc/include/*.h and gobridge_int.h", f, h)
+		}
+	}
+	assert.NotZero(t, bridged, "no preamble includes gobridge_int.h: the test lost its subject")
+}
+
 // errors_gen.go must be what tools/generrors writes from xtc_errors.h.
 func TestErrorsGenUpToDate(t *testing.T) {
 	hdr, err := os.ReadFile("csrc/include/xtc_errors.h")

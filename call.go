@@ -45,7 +45,7 @@ package xtc
 /*
 #include <stdint.h>
 #include "xtc.h"
-#include "exec_gocall_int.h"
+#include "gobridge_int.h"
 */
 import "C"
 

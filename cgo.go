@@ -4,8 +4,9 @@ package xtc
 
 // The C runtime is package csrc (csrc/), which cgo compiles on its own; this
 // package only wraps it. The flags below apply to the C in this package's
-// preambles, which include csrc's headers (the internal ones until every
-// preamble goes through the one bridge header, csrc/HACKING.md).
+// preambles, which include the public headers and one internal header,
+// csrc/gobridge_int.h: out-of-line functions, no struct layout of the core,
+// so no substrate define (xtc_ucontext) has to be mirrored here.
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/csrc/include -I${SRCDIR}/csrc -D_GNU_SOURCE -std=gnu11 -DXTC_GO_BUILD -DXTC_SCHED_POLICY

@@ -12,7 +12,7 @@ package xtc
 #include <unistd.h>
 #include "xtc.h"
 #include "xtc_exec.h"
-#include "loop_int.h"
+#include "gobridge_int.h"
 
 // Exported from exec_cb.go (declarations only there).
 extern void xtcGoStall(uintptr_t h, xtc_stall_info_t *info);
@@ -35,16 +35,16 @@ static void xtc_go_stall_tramp(xtc_loop_t *loop, xtc_task_t *task,
 	in.ran_ns = ran;
 	in.budget_ns = budget;
 	in.running = 0;
-	xtc__gocb_enter();
+	xtc__gobridge_cb_enter();
 	xtcGoStall((uintptr_t)user, &in);
-	xtc__gocb_leave();
+	xtc__gobridge_cb_leave();
 }
 
 static void xtc_go_submit_tramp(void *user)
 {
-	xtc__gocb_enter();
+	xtc__gobridge_cb_enter();
 	xtcGoSubmit((uintptr_t)user);
-	xtc__gocb_leave();
+	xtc__gobridge_cb_leave();
 }
 
 static void xtc_go_set_stall_cb(xtc_loop_t *loop, uintptr_t h)
@@ -61,7 +61,7 @@ static int xtc_go_submit(xtc_exec_t *e, int idx, uintptr_t h, int64_t wait)
 
 static int xtc_go_loop_is_exec(xtc_loop_t *loop)
 {
-	return loop != NULL && xtc__loop_exec(loop) != NULL;
+	return loop != NULL && xtc__gobridge_loop_exec(loop) != NULL;
 }
 
 // A run on a C-created thread that rings an eventfd when it returns, so Go

@@ -43,7 +43,7 @@ package xtc
 #include <stdlib.h>
 #include "xtc.h"
 #include "xtc_fn.h"
-#include "exec_gocall_int.h"
+#include "gobridge_int.h"
 */
 import "C"
 

@@ -29,7 +29,7 @@ package xtc
 #include <stdint.h>
 #include <stdlib.h>
 #include "xtc.h"
-#include "exec_gocall_int.h"
+#include "gobridge_int.h"
 */
 import "C"
 

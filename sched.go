@@ -11,15 +11,15 @@ package xtc
 #include <stdint.h>
 #include "xtc.h"
 #include "xtc_sched.h"
-#include "loop_int.h"
+#include "gobridge_int.h"
 
 extern int xtcGoSchedSelect(uintptr_t h, xtc_sched_lane_t *lanes, size_t n);
 
 static int xtc_go_sched_tramp(const xtc_sched_lane_t *v, size_t n, void *user)
 {
-	xtc__gocb_enter();
+	xtc__gobridge_cb_enter();
 	int rc = xtcGoSchedSelect((uintptr_t)user, (xtc_sched_lane_t *)v, n);
-	xtc__gocb_leave();
+	xtc__gobridge_cb_leave();
 	return rc;
 }
 

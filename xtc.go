@@ -6,7 +6,7 @@ package xtc
 #include <stdint.h>
 #include <stdlib.h>
 #include "xtc.h"
-#include "loop_int.h"
+#include "gobridge_int.h"
 
 // Exported from callbacks.go (declarations only there).
 extern int  xtcGoTask(uintptr_t h, xtc_task_t *self);
@@ -19,25 +19,25 @@ extern int  xtcGoDrain(uintptr_t h);
 // switches, parks and preemption (README, "Thread rules in a Go process").
 static int xtc_go_task_tramp(xtc_task_t *self, void *user)
 {
-	xtc__gocb_enter();
+	xtc__gobridge_cb_enter();
 	int rc = xtcGoTask((uintptr_t)user, self);
-	xtc__gocb_leave();
+	xtc__gobridge_cb_leave();
 	return rc;
 }
 
 static void xtc_go_timer_tramp(void *user)
 {
-	xtc__gocb_enter();
+	xtc__gobridge_cb_enter();
 	xtcGoTimer((uintptr_t)user);
-	xtc__gocb_leave();
+	xtc__gobridge_cb_leave();
 }
 
 static int xtc_go_drain_tramp(xtc_task_t *self, void *user)
 {
 	(void)self;
-	xtc__gocb_enter();
+	xtc__gobridge_cb_enter();
 	int rc = xtcGoDrain((uintptr_t)user);
-	xtc__gocb_leave();
+	xtc__gobridge_cb_leave();
 	return rc;
 }
 
@@ -60,7 +60,7 @@ static int xtc_go_timer_set(xtc_loop_t *loop, int64_t ns, uintptr_t h,
 // 1 when the calling thread is inside a run of loop (a Go callback of it).
 static int xtc_go_on_loop(xtc_loop_t *loop)
 {
-	return loop != NULL && xtc__loop_current() == loop;
+	return loop != NULL && xtc__gobridge_loop_current() == loop;
 }
 */
 import "C"

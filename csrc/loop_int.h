@@ -817,7 +817,7 @@ void xtc__loop_ring(xtc_loop_t *loop, int how);
 void xtc__exec_ring_run(xtc_loop_t *loop);
 
 /* The executor that owns loop, NULL for a standalone loop: the accessor
- * for code outside the executor (the Go preambles among it), which must
+ * for code outside the executor (gobridge.c among it), which must
  * not reach into loop->up. */
 static inline struct xtc_exec *xtc__loop_exec(const xtc_loop_t *loop)
 {

@@ -1,0 +1,47 @@
+/*
+ * gobridge_int.h - the one internal header the Go package's cgo preambles
+ * include (the root *.go files); csrc/gobridge.c implements it.
+ *
+ * Model: the root package wraps the C core that package csrc compiles. Its
+ * preambles hold trampolines (C->Go calls bracketed by the Go-callback
+ * guard, carrier-stack hops) and need a handful of internals. They get them
+ * here as out-of-line functions, so:
+ *  1. no struct layout of the core crosses the package boundary: a preamble
+ *     compiled with other flags than csrc (the context-switch substrate,
+ *     sanitizer defines) still agrees with the core, and csrc can change a
+ *     struct without recompiling a preamble that would silently disagree;
+ *  2. the only shared layout is the front door's completion word
+ *     (xtc__gocall_done_t, exec_gocall_int.h), which is substrate-free and
+ *     read by Go without a call on purpose (the spin-wait of Exec.Go).
+ *
+ * Rejected: including loop_int.h from the preambles (it pulled the fiber,
+ * task and loop structs into Go's build and forced the root to mirror
+ * csrc's substrate define in a tag file); exporting these as public xtc_*
+ * API (they are Go-binding plumbing with rules a C user must not rely on).
+ *
+ * Cost: one direct call per use instead of an inlined TLS access; every
+ * user is a cgo crossing (tens of ns at least), so it is not measurable.
+ */
+#ifndef XTC_GOBRIDGE_INT_H
+#define XTC_GOBRIDGE_INT_H
+
+#include "xtc.h"
+#include "xtc_exec.h"
+#include "exec_gocall_int.h"
+
+/* Bracket a C->Go call made on a carrier stack (raises the Go-callback
+ * guard: no switch, park or preemption on this thread while it is up). */
+void xtc__gobridge_cb_enter(void);
+void xtc__gobridge_cb_leave(void);
+
+/* The loop running on this thread, NULL on a thread that runs none. */
+xtc_loop_t *xtc__gobridge_loop_current(void);
+
+/* The executor owning loop, NULL for a standalone loop. */
+xtc_exec_t *xtc__gobridge_loop_exec(const xtc_loop_t *loop);
+
+/* Run fn(arg) on this thread's carrier stack with the guard raised (see
+ * loop_int.h); 0 or XTC_E_INVAL. */
+int xtc__carrier_call(void (*fn)(void *), void *arg);
+
+#endif
