@@ -151,6 +151,37 @@ func TestPreamblesIncludeOnlyTheBridge(t *testing.T) {
 	assert.NotZero(t, bridged, "no preamble includes gobridge_int.h: the test lost its subject")
 }
 
+// Every relative link of the user and maintainer docs (README.md, docs/,
+// csrc/HACKING.md, examples' READMEs) names a file or folder that exists:
+// sections move between these files, and a moved one must not leave a dead
+// link behind.
+func TestDocLinksResolve(t *testing.T) {
+	files := []string{"README.md", "csrc/HACKING.md"}
+	for _, g := range []string{"docs/*.md", "docs/*/*.md", "examples/*/*/README.md"} {
+		m, err := filepath.Glob(g)
+		require.NoError(t, err)
+		files = append(files, m...)
+	}
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	checked := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, m := range link.FindAllSubmatch(b, -1) {
+			target := string(m[1])
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "#") ||
+				strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			target, _, _ = strings.Cut(target, "#")
+			_, err := os.Stat(filepath.Join(filepath.Dir(f), target))
+			assert.NoError(t, err, "%s links to %s, which does not exist", f, m[1])
+			checked++
+		}
+	}
+	assert.NotZero(t, checked, "no relative link found: the test lost its subject")
+}
+
 // errors_gen.go must be what tools/generrors writes from xtc_errors.h.
 func TestErrorsGenUpToDate(t *testing.T) {
 	hdr, err := os.ReadFile("csrc/include/xtc_errors.h")

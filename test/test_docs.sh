@@ -8,7 +8,7 @@
 #     with .Nm on some man3 page, and every .Nm of a man3 page is a function
 #     or macro that a header still declares (no documentation of removed API);
 #  3. the overview page man/man7/xtc.7 lists every man3 page with .Xr, and
-#     README.md's module map names every public header;
+#     README.md's header table names every public header;
 #  4. when a C compiler command is given after SRCROOT, every complete program
 #     (a literal block with a main function) in an EXAMPLES section compiles
 #     against the public headers, warnings as errors.
@@ -71,7 +71,7 @@ if [ -f "$root/README.md" ]; then
 		[ -f "$h" ] || continue
 		b=$(basename "$h")
 		grep -q "^| .*\`$b\`" "$root/README.md" ||
-			err "README.md module map does not name $b"
+			err "README.md header table does not name $b"
 	done
 fi
 
