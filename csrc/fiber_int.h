@@ -317,6 +317,9 @@ int    xtc__uctx_make(xtc__fiber_t *f, xtc__ctx_start_fn start);
 void   xtc__uctx_swap(xtc__fiber_t *from, xtc__fiber_t *to);
 __attribute__((noreturn)) void xtc__uctx_jump(xtc__fiber_t *to);
 size_t xtc__uctx_size(void);
+/* Take signo out of the signal mask f's context restores when it is
+ * switched to (swapcontext makes the mask a context's, not the thread's). */
+void   xtc__uctx_sig_unblock(xtc__fiber_t *f, int signo);
 #endif
 
 /* Overflow checks of the fiber being switched away from (fiber_stack.c design

@@ -10,7 +10,10 @@
  * Cost: glibc's swapcontext makes one rt_sigprocmask syscall per switch
  * (one-way ~170 ns on the reference VM against ~6 ns for the asm switch,
  * bench/bench_switch.c; more with busy Go threads around), and it restores
- * the signal mask captured when the context was made. That is why this is
+ * the signal mask captured when the context was made or last switched
+ * away from: a mask is a context's here, the thread's with the assembly
+ * switch (fn.c takes the preemption signal out of a pooled function
+ * context's mask as well as the thread's). That is why this is
  * only the fallback for platforms without an assembly switch (meson
  * coro=ucontext), never the default, and never used under ASan, which
  * cannot follow swapcontext (fiber_int.h forces asm there).
@@ -26,6 +29,7 @@
 
 #ifdef XTC__HAVE_UCONTEXT
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <ucontext.h>
@@ -79,6 +83,13 @@ void xtc__uctx_swap(xtc__fiber_t *from, xtc__fiber_t *to)
 	struct uctx *a = from->impl, *b = to->impl;
 	if (swapcontext(&a->uc, &b->uc) != 0)
 		abort();
+}
+
+void xtc__uctx_sig_unblock(xtc__fiber_t *f, int signo)
+{
+	struct uctx *u = f->impl;
+	if (u != NULL)
+		sigdelset(&u->uc.uc_sigmask, signo);
 }
 
 void xtc__uctx_jump(xtc__fiber_t *to)

@@ -194,12 +194,19 @@ static int run_slice(xtc_fn_t *fn, fnctx_t *c, int64_t slice_ns)
 	 * with pthread_sigmask): the mask is the thread's, so every later
 	 * function on it would be uncuttable. Unblock the runtime's signal
 	 * then: one syscall, only on an overrun that no cut ended (a cut
-	 * proves the signal was deliverable). */
+	 * proves the signal was deliverable). On the ucontext substrate the
+	 * mask is the context's (swapcontext restores the one saved at the
+	 * switch out): the pooled context would bring the blocked mask back
+	 * to every later function it runs, so its saved mask loses the
+	 * signal too. */
 	if (ran >= slice_ns && xtc__ptls.st.preemptions == cuts) {
 		sigset_t ss;
 		sigemptyset(&ss);
 		sigaddset(&ss, xtc__preempt_signo());
 		pthread_sigmask(SIG_UNBLOCK, &ss, NULL);
+#ifdef XTC__CORO_UCONTEXT
+		xtc__uctx_sig_unblock(&c->fiber, xtc__preempt_signo());
+#endif
 	}
 	cur_ctx = outer_ctx;
 	xtc__preempt_run_restore(&outer);

@@ -616,15 +616,7 @@ int main(void)
 	test_errors();
 	test_preempt_resume();
 	test_short_slice_progress();
-#if !defined(XTC_CORO_UCONTEXT)
-	/* Not on the ucontext substrate: there every function after one that
-	 * blocked every signal ran uncut (5 CHECKs of this file failed, found
-	 * by a CI rehearsal), a known defect, not yet understood; swapcontext
-	 * restores each context's own signal mask on every switch. */
 	test_sigmask_restored();
-#else
-	(void)test_sigmask_restored;
-#endif
 	test_backstop();
 	test_backstop_thread_exit();
 	test_round_robin();
