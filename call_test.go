@@ -140,7 +140,9 @@ func TestExecGoCancelStopsWork(t *testing.T) {
 	require.NoError(t, err)
 	var over []float64
 	for rep := 0; rep < 5; rep++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		// the deadline counts from the kernel's start: killed before it
+		// started, it would measure nothing
+		ctx, cancel := context.WithCancel(timeoutAfterStart(t, ctest.Starts(), 10*time.Millisecond))
 		var killAt atomic.Int64
 		context.AfterFunc(ctx, func() { killAt.Store(int64(ClockMono())) })
 		_, err = e.Go(ctx, forever(), nil, WithClass(cls), WithName("forever"))
@@ -186,10 +188,11 @@ func TestExecGoAsyncKill(t *testing.T) {
 	defer e.Close()
 	_, err := e.Start()
 	require.NoError(t, err)
+	started := ctest.Starts()
 	r, err := e.GoAsync(ctest.Forever(), nil)
 	require.NoError(t, err)
 	assert.False(t, r.Pid().IsNone())
-	time.Sleep(2 * time.Millisecond)
+	waitStarted(t, started) // a kill of a running call
 	require.NoError(t, r.Kill())
 	if PreemptInvoluntarySupported() {
 		_, err = r.Wait(context.Background())

@@ -66,15 +66,21 @@ func TestCallbackPanicEachKind(t *testing.T) {
 			defer e.Fini()
 			l := e.Loop(0)
 			e.SetServiceMode(true) // only the panic ends the run
+			// the hog runs until the in-flight report came (an event:
+			// 200 ms of spinning is not one on a machine that may not run
+			// the watchdog meanwhile), then ends its run
+			c := ctest.NewCell(int64(200 * time.Millisecond))
+			defer c.Free()
 			require.NoError(t, l.SetStallFunc(func(_ *Loop, r StallReport) {
+				if r.InFlight {
+					c.Release()
+				}
 				if r.InFlight == inflight {
 					panic("stall")
 				}
 			}))
 			e.SetStallBudget(2 * time.Millisecond)
-			c := ctest.NewCell(int64(200 * time.Millisecond))
-			defer c.Free()
-			_, err = ProcSpawn(l, ctest.SpinProc(), c.Ptr(), &ProcOpts{Name: "hog"})
+			_, err = ProcSpawn(l, ctest.HoldProc(), c.Ptr(), &ProcOpts{Name: "hog"})
 			require.NoError(t, err)
 			assert.PanicsWithValue(t, "stall", func() { _ = e.Run() })
 		})
@@ -91,13 +97,16 @@ func TestStallReportInFlight(t *testing.T) {
 	got := make(chan StallReport, 4)
 	require.NoError(t, l.SetStallFunc(func(_ *Loop, r StallReport) { got <- r }))
 	e.SetStallBudget(5 * time.Millisecond)
+	// it spins 300 ms and until the first report came: "before the run
+	// ends" is then an order of events, not a race with the watchdog
 	c := ctest.NewCell(int64(300 * time.Millisecond))
 	defer c.Free()
-	pid, err := ProcSpawn(l, ctest.SpinProc(), c.Ptr(), &ProcOpts{Name: "hung-kernel"})
+	pid, err := ProcSpawn(l, ctest.HoldProc(), c.Ptr(), &ProcOpts{Name: "hung-kernel"})
 	require.NoError(t, err)
 	run, err := e.Start()
 	require.NoError(t, err)
 	first := <-got
+	c.Release()
 	select {
 	case <-run.Done():
 		t.Fatal("first report came after the run ended")

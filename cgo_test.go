@@ -330,7 +330,9 @@ func TestTimerSetWhileRunning(t *testing.T) {
 func TestFiniWhileRunningRefused(t *testing.T) {
 	l := newLoop(t)
 	stop := make(chan struct{})
+	var running atomic.Bool
 	_, err := xtc.TaskSpawn(l, func(tk *xtc.Task) xtc.TaskResult {
+		running.Store(true)
 		select {
 		case <-stop:
 			return xtc.TaskDone
@@ -343,7 +345,8 @@ func TestFiniWhileRunningRefused(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- l.Run() }()
 	// Wait until it runs, then try Fini and a second Run from here.
-	time.Sleep(20 * time.Millisecond)
+	require.Eventually(t, running.Load, 30*time.Second, 100*time.Microsecond,
+		"the loop never ran its task")
 	assert.ErrorIs(t, l.Fini(), xtc.ErrInval)
 	assert.ErrorIs(t, l.Run(), xtc.ErrInval)
 	close(stop)
@@ -461,7 +464,10 @@ func TestExitPidKillsParkedProc(t *testing.T) {
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- l.Run() }()
-	time.Sleep(10 * time.Millisecond)
+	// a kill of a proc that runs (killed before its first run, it would
+	// never have waited); it lands in its recv
+	require.Eventually(t, c.Waiting, 30*time.Second, 100*time.Microsecond,
+		"the proc never ran")
 	require.NoError(t, xtc.ExitPid(pid, 7))
 	require.NoError(t, xtc.ProcWake(pid), "waking a dying proc is harmless")
 	select {

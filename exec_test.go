@@ -131,14 +131,27 @@ func TestExecStartWaitService(t *testing.T) {
 }
 
 // gappedSubmits runs a service-mode run of e (one loop) that receives ten
-// submissions 2 ms apart (long enough to park) and returns its loop stats.
-func gappedSubmits(t *testing.T, e *Exec) LoopStats {
+// submissions with a gap before each and returns its loop stats. With
+// parks, each gap lasts until the carrier parked once more (the event,
+// not a time: a carrier the machine did not run within some milliseconds
+// would not have parked yet); otherwise it is 2 ms.
+func gappedSubmits(t *testing.T, e *Exec, parks bool) LoopStats {
 	t.Helper()
 	e.SetServiceMode(true)
 	run, err := e.Start()
 	require.NoError(t, err)
+	var parked uint64
 	for i := 0; i < 10; i++ {
-		time.Sleep(2 * time.Millisecond)
+		if parks {
+			require.Eventually(t, func() bool {
+				st, err := e.LoopStats(0)
+				return err == nil && st.Parks > parked
+			}, eventBound, 100*time.Microsecond, "the carrier never parked")
+			st, _ := e.LoopStats(0)
+			parked = st.Parks
+		} else {
+			time.Sleep(2 * time.Millisecond)
+		}
 		done := make(chan struct{})
 		require.NoError(t, e.SubmitWithin(0, func() { close(done) }, -1))
 		<-done
@@ -156,7 +169,7 @@ func TestExecLoopStatsWakes(t *testing.T) {
 	e, err := ExecInit(1)
 	require.NoError(t, err)
 	defer e.Fini()
-	st := gappedSubmits(t, e)
+	st := gappedSubmits(t, e, true)
 	assert.GreaterOrEqual(t, st.Parks, uint64(10))
 	assert.GreaterOrEqual(t, st.Wakes, uint64(1))
 	assert.LessOrEqual(t, st.Wakes, st.Parks)
@@ -175,7 +188,7 @@ func TestExecSpin(t *testing.T) {
 	assert.ErrorIs(t, e.SetSpin(-1), ErrInval)
 	require.NoError(t, e.SetSpin(time.Minute))
 	assert.Equal(t, time.Minute, e.Spin())
-	assert.Zero(t, gappedSubmits(t, e).Parks)
+	assert.Zero(t, gappedSubmits(t, e, false).Parks)
 }
 
 func TestExecTasksFromGoroutines(t *testing.T) {

@@ -125,9 +125,14 @@ func TestMailboxFlowControl(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	var again int64
 	for i := 0; i < n; i++ {
 		if i%500 == 0 {
-			time.Sleep(5 * time.Millisecond) // let it fill up
+			// let it fill up: wait until the sender is refused once more
+			// (at most i + 256 + 16 < n sent, so it must be)
+			require.Eventually(t, func() bool { return job.Again() > again },
+				eventBound, 100*time.Microsecond, "the sender was never refused")
+			again = job.Again()
 		}
 		b, err := mb.Recv(ctx)
 		require.NoError(t, err)
@@ -136,4 +141,5 @@ func TestMailboxFlowControl(t *testing.T) {
 	st, err := ProcMailboxStats(p)
 	require.NoError(t, err)
 	assert.LessOrEqual(t, st.Peak, 16)
+	assert.Positive(t, job.Again(), "the sender saw ErrAgain")
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -73,6 +74,7 @@ func TestQuantumClosed(t *testing.T) {
 	require.NoError(t, e.SetPreemptAdaptive(q))
 	stop := make(chan struct{})
 	done := make(chan struct{})
+	var rounds atomic.Int64
 	go func() { // hammers the controller while it is closed under it
 		defer close(done)
 		for {
@@ -84,9 +86,11 @@ func TestQuantumClosed(t *testing.T) {
 			_ = q.Record(time.Microsecond)
 			_ = q.Get()
 			_, _ = q.Update()
+			rounds.Add(1)
 		}
 	}()
-	time.Sleep(5 * time.Millisecond)
+	require.Eventually(t, func() bool { return rounds.Load() >= 100 }, eventBound,
+		100*time.Microsecond, "the hammer never ran")
 	q.Close() // detaches from e as well
 	close(stop)
 	<-done
@@ -113,8 +117,10 @@ func TestPreemptArmLocked(t *testing.T) {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		require.NoError(t, PreemptArm(time.Millisecond))
+		// until a tick came (bounded), not for a time the thread may
+		// spend off CPU
 		t0 := time.Now()
-		for time.Since(t0) < 30*time.Millisecond {
+		for PreemptTicks() == 0 && time.Since(t0) < eventBound {
 		}
 		ticks = PreemptTicks()
 		assert.NoError(t, PreemptDisarm())
@@ -245,9 +251,10 @@ func TestPreemptQuantum(t *testing.T) {
 // future (the caller sets stop).
 func shortsBesideKernel(t *testing.T, e *Exec, kernel unsafe.Pointer, stop ctest.Flag) *Future {
 	t.Helper()
+	started := ctest.Starts()
 	spin, err := Submit(e.Loop(0), kernel, stop.Ptr())
 	require.NoError(t, err)
-	time.Sleep(5 * time.Millisecond) // the kernel owns the loop now
+	waitStarted(t, started) // the kernel owns the loop now
 	for i := 0; i < 20; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		f, err := Submit(e.Loop(0), ctest.ShortFn(), nil)
@@ -376,8 +383,11 @@ func ExampleExec_SetPreemptCoop() {
 
 	stop := ctest.NewFlag()
 	defer stop.Free()
+	started := ctest.Starts()
 	kernel, _ := Submit(e.Loop(0), ctest.CoopSpinFn(), stop.Ptr()) // runs until stopped
-	time.Sleep(5 * time.Millisecond)
+	for ctest.Starts() == started {
+		time.Sleep(100 * time.Microsecond) // until the kernel owns the loop
+	}
 	short, _ := Submit(e.Loop(0), ctest.ShortFn(), nil)
 	v, err := short.Wait(context.Background())
 	fmt.Println("short request:", v, err, "kernel still running:", !kernel.Ready())

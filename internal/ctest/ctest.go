@@ -28,6 +28,16 @@ typedef struct ctest_cell {
 	int64_t done;   // 1 when the proc body finished
 } ctest_cell;
 
+static int ctest_cell_waiting(ctest_cell *c)
+{
+	return __atomic_load_n(&c->n, __ATOMIC_ACQUIRE) == 1;
+}
+
+static void ctest_cell_release(ctest_cell *c)
+{
+	__atomic_store_n(&c->sum, 1, __ATOMIC_RELEASE);
+}
+
 // Does nothing: spawn/exit cost and error paths.
 static void ctest_noop(void *arg)
 {
@@ -81,12 +91,14 @@ static void ctest_sleep(void *arg)
 	c->done = 1;
 }
 
-// Waits for a message forever; done stays 0 when it is killed instead.
+// Waits for a message forever (n is 1 once it runs: Waiting); done stays
+// 0 when it is killed instead.
 static void ctest_wait(void *arg)
 {
 	ctest_cell *c = arg;
 	void *m = NULL;
 	size_t len = 0;
+	__atomic_store_n(&c->n, 1, __ATOMIC_RELEASE);
 	c->rc = xtc_recv(&m, &len, -1);
 	xtc_free(m);
 	c->done = 1;
@@ -121,7 +133,7 @@ var (
 	YieldN  = unsafe.Pointer(C.ctest_fn(1)) // yields N times; Sum = N
 	RecvSum = unsafe.Pointer(C.ctest_fn(2)) // sums int64 messages until an empty one
 	Sleep   = unsafe.Pointer(C.ctest_fn(3)) // xtc_proc_sleep(N ns); RC = result
-	Wait    = unsafe.Pointer(C.ctest_fn(4)) // blocks in xtc_recv; Done=1 after a message
+	Wait    = unsafe.Pointer(C.ctest_fn(4)) // Waiting, then blocks in xtc_recv; Done=1 after a message
 )
 
 // User functions for the preemption code-map test: one in a file named
@@ -156,3 +168,10 @@ func (c Cell) Sum() int64 { return int64(c.c.sum) }
 func (c Cell) RC() int64  { return int64(c.c.rc) }
 func (c Cell) Done() bool { return c.c.done != 0 }
 func (c Cell) Free()      { C.free(unsafe.Pointer(c.c)) }
+
+// Waiting reports that a Wait proc runs (it then parks in xtc_recv).
+func (c Cell) Waiting() bool { return C.ctest_cell_waiting(c.c) != 0 }
+
+// Release ends a HoldProc spinning on the cell (an atomic store of its
+// second word).
+func (c Cell) Release() { C.ctest_cell_release(c.c) }

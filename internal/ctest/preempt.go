@@ -7,15 +7,19 @@ package ctest
 // (xtc__preempt_pc_ok, the records of rtcode_int.h).
 
 /*
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include "xtc.h"
+
+extern _Atomic long ctest_kernel_starts; // spin.go: Starts
 
 // Spins until *stop != 0; never calls a yield point or a library function.
 XTC_PREEMPTIBLE static intptr_t gopt_spin(void *arg)
 {
 	volatile int *stop = arg;
 	uint64_t x = 1;
+	atomic_fetch_add(&ctest_kernel_starts, 1);
 	while (!*stop)
 		x = x * 6364136223846793005ull + 1442695040888963407ull;
 	return (intptr_t)(x & 1) + 1;
@@ -35,6 +39,7 @@ XTC_PREEMPTIBLE static intptr_t gopt_coop_spin(void *arg)
 	volatile int *stop = arg;
 	intptr_t yields = 0;
 	uint64_t x = 1;
+	atomic_fetch_add(&ctest_kernel_starts, 1);
 	while (!*stop) {
 		for (int k = 0; k < 256; k++)
 			x = x * 6364136223846793005ull + 1442695040888963407ull;

@@ -13,6 +13,7 @@ typedef struct gosend_job {
 	xtc_pid_t to;
 	int64_t n;
 	int64_t sent;
+	int64_t again; // sends refused with XTC_E_AGAIN (atomic: Again)
 	int exit_reason;
 } gosend_job;
 
@@ -23,8 +24,10 @@ static void gosend_proc(void *a)
 	gosend_job *j = a;
 
 	for (int64_t i = 0; i < j->n; i++) {
-		while (xtc_send(j->to, &i, sizeof(i)) == XTC_E_AGAIN)
+		while (xtc_send(j->to, &i, sizeof(i)) == XTC_E_AGAIN) {
+			__atomic_fetch_add(&j->again, 1, __ATOMIC_RELAXED);
 			xtc_proc_sleep(100000);
+		}
 		j->sent++;
 	}
 	if (j->exit_reason != 0) {
@@ -33,6 +36,11 @@ static void gosend_proc(void *a)
 			xtc_free(m);
 		xtc_exit_self(j->exit_reason);
 	}
+}
+
+static int64_t gosend_again(gosend_job *j)
+{
+	return __atomic_load_n(&j->again, __ATOMIC_RELAXED);
 }
 
 static void *gosend_fn(void) { return (void *)gosend_proc; }
@@ -66,6 +74,9 @@ func (s SendJob) Ptr() unsafe.Pointer { return unsafe.Pointer(s.j) }
 
 // Sent is how many messages went out.
 func (s SendJob) Sent() int64 { return int64(s.j.sent) }
+
+// Again counts the sends the mailbox refused as full (each retried).
+func (s SendJob) Again() int64 { return int64(C.gosend_again(s.j)) }
 
 // Free releases the job (after the proc ended).
 func (s SendJob) Free() { C.free(unsafe.Pointer(s.j)) }
