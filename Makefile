@@ -189,8 +189,10 @@ test-asan:
 # Tests with cross-thread traffic (wakes, posts, futures, pools, mailboxes).
 # proc_stress is left out: its 10^6-proc churn takes >8 min under TSan.
 # preempt and fn skip themselves (TSan defers asynchronous signals).
+# proc-epoll and batch-epoll: the same programs on the epoll backend.
 TSAN_TESTS ?= exec exec_stress class stall sched loop async timer future blocking launch mailbox proc fiber \
-	osproc fn preempt migrate batch stop pacing exit_race exec_gocall durations
+	osproc fn preempt migrate batch stop pacing exit_race exec_gocall durations \
+	proc-epoll batch-epoll
 test-tsan:
 	@$(SETUP) $(BUILD)-tsan $(WERROR) -Db_sanitize=thread -Db_lundef=false \
 		-Dbenches=false $(MESON_OPTS)
@@ -240,7 +242,7 @@ freeze-hunt: c-build
 # whole-process freezes and single-thread freezes (-t).
 FREEZE_SAN_RUNS ?= 2
 FREEZE_ASAN_TESTS ?= $(filter-out proc_stress churn exec_stress pacing,$(FREEZE_TESTS)) durations
-FREEZE_TSAN_TESTS ?= $(filter-out preempt fn exec_stress pacing,$(TSAN_TESTS))
+FREEZE_TSAN_TESTS ?= $(filter-out preempt fn exec_stress pacing %-epoll,$(TSAN_TESTS))
 freeze-hunt-asan:
 	@$(SETUP) $(BUILD)-asan $(WERROR) -Db_sanitize=address,undefined \
 		-Db_lundef=false -Dcoro=asm -Dbenches=false $(MESON_OPTS)
