@@ -3,59 +3,70 @@
  * loop, drains its submission ring, steals, spins, parks, and ends the run
  * when every loop is quiescent.
  *
- * Parking: the carrier publishes how it sleeps in loop->sleeping and
- * re-checks its inputs (Dekker with the producers, who publish their work
- * with a seq_cst RMW and then read the word). With an fd armed it blocks
- * in its poller and the first producer writes the eventfd; with none (the
- * common case for a compute carrier) it sleeps on a futex on that word and
- * the first producer's FUTEX_WAKE is the whole wake path: no eventfd
- * write, no poll completion, no read on the woken side (measured: spawn to
- * first run 7 -> 3 us p50 from a C thread here). The producer exchanges the
- * word to 0, so later producers of the same park pay no syscall. The spin
- * before parking is adaptive: a carrier whose recent idle gaps ended within
- * SPIN_MAX_NS spins up to twice that gap (a busy producer's next item is
- * caught with no kernel wake on either side); one with long gaps spins only
- * SPIN_ROUNDS pauses, so an idle CPU is not burnt. The waker stamps the
- * ring (loop->wake_at) and the woken carrier counts how late it resumed
- * (xtc_exec_loop_stats: parks, wakes, wake_ns, slow_wakes, wake_max_ns): on a
- * 2-vCPU guest some wake-ups resume 2-9 ms late whatever the scheduler
- * does, and a benchmark must be able to tell. Where that matters more than
- * a CPU, xtc_exec_set_spin makes an idle carrier poll longer first (after
- * the quiescence check, capped at its next loop timer and steal poll, so
- * neither is late and a run still ends). A parked carrier also
- * asks the kernel for a short slice (kslice_*), so its wake-up preempts
- * the thread that woke it instead of queueing behind it (a goroutine's
- * spawn -> first run: 12 -> 4 us p50 here); it drops it when busy.
- * Carriers start spread over the caller's CPUs and then widen to its whole
- * mask (spread_start: a placement, not a pinning).
- * While idle (steal, spins, quiescence check; ended before it parks) a
- * carrier watches the receiver that parked on its loop last
- * (loop_int.h, watched wakes): a cross-loop send to it moves only the
- * receiver's slot line, not the inbox's lines, and the spins see it.
- * Begun at the start of the idle spell, not of the spin, so the reply of
- * a fast peer is not missed while the carrier still tries to steal
- * (bench_xloop: 7-80% of wakes taken that way when it began at the spin,
- * ~100% from the idle start; round trip, carriers on one core: 323-339
- * -> 274-285 ns, on two cores: 1126-1215 -> 861-880 ns, floor ~480 ns).
+ * Model:
+ *  1. A carrier alternates between draining its loop's submission ring (on
+ *     its own stack, in paced batches) and one loop step. Out of work, it
+ *     steals migratable procs, spins, then parks (Loom's carrier: one MPSC
+ *     queue and one poller per carrier, spin then park).
+ *  2. Parking: the carrier publishes how it sleeps in loop->sleeping and
+ *     re-checks its inputs. With an fd armed it blocks in its poller and
+ *     the first producer writes the eventfd; with none (the common case
+ *     for a compute carrier) it sleeps on a futex on that word and the
+ *     first producer's FUTEX_WAKE is the whole wake path: no eventfd write,
+ *     no poll completion, no read on the woken side. The producer exchanges
+ *     the word to 0, so later producers of the same park pay no syscall.
+ *  3. The spin before parking is adaptive: a carrier whose recent idle gaps
+ *     ended within SPIN_MAX_NS spins up to twice that gap (a busy
+ *     producer's next item is caught with no kernel wake on either side);
+ *     one with long gaps spins only SPIN_ROUNDS pauses.
+ *     xtc_exec_set_spin makes an idle carrier poll longer first, capped at
+ *     its next loop timer and steal poll, so neither is late and a run
+ *     still ends.
+ *  4. A parked carrier asks the kernel for a short slice (kslice_*), so its
+ *     wake-up preempts the thread that woke it instead of queueing behind
+ *     it; it drops it when busy. Carriers start spread over the caller's
+ *     CPUs and then widen to its whole mask (spread_start: a placement, not
+ *     a pinning).
+ *  5. While idle (steal, spins, quiescence check; ended before it parks) a
+ *     carrier watches the receiver that parked on its loop last (loop_int.h,
+ *     watched wakes): a cross-loop send to it moves only the receiver's
+ *     slot line, and the spins see it. The watch begins with the idle
+ *     spell, not the spin, so a fast peer's reply is not missed while the
+ *     carrier still tries to steal.
+ *  6. The waker stamps loop->wake_at and the woken carrier counts how late
+ *     it resumed (xtc_exec_loop_stats: parks, wakes, wake_ns, slow_wakes,
+ *     wake_max_ns): a virtual machine resumes some wake-ups milliseconds
+ *     late whatever the scheduler does, and a benchmark must be able to
+ *     tell.
  *
- * Quiescence (run returns): a carrier whose loop is locally quiescent
- * publishes an idle generation; it then checks that every carrier shows a
- * non-zero idle generation, that every inbox and ring is empty, and that
- * every generation is unchanged since the first pass. A carrier clears its
- * generation before it drains or steals anything, so during the window
- * between the passes no loop processed work, nobody could post, and every
- * queue was seen empty: nothing can ever run again (a foreign thread that
- * submits concurrently with quiescence races the end of the run, as the
- * reference allows). Service mode skips the check.
+ * Invariants:
+ *  1. Park is Dekker with the producers: they publish work with a seq_cst
+ *     RMW and then read loop->sleeping; the carrier publishes
+ *     loop->sleeping and then re-reads every input. No wake is lost.
+ *  2. Quiescence (the run returns): a carrier whose loop is locally
+ *     quiescent publishes an idle generation, then checks that every
+ *     carrier shows a non-zero idle generation, that every inbox and ring
+ *     is empty, and that every generation is unchanged since the first
+ *     pass. A carrier clears its generation before it drains or steals
+ *     anything, so between the passes no loop processed work, nobody could
+ *     post, and every queue was seen empty: nothing can run again. A
+ *     foreign thread that submits concurrently races the end of the run,
+ *     as libxtc allows. Service mode skips the check.
+ *  3. A carrier that cannot set up the preemption its executor asked for
+ *     ends the run with the error; it never runs uncut silently.
  *
- * Alternatives rejected: a global live counter bumped on every spawn and
- * reap (a shared cache line on the hottest path); a condition variable per
- * carrier (a mutex on the producer path; the futex on the word the
- * producers already read is the same wake without it); spinning until the
- * next item whatever the history (burns a core of a 2-core machine);
- * yielding the producer's CPU after a wake (helps only when the kernel
- * queues the carrier behind the producer, costs the producer a syscall;
- * the short kernel slice gets the same effect on the carrier's side).
+ * Rejected:
+ *  1. A global live counter bumped on every spawn and reap: a shared cache
+ *     line on the hottest path.
+ *  2. A condition variable per carrier: a mutex on the producer path; the
+ *     futex on the word producers already read is the same wake without it.
+ *  3. Spinning until the next item whatever the history: burns a core of a
+ *     2-core machine.
+ *  4. Yielding the producer's CPU after a wake: helps only when the kernel
+ *     queues the carrier behind the producer and costs the producer a
+ *     syscall; the short kernel slice gets the effect on the carrier's side.
+ *  5. Pinning carriers: the machine's other work, cpusets that change and
+ *     the user's own placement are the kernel's to balance.
  */
 #include "rtcode_int.h" /* first: this file is runtime code */
 #include <errno.h>

@@ -2,99 +2,99 @@
  * preempt.c - the preemption seam (xtc_preempt_arm & co), the signal
  * handler with its safety checks, no-preempt regions and deferral
  * accounting. The map of code that must never be interrupted is
- * preempt_codemap.c; what a run publishes (deadlines, contention, cost,
- * the overhead budget) is preempt_run.c; who signals is
- * preempt_monitor.c.
+ * preempt_codemap.c, the code declared preemptible preempt_allow.c, lock
+ * tracking preempt_locks.c; what a run publishes (deadlines, contention,
+ * cost, the overhead budget) is preempt_run.c; who signals is
+ * preempt_monitor.c. The carrier/monitor protocol is in preempt_int.h.
  *
- * Model (see preempt_int.h for the carrier/monitor protocol)
- *  - Arming registers the calling thread with the monitor (preempt_monitor.c): it
- *    gets a slot whose deadline says when its current work overruns. A
- *    plain armed thread ticks every interval; a loop carrier publishes a
- *    deadline per fiber run (xtc__preempt_run_begin/run_end) and nothing
- *    while idle, so idle carriers receive no signal. An executor run with
- *    nothing else to run on its loop is published alone (a soft slice
- *    end, a far hard deadline) until someone contends for the carrier:
- *    preempting it would only dispatch it again, at the price of a signal.
- *  - Who signals (preempt_monitor.c, "the trigger"): an executor carrier's own
- *    slice timer, a producer contending an overdue run, the carrier's
- *    tick net (a timer on its CPU clock that rides the kernel tick: the
- *    safety net of runs producers time, and of alone runs), or the
- *    monitor (plain armed threads, carriers without those timers). The
- *    handler tells the tick net (its si_value) from the slice timer, and
- *    a timer expiry (SI_TIMER) from a queued signal: an
- *    expiry carries no generation, so it is due only if the slot's current
- *    deadline passed, or for a slice end once it is in its window (the
- *    last half of the slice, XTC__SLICE_EARLY_DIV: the timer is left there
- *    for the short runs that start meanwhile, preempt_monitor.c); an early one
- *    re-arms the timer for the current run.
- *  - The handler (SA_SIGINFO | SA_ONSTACK | SA_RESTART, a real-time signal
- *    >= SIGRTMIN+3, initial-exec TLS only, errno saved) accepts only a
- *    signal queued by the monitor for the carrier's current run generation.
- *    It counts a tick and sets the pending flag. With the involuntary path
- *    on it preempts only when every check passes: a fiber of the current
- *    run is running, its no-preempt count is zero, it holds no lock, no Go
- *    callback is active, the SP lies in that fiber's stack with headroom
- *    for the save area, and the PC is in code declared preemptible. Then it only rewrites the saved context:
- *    RSP skips the red zone and "pushes" the old RIP, RIP points at the
- *    trampoline (arch/preempt_x86_64_sysv_elf.S). The switch happens after
- *    sigreturn, on the fiber's own stack. Never inside the handler: the
- *    alternate stack and the signal mask belong to the handler. On aarch64
- *    (no memory-indirect branch, so no register is free for the return
- *    jump) the handler copies the whole signal frame onto the fiber's stack
- *    and the trampoline resumes with rt_sigreturn on the copy.
- *  - Safety: what may be interrupted (xtc_preempt(3) SAFETY). Library code
- *    assumes nothing else runs on its thread until a call returns: its
- *    locks, pthread_once initialisers and thread-local state (an error
- *    queue, a DRBG, an error handler). Measured with every object but libc
- *    preemptible (test/real_libs.c, internal/reallib): sqlite3, OpenSSL's
- *    first use and method store, pcre2's JIT compiler, a preloaded
- *    jemalloc or tcmalloc deadlocked; a shared serialized sqlite
- *    connection crashed; OpenSSL's error queue and libxml2's error handlers
- *    crossed requests; RAND_bytes repeated across requests; a kill inside
- *    sqlite left its mutex held. So the map denies by default: a fiber is
- *    redirected only while its PC is in code declared preemptible
- *    (preempt_allow.c: the XTC_PREEMPTIBLE section of every loaded object,
- *    objects allowed by name, ranges declared at run time) and while it
- *    holds no lock (preempt_locks.c counts pthread mutexes, rwlocks, spin
- *    locks and pthread_once initialisers per fiber: SP_LOCK). The two are
- *    complementary: lock tracking alone (the old map with tracking,
- *    XTC_PREEMPT_POLICY_ANY) fixes every deadlock above but not the
- *    thread-local state (the OpenSSL error queue and libxml2 cases still
- *    fail), which is why undeclared code is denied; deny by default alone
- *    leaves declared code that takes a lock, and third-party code compiled
- *    into a Go binary under XTC_PREEMPT_POLICY_PROGRAM, exposed. The
- *    policies that allow more are explicit opt-ins (xtc_preempt_set_policy,
- *    XTC_PREEMPT_POLICY). Because a kill only ends a fiber where it is
- *    suspended (a yield, a park, or this redirect), kills land only where
- *    a preemption may; xtc_proc_at_exit frees what they would leak. The
- *    trampoline keeps errno per fiber and marks the fiber (invol) so the
- *    loop never hands it to another carrier before it resumes.
- *  - A refused preemption is deferred: counted by reason, flagged, and the
- *    deadline re-armed a quarter slice (at least twice the measured cost)
- *    later so the trigger asks again, then an eighth of the time the same
- *    run has refused so far (at most 50 ms): a kernel back from a library
- *    call is cut soon after, a carrier blocked in a lock wait gets ~20
- *    signals a second instead of ~10 000, and after
- *    XTC_PREEMPT_BLOCKED_NS of refusals the run is reported once (write(2)
- *    from the handler: its fiber, why, the PC, and the fibers preempted on
- *    the carrier); the next yield check, park point or the end of a
- *    no-preempt region honours it. Rejected: a return trap (rewriting the
- *    return address of the library call on the fiber's stack: without
- *    unwind information in the handler a stale word that looks like one
- *    would be corrupted). A signal that finds the
- *    carrier in its own scheduler code (between a switch and the run's
- *    bookkeeping) is not a deferral of user code: the carrier reaches a
- *    boundary by itself, so it sets no pending flag; an expiry re-times
- *    the run from its slice end (or half a slice on), a producer's signal
- *    lets the next poll ask again. Re-asking a quarter slice later there
- *    fed an interrupt storm on a slow hypervisor (every expiry stalled the
- *    carrier past the next one: a 50 us slice collapsed at 10% load).
+ * Model:
+ *  1. Arming registers the calling thread with the monitor
+ *     (preempt_monitor.c): it gets a slot whose deadline says when its
+ *     current work overruns. A plain armed thread ticks every interval; a
+ *     loop carrier publishes a deadline per fiber run
+ *     (xtc__preempt_run_begin/run_end) and nothing while idle, so idle
+ *     carriers receive no signal. An executor run with nothing else to run
+ *     on its loop is published alone (a soft slice end, a far hard
+ *     deadline) until someone contends for the carrier: preempting it would
+ *     only dispatch it again, at the price of a signal.
+ *  2. The handler (SA_SIGINFO | SA_ONSTACK | SA_RESTART, a real-time signal
+ *     >= SIGRTMIN+3, initial-exec TLS only, errno saved) tells the tick net
+ *     (its si_value) from the slice timer, and a timer expiry (SI_TIMER,
+ *     no generation: due only if the slot's current deadline passed, or
+ *     for a slice end once it is in its window, the last half of the
+ *     slice, XTC__SLICE_EARLY_DIV) from a queued signal (due only for the
+ *     carrier's current run generation). An early expiry re-arms the timer
+ *     for the current run. A due signal counts a tick and sets the pending
+ *     flag that the fiber's next cooperative check (xtc_yield_if_due)
+ *     honours.
+ *  3. With the involuntary path on, a due signal redirects the fiber when
+ *     every check of invariant 2 passes: the handler only rewrites the
+ *     saved context (x86-64: RSP skips the red zone and "pushes" the old
+ *     RIP, RIP points at the trampoline, arch/preempt_x86_64_sysv_elf.S);
+ *     the switch happens after sigreturn, on the fiber's own stack, where
+ *     the trampoline saves the full register state with xsave and yields.
+ *     On aarch64 (no memory-indirect branch, so no register is free for
+ *     the return jump) the handler copies the whole signal frame onto the
+ *     fiber's stack and the trampoline resumes with rt_sigreturn on the
+ *     copy.
+ *  4. Safety is deny by default (xtc_preempt(3) SAFETY). Library code
+ *     assumes nothing else runs on its thread until a call returns: its
+ *     locks, pthread_once initialisers and thread-local state (an error
+ *     queue, a DRBG, an error handler). So a fiber is redirected only while
+ *     its PC is in code declared preemptible (preempt_allow.c: the
+ *     XTC_PREEMPTIBLE section of every loaded object, objects allowed by
+ *     name, ranges declared at run time) and it holds no lock
+ *     (preempt_locks.c counts pthread mutexes, rwlocks, spin locks and
+ *     pthread_once initialisers per fiber). The two are complementary:
+ *     lock tracking alone (XTC_PREEMPT_POLICY_ANY) prevents the deadlocks
+ *     but not the crossed thread-local state; deny by default alone leaves
+ *     declared code that takes a lock exposed. The policies that allow
+ *     more are explicit opt-ins (xtc_preempt_set_policy, XTC_PREEMPT_POLICY).
+ *  5. A refused preemption is deferred: counted by reason, flagged, and the
+ *     deadline re-armed a quarter slice (at least twice the measured cost)
+ *     later so the trigger asks again, then an eighth of the time the same
+ *     run has refused so far (at most 50 ms): a kernel back from a library
+ *     call is cut soon after, a carrier blocked in a lock wait is not
+ *     flooded. After XTC_PREEMPT_BLOCKED_NS of refusals the run is reported
+ *     once (write(2) from the handler: its fiber, why, the PC, and the
+ *     fibers preempted on the carrier). The next yield check, park point or
+ *     the end of a no-preempt region honours a deferred preemption.
+ *  6. A signal that finds the carrier in its own scheduler code (between a
+ *     switch and the run's bookkeeping) is not a deferral of user code: the
+ *     carrier reaches a boundary by itself, so no pending flag is set; an
+ *     expiry re-times the run from its slice end (or half a slice on), a
+ *     producer's signal lets the next poll ask again. Re-asking sooner fed
+ *     an interrupt storm on a slow hypervisor, where each expiry stalled
+ *     the carrier past the next one.
  *
- * Rejected: switching fibers inside the handler (reuses the alternate stack
- * and runs with the signal masked); fxsave (loses the upper halves of the
- * vector registers); preempting anywhere (malloc deadlocks); a deny-list of
- * system libraries as the default (every other library, and every malloc
- * replacement, was preemptible anywhere: the failures above).
+ * Invariants:
+ *  1. The handler never switches fibers and never blocks: it counts, flags
+ *     and at most rewrites the interrupted context.
+ *  2. A fiber is redirected only if all hold: it belongs to the current run,
+ *     its no-preempt count is zero, it holds no tracked lock, no Go
+ *     callback is active on the thread, its SP lies in its own stack with
+ *     headroom for the save area (and inside its guard: a stack overflow
+ *     is reported, not redirected), and its PC is in declared code outside
+ *     the runtime, libc, the loader and the vDSO.
+ *  3. Kills land only where a preemption may: a kill ends a fiber where it
+ *     is suspended (a yield, a park, or this redirect); xtc_proc_at_exit
+ *     frees what a kill would leak.
+ *  4. The trampoline keeps errno per fiber and marks the fiber (invol), so
+ *     the loop never hands it to another carrier before it resumes.
+ *
+ * Rejected:
+ *  1. Switching fibers inside the handler: it would reuse the alternate
+ *     stack and run with the signal masked.
+ *  2. fxsave: loses the upper halves of the vector registers.
+ *  3. Preempting anywhere outside the runtime, or a deny-list of system
+ *     libraries as the default: every other library and every malloc
+ *     replacement was then preemptible anywhere; sqlite3, OpenSSL,
+ *     libxml2, pcre2's JIT, jemalloc and tcmalloc deadlocked, crashed or
+ *     crossed requests' state (test/real_libs.c, internal/reallib).
+ *  4. A return trap (rewriting the return address of the library call on
+ *     the fiber's stack, to preempt at its return): without unwind
+ *     information the handler cannot tell a return address from a stale
+ *     word that looks like one, and would corrupt it.
  */
 #include "rtcode_int.h" /* first: this file is runtime code */
 #ifndef _GNU_SOURCE

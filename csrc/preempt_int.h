@@ -61,7 +61,7 @@
 #define XTC__PREEMPT_MIN_SLICE_NS 2000
 /* The least a signal handler's re-ask waits after the handler (preempt.c
  * not_before): above what an expiry costs on a slow hypervisor (~41 us
- * measured, reference/tail-diagnosis.md) once doubled cost measurements
+ * measured by `bench_preempt floor`) once doubled cost measurements
  * exist; before them, this. */
 #define XTC__PREEMPT_REASK_MIN_NS 20000
 

@@ -1,130 +1,100 @@
 /*
- * preempt_monitor.c - the preemption trigger: per-carrier slice timers, the direct
- * producer signal, and the safety-net monitor thread (LibPreemptible's
- * timer thread, without UINTR).
+ * preempt_monitor.c - the preemption trigger: per-carrier slice timers, the
+ * direct producer signal, the tick net, and the safety-net monitor thread
+ * (LibPreemptible's timer thread, without UINTR).
  *
  * Model: a fixed table of 64-byte slots, one per armed carrier thread. A
  * carrier publishes in its own slot the CLOCK_MONOTONIC deadline of the run
  * it is executing (INT64_MAX when idle or between runs) and a generation
- * bumped per run.
- *
- * Trigger (what makes a preemption happen), in order of preference:
+ * bumped per run; an alone run also carries a hard deadline, its slice end
+ * being a soft one that applies once the slot is marked contended
+ * (preempt_int.h). Triggers, in order of preference:
  *  1. The carrier's own timer: each executor carrier owns a
- *     timer_create(CLOCK_MONOTONIC, SIGEV_THREAD_ID) timer that signals
- *     that thread only. A sliced run may be preempted anywhere in
- *     [deadline - slice/2, deadline] (XTC__SLICE_EARLY_DIV, "the window"):
- *     a run that starts while the timer fires inside its window leaves it
- *     alone, otherwise it re-arms it at its deadline (xtc__ctimer_want).
- *     So back-to-back short runs re-arm once per half slice of busy time
- *     and an expiry never finds a run that is not due; work known to be
- *     long (it used half a slice of this service already and was cut at
- *     its last slice end) is armed at its deadline exactly, so it gets
- *     its whole slice; work that yields by itself keeps the window (its
- *     whole slice re-armed the timer at every xtc_yield). Measured here, an
- *     expiry costs the carrier ~15 us and a re-arm to a near expiry 1-5
- *     us (both exit to the hypervisor): the earlier rule (keep any expiry
- *     in (now, deadline], re-arm early ones from the handler) spent one
- *     expiry plus one re-arm per slice of busy time even when nothing
- *     overran, 20-30% of a carrier at a 50 us slice, and A1 collapsed at
- *     50-70% load. The kernel delivers it from the timer interrupt of
- *     the carrier's own CPU: no third thread has to be scheduled, which on
- *     a 2-vCPU machine with the load generator spinning on the other CPU
- *     was the whole tail (the monitor ran only after the carrier parked).
- *     An idle carrier disarms it before it parks; a lone run does not arm
- *     it at all (below).
- *  2. Producers poll (xtc__preempt_contend, from every submission or
- *     post that finds the carrier running): the first marks the run
- *     contended and leaves a safety net with the monitor; every one that
- *     finds the run past its slice end signals the carrier directly
- *     (rt_tgsigqueueinfo with the run's generation), once per run
- *     (contended 1 -> 2). A run that starts while producers' work waits in
- *     the ring or the inbox, or right after the carrier drained some, is
- *     timed the same way (xtc__preempt_run_begin, XTC__RUN_POLLED): no timer
- *     syscall on any path that runs per request. Measured on a
- *     software-virtualised guest, where a near re-arm costs 13 us and a
- *     disarm-at-park a few more, the per-request arms (a producer arming
- *     the carrier's timer for each alone run it contended, the carrier
- *     arming for each batch it drained, and disarming at every park) were
- *     11-15 thousand a second at 10% of A1, 15-40% of the carrier; with
- *     polling they are a few hundred. The carrier's own timer (1.) stays
- *     for what no producer comes back for: work its run made ready, ready
- *     work that was not just submitted (procs sharing a loop), loop timers.
- *  3. The tick net: the safety net behind producers' polls (a run they
- *     time whose producers went quiet) and of alone runs (nothing else to
- *     run on the loop; their hard deadline, XTC__PREEMPT_ALONE_NS). Each
- *     carrier also owns a periodic timer on its own thread CPU clock
- *     (XTC__TICK_NET_NS, si_value XTC__TICK_NET_SIVAL). The kernel checks
- *     thread CPU timers only from its tick, on the thread's CPU, so it
- *     expires at most once per tick and only while the carrier runs: no
- *     interrupt of its own (measured on the software-virtualised guest:
- *     7.05% of a spinning thread lost with it, 7.29% without), no third
- *     thread, nothing while idle. An expiry preempts a run past its slice
- *     end while contended, past its hard deadline, or with a deferral
- *     pending (preempt.c tick_net_due); else it does nothing. Rejected:
- *     the monitor's net per run (below; it woke for every run's net, ~1000
- *     times a second on a busy carrier: each wake-up a context switch on
- *     the carrier's CPU or the load generator's; a carrier serving 5 us
- *     requests back to back ran 16% slower than with preemption off, 9%
- *     with the tick net); a CLOCK_MONOTONIC net timer (an interrupt
- *     per net, ~40 us each on that guest). The price: a quiet producer's
- *     run is cut at the first tick after its slice end (up to a tick, 4
- *     ms at HZ=250) instead of 1 ms after it.
+ *     timer_create(CLOCK_MONOTONIC, SIGEV_THREAD_ID) timer that signals that
+ *     thread only, delivered from the timer interrupt of the carrier's own
+ *     CPU, so no third thread has to be scheduled. A sliced run may be
+ *     preempted anywhere in [deadline - slice/2, deadline]
+ *     (XTC__SLICE_EARLY_DIV, "the window"): a run that starts while the
+ *     timer fires inside its window leaves it alone, otherwise it re-arms it
+ *     at its deadline (xtc__ctimer_want). Back-to-back short runs so re-arm
+ *     once per half slice of busy time and an expiry never finds a run that
+ *     is not due. Work known to be long (it used half a slice of this
+ *     service already and was cut at its last slice end) is armed at its
+ *     deadline exactly and gets its whole slice; work that yields by itself
+ *     keeps the window. An idle carrier disarms the timer before it parks; a
+ *     lone run does not arm it at all.
+ *  2. Producers poll (xtc__preempt_contend, from every submission or post
+ *     that finds the carrier running): the first marks the run contended
+ *     and leaves a safety net with the monitor; every one that finds the run
+ *     past its slice end signals the carrier directly (rt_tgsigqueueinfo
+ *     with the run's generation), once per run (contended 1 -> 2). A run
+ *     that starts while producers' work waits in the ring or the inbox, or
+ *     right after the carrier drained some, is timed the same way
+ *     (xtc__preempt_run_begin, XTC__RUN_POLLED): no timer syscall on any
+ *     path that runs per request. The carrier's timer (1.) stays for what no
+ *     producer comes back for: work its run made ready, procs sharing a
+ *     loop, loop timers.
+ *  3. The tick net: a periodic timer on the carrier's own thread CPU clock
+ *     (XTC__TICK_NET_NS, si_value XTC__TICK_NET_SIVAL), the safety net
+ *     behind producers' polls (a run they time whose producers went quiet)
+ *     and of alone runs (XTC__PREEMPT_ALONE_NS). The kernel checks thread
+ *     CPU timers only from its tick, on the thread's CPU, so it expires at
+ *     most once per tick and only while the carrier runs: no interrupt of
+ *     its own, no third thread, nothing while idle. An expiry preempts a run
+ *     past its slice end while contended, past its hard deadline, or with a
+ *     deferral pending (preempt.c tick_net_due); else it does nothing. The
+ *     price: a quiet producer's run is cut at the first tick after its
+ *     slice end (up to a tick, 4 ms at HZ=250).
  *  4. The monitor thread: the nets of a carrier without a tick net (field
  *     `net`: XTC__PREEMPT_NET_GRACE_NS, or four slices, after the slice
- *     end; an alone run at its hard deadline), everything for carriers
- *     whose timer could not be created (they keep the old monitor-driven
- *     path, counted in timer_fallbacks), threads armed with
- *     xtc_preempt_arm, deadline functions outside carriers (their thread's
- *     own timer is the backstop a grace later, preempt_run.c trigger_exact),
- *     and the adaptive quantum's periods. It sleeps on a
- *     futex with an absolute timeout and PR_SET_TIMERSLACK 1 (the default
- *     50 us slack was most of its lateness), sends at most one signal per
- *     (generation, deadline), and publishes when it will wake (wake_at) so
- *     a carrier that publishes an earlier deadline wakes it
- *     (xtc__monitor_kick).
+ *     end; an alone run at its hard deadline), everything for carriers whose
+ *     timer could not be created (the monitor-driven path, counted in
+ *     timer_fallbacks), threads armed with xtc_preempt_arm, deadline
+ *     functions outside carriers (their thread's own timer is the backstop
+ *     a grace later, preempt_run.c trigger_exact), and the adaptive
+ *     quantum's periods. It sleeps on a futex with an absolute timeout and
+ *     PR_SET_TIMERSLACK 1 (the default slack was most of its lateness),
+ *     sends at most one signal per (generation, deadline), and publishes
+ *     when it will wake (wake_at) so a carrier that publishes an earlier
+ *     deadline wakes it (xtc__monitor_kick). Its stack is sized by the
+ *     loaded objects' static TLS, which glibc carves from it.
+ * Every trigger is weighed against what a timer expiry, a re-arm and a
+ * cross-CPU signal cost on a virtual machine (an exit to the hypervisor
+ * each; `bench_preempt floor` measures them), which the overhead budget
+ * (preempt_run.c) protects a carrier from.
  *
- * Costs measured on a 2-vCPU VM with hardware virtualisation
- * (bench/bench_preempt.c, docs/xtcbench): a carrier-armed timer lands ~12
- * us late and stalls the carrier ~10-19 us per expiry (hrtimer
- * reprogramming and interrupt exits through the hypervisor); a cross-CPU
- * signal from a producer 10-12 us; the monitor woke 64 us late with the
- * default slack (13 us with slack 1) and, worse, was not scheduled at all
- * while two threads spun. On a software-virtualised 2-vCPU guest
- * (`bench_preempt floor`: syscall 1.0 us) an expiry stalls the carrier
- * ~41 us and lands ~43 us late, a near re-arm costs 13 us, a signal from
- * another CPU lands ~51 us after it is sent and stalls the carrier ~30 us:
- * what every trigger choice above is weighed against, and what the
- * overhead budget (preempt_run.c) protects a carrier from.
+ * Invariants:
+ *  1. Only the carrier writes deadline/gen/soft of its slot; any thread may
+ *     set contended, install a net for a contended run and arm its timer;
+ *     the carrier resets contended per run. Only the monitor writes its
+ *     private last-signalled record.
+ *  2. `net` is written by the carrier at run start and, for a run producers
+ *     contend, by the first of them (a CAS from INT64_MAX, never over the
+ *     carrier's own value); the monitor keys what it sent on (generation,
+ *     net). A producer that lowers the net just as the carrier starts the
+ *     next run costs at worst one early preemption of that run, a grace
+ *     period after its predecessor's slice end.
+ *  3. Slots are never freed (a freed slot has tid 0 and is skipped), and a
+ *     timer is deleted only by its carrier after it cleared `timer`. A
+ *     producer that loaded the pointer just before may call timer_settime on
+ *     a deleted id: it fails with EINVAL, harmlessly (ids are not reused
+ *     while the process holds few timers).
  *
- * Invariants of the net: `net` is written by the carrier at run start
- * and, for a run producers contend, by the first of them (a CAS from
- * INT64_MAX, so it never overwrites a carrier's own value); the monitor
- * keys what it sent on (generation, net). A producer that lowers the net
- * just as the carrier starts the next run leaves that run a net earlier
- * than its own: at worst one early preemption of it, a grace period after
- * its predecessor's slice end.
- *
- * Alone runs: a slot carries a hard deadline and a soft one (the slice
- * end). Soft applies once the slot is marked contended (preempt_int.h).
- *
- * Invariants: only the carrier writes deadline/gen/soft of its slot
- * (any thread may set contended, install a net for a contended run, and
- * arm its timer; the carrier resets contended per run); only the monitor writes its private last-signalled
- * record; slots are never freed (a freed slot has tid 0 and is skipped),
- * and a timer is deleted only by its carrier after it cleared `timer`, so
- * no thread uses a deleted timer... except a producer that loaded the
- * pointer just before: timer_settime on a deleted id fails with EINVAL,
- * harmlessly (ids are not reused while the process holds few timers).
- *
- * Rejected: per-carrier timers on CLOCK_THREAD_CPUTIME_ID (they fire only
- * at the kernel tick, 4 ms here); arming a timer per dispatch (a syscall
- * and a hypervisor exit per run of a 0.5 us request); periodic timers (an
- * interrupt per period even when fibers yield on their own); preempting
- * exactly at the deadline with "keep any earlier expiry" (above: an
- * expiry per slice of busy time that mostly found nothing due); busy-polling
- * the TSC like LibPreemptible (burns a core on a 2-core machine); a
- * SCHED_FIFO monitor (needs privilege, and each of its wakes steals the
- * load generator's CPU).
+ * Rejected:
+ *  1. Per-carrier timers on CLOCK_THREAD_CPUTIME_ID as the slice timer:
+ *     they fire only at the kernel tick.
+ *  2. Arming a timer per dispatch: a syscall and a hypervisor exit per run
+ *     of a sub-microsecond request.
+ *  3. Periodic CLOCK_MONOTONIC timers, or a monotonic net timer per run: an
+ *     interrupt per period even when fibers yield on their own.
+ *  4. Preempting exactly at the deadline and keeping any earlier expiry: an
+ *     expiry plus a re-arm per slice of busy time that mostly found nothing
+ *     due (a fifth of a carrier at a 50 us slice).
+ *  5. The monitor's net per run: it woke for every run, each wake-up a
+ *     context switch on the carrier's CPU or the load generator's.
+ *  6. Busy-polling the TSC like LibPreemptible: burns a core on a 2-core
+ *     machine. A SCHED_FIFO monitor: needs privilege, and each of its wakes
+ *     steals the load generator's CPU.
  */
 #include "rtcode_int.h" /* first: this file is runtime code */
 #ifndef _GNU_SOURCE

@@ -123,7 +123,7 @@
  * interleaved runs at load average 14 (a program that frees with free()
  * pays a malloc per message instead: it leaves the cache).
  * Rejected: blocks carved from one reserved address range that xtc_free
- * recognised by address (the design until issue 28: free() of such a
+ * recognised by address (the earlier design: free() of such a
  * block crashed in glibc with "free(): invalid pointer"); a header with a
  * magic word in front of every payload (xtc_free would have to read before
  * arbitrary malloc pointers); glibc's tcache alone (malloc + free were
