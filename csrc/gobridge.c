@@ -5,6 +5,7 @@
  * Invariant: each function is exactly the inline it wraps; nothing here
  * has behaviour of its own, so the C tests of loop_int.h cover it.
  */
+#include "rtcode_int.h" /* first: this file is runtime code (preempt_codemap.c) */
 #include "gobridge_int.h"
 #include "loop_int.h"
 
