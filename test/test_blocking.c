@@ -199,11 +199,16 @@ static void test_submit_counts(void)
 
 /* ---- kill while offloaded ------------------------------------------------- */
 
-static _Atomic int killed_job_done, after_run;
+/* Ordered by events, not by a 2 ms sleep against a 20 ms job (a loop
+ * thread frozen past both handled the job's completion first): the killer
+ * kills once the job runs, and the job ends only after the kill. */
+static _Atomic int killed_job_done, after_run, killed_job_started, kill_sent;
 static int slow_job(void *arg)
 {
 	(void)arg;
-	usleep(20000);
+	atomic_store(&killed_job_started, 1);
+	for (int i = 0; i < 30000 && !atomic_load(&kill_sent); i++)
+		usleep(1000);
 	atomic_store(&killed_job_done, 1);
 	return 3;
 }
@@ -225,8 +230,11 @@ static xtc_pid_t victim_pid;
 static void killer(void *arg)
 {
 	(void)arg;
-	CHECK(xtc_proc_sleep(2 * MS) == XTC_OK);
+	for (int i = 0; i < 30000 && !atomic_load(&killed_job_started); i++)
+		CHECK(xtc_proc_sleep(1 * MS) == XTC_OK);
+	CHECK(atomic_load(&killed_job_started) == 1);
 	CHECK(xtc_exit_pid(victim_pid, 9) == XTC_OK);
+	atomic_store(&kill_sent, 1);
 }
 
 static void test_kill_while_offloaded(void)
