@@ -96,6 +96,7 @@
 #include "xtc.h"
 
 #include "bench_util.h"
+#include "xb_floor.h" /* cmd/xtcbench: the floor probe */
 #include "xtc_exec.h"
 #include "xtc_fn.h"
 #include "xtc_preempt.h"
@@ -636,361 +637,32 @@ static void bench_yield(void)
 
 /* ---- the machine's preemption floor -------------------------------------- */
 
-/*
- * What an involuntary preemption costs on this machine before xtc does any
- * work of its own: the kernel's timer interrupt, signal delivery and
- * sigreturn, and reprogramming the timer. These are fixed by the CPU, the
- * kernel and (in a guest) the hypervisor, which turns the interrupt, the
- * deadline write and the cross-CPU IPI into VM exits; a slice cannot be
- * cheaper than they are, so the other results must be read against them.
- *
- * Model: every probe uses a raw syscall, a private real-time signal and a
- * private POSIX timer on threads of its own (pinned, so a migration never
- * shows up as a stall); nothing of xtc is on the path. A "stall" is the
- * largest gap between consecutive clock reads of a spinning thread within
- * the window of one delivery: the time the interrupt, the handler and the
- * return took from it. cmd/xtcbench/xb_floor.c measures the same
- * quantities the same way with fewer samples; keep the two in step.
- */
-#define FLOOR_AHEAD_NS 50000     /* a short slice: expiry 50 us after arming */
-#define FLOOR_TAIL_NS 5000       /* spin on after the handler ran, so the
-                                    return path is inside the window */
-#define FLOOR_LOST_NS 1000000000 /* a delivery not seen in 1 s is lost
-                                    (not merely late: the machine may be
-                                    busy and a real-time signal is queued) */
-#define FLOOR_WARM 50
-#define FLOOR_MAX (1000 + FLOOR_WARM)
-
-static int floor_sig;
-static pid_t floor_pid;
-static _Atomic int64_t floor_hit_at; /* the handler's clock read */
-static _Atomic unsigned floor_hits;
-static _Atomic int floor_stop;
-static int64_t floor_a[FLOOR_MAX], floor_b[FLOOR_MAX];
-
-static void floor_handler(int sig)
-{
-	(void)sig;
-	atomic_store_explicit(&floor_hit_at, now_ns(), memory_order_relaxed);
-	atomic_fetch_add_explicit(&floor_hits, 1, memory_order_release);
-}
-
-static pid_t floor_gettid(void)
-{
-	return (pid_t)syscall(SYS_gettid);
-}
-
-static int floor_kill(pid_t tid)
-{
-	return (int)syscall(SYS_tgkill, floor_pid, tid, floor_sig);
-}
-
-/* A thread created from a Go or xtc thread may inherit a mask that blocks
- * the signal. */
-static void floor_thread_setup(int cpu)
-{
-	sigset_t s;
-	sigemptyset(&s);
-	sigaddset(&s, floor_sig);
-	pthread_sigmask(SIG_UNBLOCK, &s, NULL);
-	if (cpu >= 0) {
-		cpu_set_t c;
-		CPU_ZERO(&c);
-		CPU_SET(cpu, &c);
-		pthread_setaffinity_np(pthread_self(), sizeof c, &c);
-	}
-}
-
-/* Spins until the handler has run `want` times in all and FLOOR_TAIL_NS
- * more have passed; returns the largest gap between two clock reads, or -1
- * if `limit` passed (or floor_stop was set) first. */
-static int64_t floor_spin(unsigned want, int64_t limit)
-{
-	int64_t prev = now_ns(), gap = 0;
-	for (;;) {
-		int64_t t = now_ns();
-		if (t - prev > gap)
-			gap = t - prev;
-		prev = t;
-		if ((int)(atomic_load_explicit(&floor_hits, memory_order_acquire) -
-		          want) >= 0) {
-			if (t - atomic_load_explicit(&floor_hit_at,
-			                             memory_order_relaxed) >= FLOOR_TAIL_NS)
-				return gap;
-		} else if (t > limit || atomic_load_explicit(&floor_stop,
-		                                             memory_order_relaxed)) {
-			return -1;
-		}
-	}
-}
-
-static double floor_med(int64_t *v, int n)
-{
-	qsort(v, (size_t)n, sizeof *v, cmp_i64);
-	return (double)v[n / 2];
-}
-
-static double floor_p99(int64_t *v, int n)
-{
-	qsort(v, (size_t)n, sizeof *v, cmp_i64);
-	return (double)v[(size_t)n * 99 / 100];
-}
-
-static struct timespec floor_ts(int64_t ns)
-{
-	struct timespec ts = { (time_t)(ns / 1000000000), (long)(ns % 1000000000) };
-	return ts;
-}
-
-struct floor_res {
-	int n, cpu_a, cpu_b;
-	double syscall_ns, self_us, late50_us, late99_us, stall50_us;
-	double near_us, far_us, cross50_us, cross_stall50_us;
-	const char *err;
-};
-
-struct floor_cross {
-	int n, cpu;
-	unsigned base;
-	_Atomic pid_t tid;
-	_Atomic int done; /* windows published */
-	int64_t *stall;
-};
-
-/* The target of the cross-CPU probe: one window per signal, back to back,
- * so the sender's pause is inside the window too (that is spinning, as a
- * carrier would be, not idling). */
-static void *floor_cross_target(void *arg)
-{
-	struct floor_cross *c = arg;
-	floor_thread_setup(c->cpu);
-	atomic_store(&c->tid, floor_gettid());
-	for (int k = 0; k < c->n; k++) {
-		int64_t gap = floor_spin(c->base + (unsigned)k + 1,
-		                         now_ns() + 2 * (int64_t)FLOOR_LOST_NS);
-		if (gap < 0)
-			break;
-		c->stall[k] = gap;
-		atomic_store_explicit(&c->done, k + 1, memory_order_release);
-	}
-	return NULL;
-}
-
-static const char *floor_cross_run(struct floor_res *r, int warm)
-{
-	struct floor_cross c = { .n = r->n + warm, .cpu = r->cpu_b,
-	                         .base = atomic_load(&floor_hits),
-	                         .stall = floor_b };
-	pthread_t th;
-	atomic_store(&floor_stop, 0);
-	if (pthread_create(&th, NULL, floor_cross_target, &c) != 0)
-		return "pthread_create";
-	pid_t tid;
-	while ((tid = atomic_load(&c.tid)) == 0)
-		;
-	const char *err = NULL;
-	for (int k = 0; k < c.n && !err; k++) {
-		int64_t t = now_ns();
-		while (atomic_load_explicit(&c.done, memory_order_acquire) < k)
-			if (now_ns() - t > FLOOR_LOST_NS) {
-				err = "cross-CPU target stopped";
-				break;
-			}
-		if (err)
-			break;
-		/* a pause that varies, so sends do not lock onto the tick */
-		int64_t go = now_ns() + 20000 + (k * 7919) % 40000;
-		while (now_ns() < go)
-			;
-		int64_t sent = now_ns();
-		if (floor_kill(tid) != 0) {
-			err = "tgkill";
-			break;
-		}
-		while (atomic_load_explicit(&c.done, memory_order_acquire) < k + 1)
-			if (now_ns() - sent > FLOOR_LOST_NS) {
-				err = "cross-CPU signal lost";
-				break;
-			}
-		if (!err && k >= warm)
-			floor_a[k - warm] = atomic_load(&floor_hit_at) - sent;
-	}
-	atomic_store(&floor_stop, 1);
-	pthread_join(th, NULL);
-	if (err)
-		return err;
-	r->cross50_us = floor_med(floor_a, r->n) / 1e3;
-	r->cross_stall50_us = floor_med(floor_b + warm, r->n) / 1e3;
-	return NULL;
-}
-
-static const char *floor_timer_run(struct floor_res *r, int warm)
-{
-	struct sigevent sev;
-	memset(&sev, 0, sizeof sev);
-	sev.sigev_notify = SIGEV_THREAD_ID;
-	sev.sigev_signo = floor_sig;
-	sev._sigev_un._tid = floor_gettid();
-	timer_t tm;
-	if (timer_create(CLOCK_MONOTONIC, &sev, &tm) != 0)
-		return "timer_create";
-	const char *err = NULL;
-	const struct itimerspec off = { { 0, 0 }, { 0, 0 } };
-	struct itimerspec its = off;
-	/* expiry FLOOR_AHEAD_NS ahead; a sample whose timer fired inside the
-	 * arming call (the thread was descheduled) has no window: redo it */
-	int k = 0, tries = 0;
-	while (k < r->n + warm && !err) {
-		if (++tries > 4 * (r->n + warm)) {
-			err = "timer fired too early too often";
-			break;
-		}
-		unsigned want = atomic_load(&floor_hits) + 1;
-		int64_t exp = now_ns() + FLOOR_AHEAD_NS;
-		its.it_value = floor_ts(exp);
-		if (timer_settime(tm, TIMER_ABSTIME, &its, NULL) != 0) {
-			err = "timer_settime";
-			break;
-		}
-		int64_t armed = now_ns();
-		int64_t gap = floor_spin(want, exp + FLOOR_LOST_NS);
-		if (gap < 0) {
-			err = "timer signal lost";
-			break;
-		}
-		int64_t hit = atomic_load(&floor_hit_at);
-		if (hit < armed)
-			continue;
-		if (k >= warm) {
-			floor_a[k - warm] = hit - exp;
-			floor_b[k - warm] = gap;
-		}
-		k++;
-	}
-	if (!err) {
-		r->late99_us = floor_p99(floor_a, r->n) / 1e3;
-		r->late50_us = floor_med(floor_a, r->n) / 1e3;
-		r->stall50_us = floor_med(floor_b, r->n) / 1e3;
-	}
-	/* Arming cost alone: near = earlier than anything else queued on this
-	 * CPU (the tick is >= 1 ms away at any HZ, and this thread keeps it
-	 * running), so the clock event device is reprogrammed; far = behind
-	 * the tick, a queue insert only. Disarmed before it can fire, untimed. */
-	const int64_t ahead[2] = { FLOOR_AHEAD_NS, 1000000000 };
-	double *dst[2] = { &r->near_us, &r->far_us };
-	for (int w = 0; w < 2 && !err; w++) {
-		for (int i = 0; i < r->n + warm; i++) {
-			int64_t t0 = now_ns();
-			its.it_value = floor_ts(t0 + ahead[w]);
-			timer_settime(tm, TIMER_ABSTIME, &its, NULL);
-			int64_t t1 = now_ns();
-			timer_settime(tm, 0, &off, NULL);
-			if (i >= warm)
-				floor_a[i - warm] = t1 - t0;
-		}
-		*dst[w] = floor_med(floor_a, r->n) / 1e3;
-	}
-	timer_delete(tm);
-	return err;
-}
-
-static void *floor_probe(void *arg)
-{
-	struct floor_res *r = arg;
-	int warm = FLOOR_WARM;
-	floor_thread_setup(r->cpu_a);
-	pid_t self = floor_gettid();
-
-	/* a syscall that does nothing: the kernel entry/exit floor */
-	const int batch = 50;
-	for (int k = 0; k < r->n + warm; k++) {
-		int64_t t0 = now_ns();
-		for (int i = 0; i < batch; i++)
-			syscall(SYS_getppid);
-		if (k >= warm)
-			floor_a[k - warm] = (now_ns() - t0) / batch;
-	}
-	r->syscall_ns = floor_med(floor_a, r->n);
-
-	/* signal to self: delivered on the way out of tgkill */
-	for (int k = 0; k < r->n + warm; k++) {
-		unsigned h = atomic_load(&floor_hits);
-		int64_t t0 = now_ns();
-		floor_kill(self);
-		int64_t t1 = now_ns();
-		if (atomic_load(&floor_hits) == h) {
-			r->err = "self signal not delivered";
-			return NULL;
-		}
-		if (k >= warm)
-			floor_a[k - warm] = t1 - t0;
-	}
-	r->self_us = floor_med(floor_a, r->n) / 1e3;
-
-	if ((r->err = floor_timer_run(r, warm)) != NULL)
-		return NULL;
-	if (r->cpu_b >= 0)
-		r->err = floor_cross_run(r, warm);
-	return NULL;
-}
-
-/* Runs every probe on a thread of its own, with a signal that is neither
- * xtc's preemption signal nor left behind. */
-static const char *floor_measure(struct floor_res *r, int n)
-{
-	memset(r, 0, sizeof *r);
-	r->n = n;
-	r->cpu_a = r->cpu_b = -1;
-	cpu_set_t set;
-	if (sched_getaffinity(0, sizeof set, &set) == 0)
-		for (int c = 0; c < CPU_SETSIZE && r->cpu_b < 0; c++)
-			if (CPU_ISSET(c, &set)) {
-				if (r->cpu_a < 0)
-					r->cpu_a = c;
-				else
-					r->cpu_b = c;
-			}
-	floor_sig = SIGRTMIN + 7;
-	if (floor_sig == xtc_preempt_signal())
-		floor_sig++;
-	floor_pid = getpid();
-	struct sigaction sa, old;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = floor_handler;
-	sa.sa_flags = SA_RESTART;
-	sigemptyset(&sa.sa_mask);
-	if (sigaction(floor_sig, &sa, &old) != 0)
-		return "sigaction";
-	pthread_t th;
-	if (pthread_create(&th, NULL, floor_probe, r) != 0)
-		r->err = "pthread_create";
-	else
-		pthread_join(th, NULL);
-	sigaction(floor_sig, &old, NULL);
-	return r->err;
-}
-
+/* What an involuntary preemption costs on this machine before xtc does any
+ * work of its own (the kernel's timer interrupt, signal delivery and
+ * sigreturn, re-arming the timer; in a guest each is a VM exit): a slice
+ * cannot be cheaper, so the other results are read against it. The probe
+ * is cmd/xtcbench/xb_floor.c, compiled into this program by meson. */
 static void bench_floor(void)
 {
-	struct floor_res r;
-	const char *err = floor_measure(&r, quick ? 200 : 1000);
+	xb_floor_t r;
+	const char *err = xb_floor_measure(&r, quick ? 200 : XB_FLOOR_NMAX);
 	if (err) {
 		fprintf(stderr, "bench_preempt: floor: %s\n", err);
 		return;
 	}
 	printf("floor_syscall_ns %.0f ns\n", r.syscall_ns);
-	printf("floor_self_signal_us %.2f us\n", r.self_us);
-	printf("floor_timer_late_p50_us %.1f us\n", r.late50_us);
-	printf("floor_timer_late_p99_us %.1f us\n", r.late99_us);
-	printf("floor_timer_stall_p50_us %.1f us\n", r.stall50_us);
-	printf("floor_arm_near_us %.2f us\n", r.near_us);
-	printf("floor_arm_far_us %.2f us\n", r.far_us);
-	if (r.cpu_b < 0) {
+	printf("floor_self_signal_us %.2f us\n", r.self_signal_us);
+	printf("floor_timer_late_p50_us %.1f us\n", r.timer_late_p50_us);
+	printf("floor_timer_late_p99_us %.1f us\n", r.timer_late_p99_us);
+	printf("floor_timer_stall_p50_us %.1f us\n", r.timer_stall_p50_us);
+	printf("floor_arm_near_us %.2f us\n", r.arm_near_us);
+	printf("floor_arm_far_us %.2f us\n", r.arm_far_us);
+	if (!r.cross) {
 		fprintf(stderr, "bench_preempt: floor: one CPU, no cross-CPU probe\n");
 		return;
 	}
-	printf("floor_cross_signal_p50_us %.1f us\n", r.cross50_us);
-	printf("floor_cross_stall_p50_us %.1f us\n", r.cross_stall50_us);
+	printf("floor_cross_signal_p50_us %.1f us\n", r.cross_signal_p50_us);
+	printf("floor_cross_stall_p50_us %.1f us\n", r.cross_stall_p50_us);
 }
 
 int main(int argc, char **argv)

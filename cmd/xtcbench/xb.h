@@ -158,28 +158,8 @@ void     xb_hog_kernel_arm(void);
 uint64_t xb_hog_kernel(void);
 void     xb_hog_kernel_stop(void);
 
-/* ---- the machine's preemption floor (xb_floor.c) ----
- * Medians over XB_FLOOR_N samples: getppid; tgkill to self with handler
- * and return; a timer armed 50 us ahead by the spinning thread it
- * signals (lateness, and the largest clock-read gap around the expiry);
- * timer_settime to the CPU's earliest expiry and to a later one; tgkill
- * from another CPU to a spinning thread (only when two CPUs are allowed:
- * cross = 1). */
-#define XB_FLOOR_N 300
-typedef struct xb_floor {
-	int    samples;
-	int    signo; /* the real-time signal used */
-	double syscall_ns;
-	double self_signal_us;
-	double timer_late_p50_us;
-	double timer_late_p99_us;
-	double timer_stall_p50_us;
-	double arm_near_us;
-	double arm_far_us;
-	int    cross;
-	double cross_signal_p50_us;
-	double cross_stall_p50_us;
-} xb_floor_t;
-int xb_floor(xb_floor_t *out, char *why);
+/* ---- the machine's preemption floor (xb_floor.c, xb_floor.h) ---- */
+#include "xb_floor.h"
+int xb_floor(xb_floor_t *out, char *why); /* XB_FLOOR_N samples */
 
 #endif

@@ -226,3 +226,13 @@ XTC_PREEMPTIBLE intptr_t xb_spin_call_coop(void *arg)
 
 void *xb_spin_call_fn(void) { return (void *)xb_spin_call; }
 void *xb_spin_call_coop_fn(void) { return (void *)xb_spin_call_coop; }
+
+int xb_floor(xb_floor_t *out, char *why)
+{
+	const char *err = xb_floor_measure(out, XB_FLOOR_N);
+	if (err != NULL) {
+		snprintf(why, XB_WHY, "floor: %s", err);
+		return XB_FAIL;
+	}
+	return XB_OK;
+}

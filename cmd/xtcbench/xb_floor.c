@@ -14,12 +14,16 @@
  * migration never looks like a stall and nothing of xtc or Go is on the
  * path. A stall is the largest gap between consecutive clock reads of a
  * spinning thread within the window of one delivery: the time the
- * interrupt, the handler and the return took from it. bench/bench_preempt.c
- * (argument `floor`) measures the same quantities the same way with more
- * samples; keep the two in step. Medians over XB_FLOOR_N samples after a
- * warm-up; the whole run takes about 0.1-0.2 s.
+ * interrupt, the handler and the return took from it. Medians over n
+ * samples after a warm-up; at XB_FLOOR_N the whole run takes about 0.1-0.2
+ * s. This is the one implementation: xtcbench calls it through xb_floor()
+ * (xb_common.c), and meson compiles this file into bench/bench_preempt
+ * (argument `floor`), which takes more samples. It uses only libc and
+ * xtc_preempt_signal(), so it builds in both.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -31,8 +35,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "xb.h"
-#include "xb_api.h"
+#include "xtc.h"
+#include "xb_floor.h"
 
 #define AHEAD_NS 50000 /* a short slice: expiry 50 us after arming */
 #define TAIL_NS 5000   /* spin on after the handler, so the return path is
@@ -40,19 +44,27 @@
 #define LOST_NS 1000000000 /* not seen in 1 s: lost, not merely late (a
                               real-time signal is queued) */
 #define WARM 30
-#define NMAX (XB_FLOOR_N + WARM)
+#define NMAX (XB_FLOOR_NMAX + WARM)
 
 static int     fl_sig;
 static pid_t   fl_pid;
 static _Atomic int64_t  fl_hit_at; /* the handler's clock read */
 static _Atomic unsigned fl_hits;
 static _Atomic int      fl_stop;
+static int     fl_n; /* samples of this measurement */
 static int64_t fl_a[NMAX], fl_b[NMAX];
+
+static int64_t fl_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static void fl_handler(int sig)
 {
 	(void)sig;
-	atomic_store_explicit(&fl_hit_at, xb_now(), memory_order_relaxed);
+	atomic_store_explicit(&fl_hit_at, fl_now(), memory_order_relaxed);
 	atomic_fetch_add_explicit(&fl_hits, 1, memory_order_release);
 }
 
@@ -87,9 +99,9 @@ static void fl_thread_setup(int cpu)
  * `limit` passed (or fl_stop was set) first. */
 static int64_t fl_spin(unsigned want, int64_t limit)
 {
-	int64_t prev = xb_now(), gap = 0;
+	int64_t prev = fl_now(), gap = 0;
 	for (;;) {
-		int64_t t = xb_now();
+		int64_t t = fl_now();
 		if (t - prev > gap)
 			gap = t - prev;
 		prev = t;
@@ -146,7 +158,7 @@ static void *fl_cross_target(void *arg)
 	atomic_store(&c->tid, fl_gettid());
 	for (int k = 0; k < c->n; k++) {
 		int64_t gap = fl_spin(c->base + (unsigned)k + 1,
-		                      xb_now() + 2 * (int64_t)LOST_NS);
+		                      fl_now() + 2 * (int64_t)LOST_NS);
 		if (gap < 0)
 			break;
 		fl_b[k] = gap;
@@ -157,7 +169,7 @@ static void *fl_cross_target(void *arg)
 
 static const char *fl_cross(fl_run_t *r)
 {
-	const int n = XB_FLOOR_N;
+	const int n = fl_n;
 	fl_cross_t c = { .n = n + WARM, .cpu = r->cpu_b,
 	                 .base = atomic_load(&fl_hits) };
 	pthread_t th;
@@ -169,24 +181,24 @@ static const char *fl_cross(fl_run_t *r)
 		;
 	const char *err = NULL;
 	for (int k = 0; k < c.n && !err; k++) {
-		int64_t t = xb_now();
+		int64_t t = fl_now();
 		while (!err && atomic_load_explicit(&c.done, memory_order_acquire) < k)
-			if (xb_now() - t > LOST_NS)
+			if (fl_now() - t > LOST_NS)
 				err = "cross-CPU target stopped";
 		if (err)
 			break;
 		/* a pause that varies, so sends do not lock onto the tick */
-		int64_t go = xb_now() + 20000 + (k * 7919) % 40000;
-		while (xb_now() < go)
+		int64_t go = fl_now() + 20000 + (k * 7919) % 40000;
+		while (fl_now() < go)
 			;
-		int64_t sent = xb_now();
+		int64_t sent = fl_now();
 		if (fl_kill(tid) != 0) {
 			err = "tgkill to the other CPU failed";
 			break;
 		}
 		while (!err &&
 		       atomic_load_explicit(&c.done, memory_order_acquire) < k + 1)
-			if (xb_now() - sent > LOST_NS)
+			if (fl_now() - sent > LOST_NS)
 				err = "cross-CPU signal lost";
 		if (!err && k >= WARM)
 			fl_a[k - WARM] = atomic_load(&fl_hit_at) - sent;
@@ -203,7 +215,7 @@ static const char *fl_cross(fl_run_t *r)
 
 static const char *fl_timer(fl_run_t *r)
 {
-	const int n = XB_FLOOR_N;
+	const int n = fl_n;
 	struct sigevent sev;
 	memset(&sev, 0, sizeof sev);
 	sev.sigev_notify = SIGEV_THREAD_ID;
@@ -224,13 +236,13 @@ static const char *fl_timer(fl_run_t *r)
 			break;
 		}
 		unsigned want = atomic_load(&fl_hits) + 1;
-		int64_t exp = xb_now() + AHEAD_NS;
+		int64_t exp = fl_now() + AHEAD_NS;
 		its.it_value = fl_ts(exp);
 		if (timer_settime(tm, TIMER_ABSTIME, &its, NULL) != 0) {
 			err = "timer_settime failed";
 			break;
 		}
-		int64_t armed = xb_now();
+		int64_t armed = fl_now();
 		int64_t gap = fl_spin(want, exp + LOST_NS);
 		if (gap < 0) {
 			err = "timer signal lost";
@@ -259,10 +271,10 @@ static const char *fl_timer(fl_run_t *r)
 	double *dst[2] = { &r->out->arm_near_us, &r->out->arm_far_us };
 	for (int w = 0; w < 2 && !err; w++) {
 		for (int i = 0; i < n + WARM; i++) {
-			int64_t t0 = xb_now();
+			int64_t t0 = fl_now();
 			its.it_value = fl_ts(t0 + ahead[w]);
 			timer_settime(tm, TIMER_ABSTIME, &its, NULL);
-			int64_t t1 = xb_now();
+			int64_t t1 = fl_now();
 			timer_settime(tm, 0, &off, NULL);
 			if (i >= WARM)
 				fl_a[i - WARM] = t1 - t0;
@@ -277,27 +289,27 @@ static void *fl_probe(void *arg)
 {
 	fl_run_t   *r = arg;
 	xb_floor_t *o = r->out;
-	const int   n = XB_FLOOR_N;
+	const int   n = fl_n;
 	fl_thread_setup(r->cpu_a);
 	pid_t self = fl_gettid();
 
 	/* a syscall that does nothing: the kernel entry/exit floor */
 	const int batch = 50;
 	for (int k = 0; k < n + WARM; k++) {
-		int64_t t0 = xb_now();
+		int64_t t0 = fl_now();
 		for (int i = 0; i < batch; i++)
 			syscall(SYS_getppid);
 		if (k >= WARM)
-			fl_a[k - WARM] = (xb_now() - t0) / batch;
+			fl_a[k - WARM] = (fl_now() - t0) / batch;
 	}
 	o->syscall_ns = fl_q_us(fl_a, n, 50) * 1e3;
 
 	/* a signal to self is delivered on the way out of tgkill */
 	for (int k = 0; k < n + WARM; k++) {
 		unsigned h = atomic_load(&fl_hits);
-		int64_t t0 = xb_now();
+		int64_t t0 = fl_now();
 		fl_kill(self);
-		int64_t t1 = xb_now();
+		int64_t t1 = fl_now();
 		if (atomic_load(&fl_hits) == h) {
 			r->err = "a signal to self was not delivered";
 			return NULL;
@@ -314,13 +326,15 @@ static void *fl_probe(void *arg)
 	return NULL;
 }
 
-int xb_floor(xb_floor_t *out, char *why)
+const char *xb_floor_measure(xb_floor_t *out, int n)
 {
 	/* the probes share static buffers and one handler */
 	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 	fl_run_t r = { out, -1, -1, NULL };
 	memset(out, 0, sizeof *out);
-	out->samples = XB_FLOOR_N;
+	if (n < 1 || n > XB_FLOOR_NMAX)
+		return "sample count out of range";
+	out->samples = n;
 	cpu_set_t set;
 	if (sched_getaffinity(0, sizeof set, &set) == 0)
 		for (int c = 0; c < CPU_SETSIZE && r.cpu_b < 0; c++)
@@ -331,13 +345,14 @@ int xb_floor(xb_floor_t *out, char *why)
 					r.cpu_b = c;
 			}
 	pthread_mutex_lock(&mu);
+	fl_n = n;
 	fl_sig = SIGRTMIN + 7;
 	if (fl_sig == xtc_preempt_signal())
 		fl_sig++;
 	out->signo = fl_sig;
 	fl_pid = getpid();
-	/* Go's handler for this signal is put back afterwards; the signal is
-	 * only ever sent to the probe's own threads meanwhile. */
+	/* A Go process's handler for this signal is put back afterwards; the
+	 * signal is only ever sent to the probe's own threads meanwhile. */
 	struct sigaction sa, old;
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = fl_handler;
@@ -345,8 +360,7 @@ int xb_floor(xb_floor_t *out, char *why)
 	sigemptyset(&sa.sa_mask);
 	if (sigaction(fl_sig, &sa, &old) != 0) {
 		pthread_mutex_unlock(&mu);
-		snprintf(why, XB_WHY, "sigaction(%d) failed", fl_sig);
-		return XB_FAIL;
+		return "sigaction failed";
 	}
 	pthread_t th;
 	if (pthread_create(&th, NULL, fl_probe, &r) != 0)
@@ -355,9 +369,5 @@ int xb_floor(xb_floor_t *out, char *why)
 		pthread_join(th, NULL);
 	sigaction(fl_sig, &old, NULL);
 	pthread_mutex_unlock(&mu);
-	if (r.err) {
-		snprintf(why, XB_WHY, "floor: %s", r.err);
-		return XB_FAIL;
-	}
-	return XB_OK;
+	return r.err;
 }
