@@ -156,7 +156,7 @@ func (r *CallResult) Kill() error {
 // The executor must be running (Start) or be started later for fn to run.
 // Errors (*Error): ErrClosed for a nil or closed executor (also matches
 // ErrInval), ErrInval for a nil fn, a class of another executor or a loop
-// out of range, ErrAgain when too many calls are in flight (16384),
+// out of range, ErrAgain when too many calls are in flight (1 << 20 per executor),
 // ErrNomem, ErrResource (the loop's proc cap), ErrAborted when the proc was
 // killed by someone else or dropped at Fini.
 func (e *Exec) Go(ctx context.Context, fn, arg unsafe.Pointer, opts ...CallOption) (int64, error) {

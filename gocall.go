@@ -6,11 +6,15 @@ package xtc
 // steps of LaunchFn) reaches a carrier and how its result comes back.
 //
 // Design (the C half is csrc/exec_gocall.c, whose note has the measured why):
-//   - one table per executor, made on the executor's first call: a fixed
-//     slab of C call records (xtc__gocalls) and, on this side, one slot
-//     per record (a reusable channel, the waiter's state); the free list
-//     of indices is a LIFO stack here, so the records in use stay few and
-//     hot. No allocation per call on the synchronous path.
+//   - one table per executor, made on the executor's first call: a slab
+//     of slabs of C call records (xtc__gocalls: chunks of 1024, never
+//     moved) and, on this side, one slot per record (a reusable channel,
+//     the waiter's state) in chunks of the same size; the free list of
+//     indices is a LIFO stack here, so the records in use stay few and
+//     hot. When it is empty the next chunk is made (the C records and the
+//     slots together, under the free list's lock), up to callCapacity
+//     calls in flight; past that a call returns ErrAgain. No allocation
+//     per call on the synchronous path.
 //   - submit: one cgo call fills record i and pushes it on the chosen
 //     carrier's submission ring; the carrier drains its ring in batches
 //     on its own stack and starts each call as a proc of its loop (class,
@@ -20,7 +24,7 @@ package xtc
 //     (at most max(1, GOMAXPROCS/2) spin at once) polls its record's
 //     waiter word for up to callSpin: the settlement is then a store the
 //     caller sees, with no ring entry, no doorbell and no goroutine wake.
-//     Every other call gets its index through the completion ring, which
+//     Every other call gets its index through the completion stack, which
 //     one goroutine per table serves: it pops settled indices in batches
 //     (one cgo call per batch) and hands each to its waiter's channel; it
 //     spins a little with Gosched before it arms the eventfd and parks in
@@ -52,15 +56,26 @@ import (
 	"context"
 	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
 )
 
-// callCapacity bounds the calls of one executor in flight at once (C
-// records); past it a call returns ErrAgain.
-const callCapacity = 1 << 14
+// callCapacity is the hard limit of the calls of one executor in flight
+// at once (C records, made a chunk at a time as calls overlap); past it a
+// call returns ErrAgain. A variable for the tests only.
+var callCapacity = 1 << 20
+
+// callChunk: records per chunk (C.XTC__GOCALLS_CHUNK).
+const callChunk = 1024
+
+// slotChunk is one chunk of slots and its C records' base.
+type slotChunk struct {
+	base  unsafe.Pointer // the chunk's first xtc__gocall_done_t
+	slots [callChunk]callSlot
+}
 
 // callSpin is how long a caller that found the executor idle polls its
 // record before it parks: a short call on an awake carrier comes back in
@@ -70,7 +85,7 @@ const callCapacity = 1 << 14
 // the carrier on a 2-vCPU machine.
 var callSpin = 10 * time.Microsecond
 
-// serverSpin is how long the completion server polls the ring (yielding
+// serverSpin is how long the completion server polls the stack (yielding
 // its P between polls) before it arms the doorbell and parks.
 var serverSpin = 10 * time.Microsecond
 
@@ -94,17 +109,20 @@ type callSlot struct {
 type goCalls struct {
 	e      *Exec
 	t      *C.xtc__gocalls_t
-	base   unsafe.Pointer // record 0's xtc__gocall_done_t
 	stride uintptr
 	bell   *os.File
 
-	slots []callSlot
+	// chunks[c] is set once, before any of its indices is handed out
+	// (under mu), and never changes: readers load it without the lock
+	chunks  []atomic.Pointer[slotChunk]
+	nchunks int // under mu
+	limit   int // the hard limit (callCapacity rounded up by C)
 
 	mu   sync.Mutex
 	free []uint32 // LIFO
 
 	live     atomic.Int64 // slots taken
-	awaited  atomic.Int64 // calls whose settlement will come through the ring
+	awaited  atomic.Int64 // calls whose settlement will come through the stack
 	spinners atomic.Int32
 	maxSpin  int32
 	closed   atomic.Bool
@@ -122,8 +140,11 @@ func (e *Exec) callTable() (*goCalls, error) {
 	if g := e.gc.Load(); g != nil {
 		return g, nil
 	}
+	if C.XTC__GOCALLS_CHUNK != callChunk {
+		panic("xtc: callChunk differs from XTC__GOCALLS_CHUNK")
+	}
 	var t *C.xtc__gocalls_t
-	if rc := C.xtc__gocalls_create(e.c, callCapacity, &t); rc != 0 {
+	if rc := C.xtc__gocalls_create(e.c, C.uint32_t(callCapacity), &t); rc != 0 {
 		return nil, mkerr("xtc_proc_spawn", int(rc))
 	}
 	n := int(C.xtc__gocalls_cap(t))
@@ -132,15 +153,16 @@ func (e *Exec) callTable() (*goCalls, error) {
 	g := &goCalls{
 		e:      e,
 		t:      t,
-		base:   C.xtc__gocalls_base(t),
 		stride: uintptr(C.xtc__gocalls_stride()),
 		bell:   os.NewFile(uintptr(fd), "xtc-calls"),
-		slots:  make([]callSlot, n),
-		free:   make([]uint32, n),
+		chunks: make([]atomic.Pointer[slotChunk], (n+callChunk-1)/callChunk),
+		limit:  n,
 		exited: make(chan struct{}),
 	}
-	for i := range g.free {
-		g.free[i] = uint32(n - 1 - i) // pops 0 first
+	if err := g.grow(); err != nil { // chunk 0, made with the table
+		_ = g.bell.Close()
+		C.xtc__gocalls_destroy(t)
+		return nil, err
 	}
 	g.maxSpin = int32(runtime.GOMAXPROCS(0) / 2)
 	if g.maxSpin < 1 {
@@ -151,32 +173,61 @@ func (e *Exec) callTable() (*goCalls, error) {
 	return g, nil
 }
 
+// grow makes the next chunk (mu held, or the table not yet published):
+// its C records, its slots, its indices on the free list (lowest popped
+// first). ErrAgain at the hard limit.
+func (g *goCalls) grow() error {
+	c := g.nchunks
+	if c >= len(g.chunks) {
+		return errReason("xtc_proc_spawn", ErrAgain,
+			"too many calls in flight ("+strconv.Itoa(g.limit)+")")
+	}
+	var base unsafe.Pointer
+	if rc := C.xtc__gocalls_chunk(g.t, C.uint32_t(c), &base); rc != 0 {
+		return mkerr("xtc_proc_spawn", int(rc))
+	}
+	g.chunks[c].Store(&slotChunk{base: base})
+	g.nchunks++
+	for j := callChunk - 1; j >= 0; j-- {
+		g.free = append(g.free, uint32(c*callChunk+j))
+	}
+	return nil
+}
+
+func (g *goCalls) slot(i uint32) *callSlot {
+	return &g.chunks[i/callChunk].Load().slots[i%callChunk]
+}
+
 func (g *goCalls) done(i uint32) *C.xtc__gocall_done_t {
-	return (*C.xtc__gocall_done_t)(unsafe.Add(g.base, uintptr(i)*g.stride))
+	k := g.chunks[i/callChunk].Load()
+	return (*C.xtc__gocall_done_t)(unsafe.Add(k.base, uintptr(i%callChunk)*g.stride))
 }
 
 func (g *goCalls) waiter(i uint32) *atomic.Uint32 {
 	return (*atomic.Uint32)(unsafe.Pointer(&g.done(i).waiter))
 }
 
-func (g *goCalls) alloc() (uint32, bool) {
+func (g *goCalls) alloc() (uint32, error) {
 	g.mu.Lock()
 	n := len(g.free)
 	if n == 0 {
-		g.mu.Unlock()
-		return 0, false
+		if err := g.grow(); err != nil {
+			g.mu.Unlock()
+			return 0, err
+		}
+		n = len(g.free)
 	}
 	i := g.free[n-1]
 	g.free = g.free[:n-1]
 	g.mu.Unlock()
 	g.live.Add(1)
-	return i, true
+	return i, nil
 }
 
 // release hands slot i back once nothing of its call is left (the record
 // settled and read, or abandoned and settled).
 func (g *goCalls) release(i uint32) {
-	g.slots[i].st.Store(slotFree)
+	g.slot(i).st.Store(slotFree)
 	g.mu.Lock()
 	g.free = append(g.free, i)
 	g.mu.Unlock()
@@ -200,7 +251,7 @@ func (g *goCalls) result(i uint32, op string) (int64, error) {
 	return v, nil
 }
 
-// serve is the one consumer of the table's completion ring.
+// serve is the one consumer of the table's completion stack.
 func (g *goCalls) serve() {
 	var buf [256]C.uint32_t
 	var b [8]byte
@@ -228,7 +279,7 @@ func (g *goCalls) serve() {
 	C.xtc__gocalls_destroy(g.t)
 }
 
-// spinPop polls the ring for up to serverSpin before the server parks,
+// spinPop polls the stack for up to serverSpin before the server parks,
 // while settlements are still to come through it (an idle table parks at
 // once). Like spin it holds its P (no Gosched storm) but for a shorter
 // time. It does not spin for calls merely not yet released: right after a
@@ -257,7 +308,7 @@ func (g *goCalls) peek() bool {
 
 func (g *goCalls) deliver(i uint32) {
 	g.awaited.Add(-1)
-	s := &g.slots[i]
+	s := g.slot(i)
 	for {
 		switch s.st.Load() {
 		case slotSync:
@@ -340,11 +391,11 @@ func (e *Exec) submitCall(op string, fn unsafe.Pointer, arg C.uintptr_t, li int,
 	if err != nil {
 		return nil, 0, false, err
 	}
-	i, ok := g.alloc()
-	if !ok {
-		return nil, 0, false, errReason(op, ErrAgain, "too many calls in flight (16384)")
+	i, err := g.alloc()
+	if err != nil {
+		return nil, 0, false, err
 	}
-	s := &g.slots[i]
+	s := g.slot(i)
 	if st == slotSync && s.ch == nil {
 		s.ch = make(chan struct{}, 1)
 	}
@@ -409,9 +460,9 @@ func (e *Exec) callSync(ctx context.Context, fn unsafe.Pointer, arg C.uintptr_t,
 			g.release(i)
 			return v, err
 		}
-		g.awaited.Add(1) // it comes through the ring now
+		g.awaited.Add(1) // it comes through the stack now
 	}
-	s := &g.slots[i]
+	s := g.slot(i)
 	select {
 	case <-s.ch:
 		v, err := g.result(i, op)

@@ -40,8 +40,13 @@ static intptr_t f_ident(void *a) { return (intptr_t)a; }
 
 static xtc__gocall_done_t *done_of(xtc__gocalls_t *t, uint32_t i)
 {
-	return (xtc__gocall_done_t *)((char *)xtc__gocalls_base(t) +
-	                              (size_t)i * xtc__gocalls_stride());
+	void *base = NULL;
+
+	/* the record's chunk, made if no submission made it yet */
+	if (xtc__gocalls_chunk(t, i / XTC__GOCALLS_CHUNK, &base) != XTC_OK)
+		abort();
+	return (xtc__gocall_done_t *)((char *)base +
+	    (size_t)(i % XTC__GOCALLS_CHUNK) * xtc__gocalls_stride());
 }
 
 static void *run_main(void *a)

@@ -1,8 +1,8 @@
 /*
  * exec_gocall.c - the Go front door's C half: a call from a goroutine (Exec.Go,
  * GoInt, GoAsync, LaunchFn's steps) as a record of a fixed slab, started
- * by a carrier from its submission ring and settled exactly once into a
- * completion ring (contract: exec_exec_gocall_int.h).
+ * by a carrier from its submission ring and settled exactly once onto a
+ * completion stack (contract: exec_gocall_int.h).
  *
  * Why. The first front door built each call from the general pieces: a
  * calloc'd record, a promise/future pair, a completion-queue registration
@@ -28,16 +28,27 @@
  *     the submitter is polling the record (it asked to spin and the table
  *     was idle when it submitted) it takes the result itself: no ring, no
  *     doorbell, no wake of any thread. Otherwise the index is pushed on
- *     the completion ring, and the eventfd is written only if the reader
+ *     the completion stack, and the eventfd is written only if the reader
  *     armed it before sleeping (one write per sleep, not per completion).
  *
  * Exactly once: every path that ends a record (the hook, a start that
  * found the kill word or failed to spawn, a post dropped by a finalised
  * loop, xtc__gocalls_settle after xtc_exec_fini for submissions the fini
  * dropped unrun) goes through settle(), and only the one that moves the
- * state word to DONE publishes. The completion ring has as many slots as
- * there are records and holds at most one entry per record, so it is
- * never full.
+ * state word to DONE publishes. The completion stack is intrusive (a
+ * link in the record, a record on it at most once): never full, no
+ * allocation, one CAS per push; the consumer takes it whole with one
+ * exchange and reverses it (oldest first).
+ *
+ * Records: a slab of slabs. Chunks of XTC__GOCALLS_CHUNK records are made
+ * the first time one of their indices is used (a CAS installs the chunk
+ * pointer; a loser frees its copy) and are never moved, so a record's
+ * address stays valid for the table's life and the caller may read it
+ * without a call; the only bound is the hard limit given at creation
+ * (1 << 20 at most). A fixed slab of 16384 refused calls with
+ * XTC_E_AGAIN (ErrAgain in Go) under an open-loop overload; a realloc'd
+ * array would move records under readers; a completion ring needs a
+ * slot per record, so it would have to grow with them.
  *
  * Kill: the killer stores the kill word, then reads the state; the start
  * stores STARTED (after the pid), then reads the kill word (both seq_cst):
@@ -88,24 +99,25 @@ typedef struct gocall {
 	xtc__gocalls_t *tab;
 	xtc_pid_t pid;
 	xtc__post_t post;     /* the inbox fallback */
+	struct gocall *cnext; /* the completion stack's link */
 	char name[XTC_PROC_NAME_MAX];
 } __attribute__((aligned(64))) gocall_t;
 
-typedef struct cring_slot {
-	_Atomic uint64_t seq;
-	uint32_t idx;
-} cring_slot_t;
+#define GC_CHUNK_SHIFT 10
+#define GC_CHUNK       (1u << GC_CHUNK_SHIFT)     /* records per chunk */
+#define GC_CHUNKS      (GC_MAX >> GC_CHUNK_SHIFT) /* chunk pointers */
 
 struct xtc__gocalls {
 	uint32_t magic;
-	uint32_t mask;
+	uint32_t mask;                          /* the hard limit - 1 */
 	xtc_exec_t *exec;
 	int fd;
 	int fd_released;
-	gocall_t *recs;
-	cring_slot_t *ring;
-	_Alignas(64) _Atomic uint64_t tail;     /* producers (settlements) */
-	_Alignas(64) uint64_t head;             /* the consumer */
+	/* the records: chunks of GC_CHUNK, made on first use, never moved
+	 * (a record's address is valid for the table's life) */
+	_Atomic(gocall_t *) chunk[GC_CHUNKS];
+	_Alignas(64) _Atomic(gocall_t *) chead; /* settlements (LIFO) */
+	_Alignas(64) gocall_t *cpriv;           /* the consumer's, oldest first */
 	_Atomic int armed;
 	_Alignas(64) _Atomic int64_t inflight; /* submitted, not settled */
 	_Atomic uint32_t hi;                    /* records ever used: [0, hi) */
@@ -116,6 +128,45 @@ struct xtc__gocalls {
 static int tab_ok(const xtc__gocalls_t *t)
 {
 	return t != NULL && t->magic == GC_MAGIC;
+}
+
+/* Chunk c of the records, made on first use (any thread: the first
+ * installer wins, a loser frees its copy). calloc: the pages of records
+ * never used are never touched (the caller's free list is LIFO, so the
+ * hot records stay few). NULL when out of memory. */
+static gocall_t *chunk_get(xtc__gocalls_t *t, uint32_t c)
+{
+	gocall_t *k = atomic_load_explicit(&t->chunk[c], memory_order_acquire);
+	gocall_t *nil = NULL;
+
+	if (k != NULL)
+		return k;
+	k = calloc(GC_CHUNK, sizeof(*k));
+	if (k == NULL)
+		return NULL;
+	for (uint32_t i = 0; i < GC_CHUNK; i++) {
+		k[i].idx = (c << GC_CHUNK_SHIFT) | i;
+		k[i].tab = t;
+	}
+	if (!atomic_compare_exchange_strong_explicit(&t->chunk[c], &nil, k,
+	        memory_order_acq_rel, memory_order_acquire)) {
+		free(k);
+		return nil;
+	}
+	return k;
+}
+
+/* Record idx when its chunk exists (every index a caller handed to a
+ * submission: rec_claim made the chunk), else NULL. */
+static gocall_t *rec_at(const xtc__gocalls_t *t, uint32_t idx)
+{
+	gocall_t *k;
+
+	if (idx > t->mask)
+		return NULL;
+	k = atomic_load_explicit(&((xtc__gocalls_t *)t)->chunk[idx >> GC_CHUNK_SHIFT],
+	                         memory_order_acquire);
+	return k == NULL ? NULL : &k[idx & (GC_CHUNK - 1)];
 }
 
 int xtc__gocalls_create(xtc_exec_t *e, uint32_t cap, xtc__gocalls_t **out)
@@ -132,35 +183,23 @@ int xtc__gocalls_create(xtc_exec_t *e, uint32_t cap, xtc__gocalls_t **out)
 	t = calloc(1, sizeof(*t));
 	if (t == NULL)
 		return XTC_E_NOMEM;
-	/* calloc: the pages of records never used are never touched (the
-	 * caller's free list is LIFO, so the hot records stay few) */
-	t->recs = calloc(n, sizeof(*t->recs));
-	t->ring = calloc(n, sizeof(*t->ring));
-	if (t->recs == NULL || t->ring == NULL)
-		goto nomem;
-	for (uint32_t i = 0; i < n; i++) {
-		atomic_init(&t->ring[i].seq, i);
-		t->recs[i].idx = i;
-		t->recs[i].tab = t;
+	t->mask = n - 1;
+	t->exec = e;
+	t->magic = GC_MAGIC;
+	/* the first chunk now, so that a table that exists can take a call */
+	if (chunk_get(t, 0) == NULL) {
+		free(t);
+		return XTC_E_NOMEM;
 	}
 	t->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (t->fd < 0) {
 		int err = errno;
-		free(t->recs);
-		free(t->ring);
+		free(atomic_load(&t->chunk[0]));
 		free(t);
 		return err == ENOMEM ? XTC_E_NOMEM : XTC_E_IO;
 	}
-	t->mask = n - 1;
-	t->exec = e;
-	t->magic = GC_MAGIC;
 	*out = t;
 	return XTC_OK;
-nomem:
-	free(t->recs);
-	free(t->ring);
-	free(t);
-	return XTC_E_NOMEM;
 }
 
 void xtc__gocalls_destroy(xtc__gocalls_t *t)
@@ -170,8 +209,8 @@ void xtc__gocalls_destroy(xtc__gocalls_t *t)
 	t->magic = 0;
 	if (!t->fd_released)
 		close(t->fd);
-	free(t->recs);
-	free(t->ring);
+	for (uint32_t c = 0; c < GC_CHUNKS; c++)
+		free(atomic_load(&t->chunk[c]));
 	free(t);
 }
 
@@ -191,9 +230,26 @@ void xtc__gocalls_release_fd(xtc__gocalls_t *t)
 		t->fd_released = 1;
 }
 
-void *xtc__gocalls_base(const xtc__gocalls_t *t)
+int xtc__gocalls_chunk(xtc__gocalls_t *t, uint32_t c, void **base)
 {
-	return tab_ok(t) ? (void *)t->recs : NULL;
+	gocall_t *k;
+
+	if (!tab_ok(t) || base == NULL)
+		return XTC_E_INVAL;
+	if (c > (t->mask >> GC_CHUNK_SHIFT) ||
+	    (c << GC_CHUNK_SHIFT) > t->mask)
+		return XTC_E_RANGE;
+	if ((k = chunk_get(t, c)) == NULL)
+		return XTC_E_NOMEM;
+	*base = k;
+	return XTC_OK;
+}
+
+xtc__gocall_done_t *xtc__gocalls_done(const xtc__gocalls_t *t, uint32_t idx)
+{
+	gocall_t *r = tab_ok(t) ? rec_at(t, idx) : NULL;
+
+	return r == NULL ? NULL : &r->d;
 }
 
 uint32_t xtc__gocalls_stride(void)
@@ -215,19 +271,19 @@ static void ring_bell(xtc__gocalls_t *t)
 	while (n < 0 && errno == EINTR);
 }
 
-/* Any thread. A slot is free: at most one entry per record is queued. */
-static void cring_push(xtc__gocalls_t *t, uint32_t idx)
+/* Any thread: r goes on the completion stack (intrusive: a record is on
+ * it at most once, between its settlement and the consumer's pop, so it
+ * is never full and never allocates). */
+static void cstack_push(xtc__gocalls_t *t, gocall_t *r)
 {
-	uint64_t pos = atomic_fetch_add_explicit(&t->tail, 1,
-	                                         memory_order_relaxed);
-	cring_slot_t *s = &t->ring[pos & t->mask];
+	gocall_t *h = atomic_load_explicit(&t->chead, memory_order_relaxed);
 
-	while (atomic_load_explicit(&s->seq, memory_order_acquire) != pos)
-		XTC__CPU_RELAX(); /* the consumer is releasing it (one lap) */
-	s->idx = idx;
+	do
+		r->cnext = h;
 	/* seq_cst: the Dekker with xtc__gocalls_arm (publish, then read the
-	 * armed word; the reader stores it, then reads the slot) */
-	atomic_store_explicit(&s->seq, pos + 1, memory_order_seq_cst);
+	 * armed word; the reader stores it, then reads the head) */
+	while (!atomic_compare_exchange_weak_explicit(&t->chead, &h, r,
+	           memory_order_seq_cst, memory_order_relaxed));
 	if (atomic_load(&t->armed) && atomic_exchange(&t->armed, 0))
 		ring_bell(t);
 }
@@ -236,7 +292,6 @@ static void settle(gocall_t *r, intptr_t value, int status)
 {
 	xtc__gocalls_t *t = r->tab;
 	uint32_t s = atomic_load(&r->state);
-	uint32_t idx = r->idx;
 	uint32_t old;
 
 	do {
@@ -246,14 +301,16 @@ static void settle(gocall_t *r, intptr_t value, int status)
 	r->d.value = value;
 	r->d.status = status;
 	atomic_fetch_sub_explicit(&t->inflight, 1, memory_order_relaxed);
-	/* the last touch of the record: after it the caller may reuse it */
+	/* a spinning caller may reuse the record once it sees DONE; one that
+	 * waits for the completion stack only after the pop (so the push may
+	 * still link it) */
 	old = __atomic_exchange_n(&r->d.waiter, XTC__GW_DONE, __ATOMIC_SEQ_CST);
 	if (old == XTC__GW_SPIN) {
 		atomic_fetch_add_explicit(&t->n_spun, 1, memory_order_relaxed);
 		return;
 	}
 	atomic_fetch_add_explicit(&t->n_ring, 1, memory_order_relaxed);
-	cring_push(t, idx);
+	cstack_push(t, r);
 }
 
 /* ------------------------------------------------------------------ */
@@ -344,7 +401,9 @@ static int rec_claim(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
 	loop = xtc_exec_loop(t->exec, loop_idx);
 	if (loop == NULL)
 		return XTC_E_INVAL;
-	r = &t->recs[idx];
+	if (chunk_get(t, idx >> GC_CHUNK_SHIFT) == NULL)
+		return XTC_E_NOMEM;
+	r = rec_at(t, idx);
 	switch (atomic_load_explicit(&r->state, memory_order_relaxed)) {
 	case XTC__GC_FREE:
 	case XTC__GC_DONE: /* settled and consumed: the caller's again */
@@ -451,9 +510,11 @@ int xtc__gocall_unspin(xtc__gocalls_t *t, uint32_t idx)
 {
 	uint32_t w = XTC__GW_SPIN;
 
-	if (!tab_ok(t) || idx > t->mask)
+	gocall_t *r = tab_ok(t) ? rec_at(t, idx) : NULL;
+
+	if (r == NULL)
 		return XTC_E_INVAL;
-	if (__atomic_compare_exchange_n(&t->recs[idx].d.waiter, &w,
+	if (__atomic_compare_exchange_n(&r->d.waiter, &w,
 	                                XTC__GW_RING, 0, __ATOMIC_SEQ_CST,
 	                                __ATOMIC_SEQ_CST))
 		return 0;
@@ -462,11 +523,10 @@ int xtc__gocall_unspin(xtc__gocalls_t *t, uint32_t idx)
 
 int xtc__gocall_kill(xtc__gocalls_t *t, uint32_t idx)
 {
-	gocall_t *r;
+	gocall_t *r = tab_ok(t) ? rec_at(t, idx) : NULL;
 
-	if (!tab_ok(t) || idx > t->mask)
+	if (r == NULL)
 		return XTC_E_INVAL;
-	r = &t->recs[idx];
 	atomic_store(&r->kill, 1);
 	if (atomic_load(&r->state) == XTC__GC_STARTED)
 		(void)xtc_exit_pid(r->pid, XTC_E_ABORTED); /* INVAL: it ended */
@@ -483,7 +543,7 @@ int xtc__gocall_kill_unstarted(xtc__gocalls_t *t, uint32_t idx)
 	 * QUEUED here means gc_start sets STARTED later and then sees the
 	 * kill, and gc_body checks it before calling the function, so the
 	 * function never runs and never touches its argument. */
-	return atomic_load(&t->recs[idx].state) == XTC__GC_QUEUED;
+	return atomic_load(&rec_at(t, idx)->state) == XTC__GC_QUEUED;
 }
 
 int xtc__gocalls_pop(xtc__gocalls_t *t, uint32_t *out, int max)
@@ -493,36 +553,44 @@ int xtc__gocalls_pop(xtc__gocalls_t *t, uint32_t *out, int max)
 	if (!tab_ok(t) || out == NULL || max < 0)
 		return XTC_E_INVAL;
 	while (n < max) {
-		cring_slot_t *s = &t->ring[t->head & t->mask];
+		gocall_t *r = t->cpriv;
 
-		if (atomic_load_explicit(&s->seq, memory_order_acquire) !=
-		    t->head + 1)
-			break;
-		out[n++] = s->idx;
-		atomic_store_explicit(&s->seq, t->head + t->mask + 1,
-		                      memory_order_release);
-		t->head++;
+		if (r == NULL) {
+			/* take the whole stack, reversed: oldest first */
+			gocall_t *h = atomic_exchange_explicit(&t->chead, NULL,
+			                                       memory_order_acquire);
+			while (h != NULL) {
+				gocall_t *nx = h->cnext;
+				h->cnext = r;
+				r = h;
+				h = nx;
+			}
+			if (r == NULL)
+				break;
+		}
+		/* read the link before the index leaves: the caller may
+		 * reuse the record as soon as it has it */
+		t->cpriv = r->cnext;
+		out[n++] = r->idx;
 	}
 	return n;
 }
 
 int xtc__gocalls_arm(xtc__gocalls_t *t)
 {
-	cring_slot_t *s;
-
 	if (!tab_ok(t))
 		return XTC_E_INVAL;
 	atomic_store(&t->armed, 1);
-	s = &t->ring[t->head & t->mask];
-	return atomic_load(&s->seq) == t->head + 1;
+	return t->cpriv != NULL || atomic_load(&t->chead) != NULL;
 }
 
 int xtc__gocalls_peek(const xtc__gocalls_t *t)
 {
 	if (!tab_ok(t))
 		return 0;
-	return atomic_load_explicit(&t->ring[t->head & t->mask].seq,
-	                            memory_order_relaxed) == t->head + 1;
+	return t->cpriv != NULL ||
+	       atomic_load_explicit(&((xtc__gocalls_t *)t)->chead,
+	                            memory_order_relaxed) != NULL;
 }
 
 int xtc__gocall_pid(const xtc__gocalls_t *t, uint32_t idx, xtc_pid_t *out)
@@ -531,7 +599,9 @@ int xtc__gocall_pid(const xtc__gocalls_t *t, uint32_t idx, xtc_pid_t *out)
 
 	if (!tab_ok(t) || idx > t->mask || out == NULL)
 		return XTC_E_INVAL;
-	r = &t->recs[idx];
+	r = rec_at(t, idx);
+	if (r == NULL)
+		return XTC_E_INVAL;
 	*out = atomic_load(&((gocall_t *)r)->state) >= XTC__GC_STARTED
 	           ? r->pid : XTC_PID_NONE;
 	return XTC_OK;
@@ -550,9 +620,10 @@ int xtc__gocalls_settle(xtc__gocalls_t *t)
 	if (!tab_ok(t))
 		return XTC_E_INVAL;
 	for (uint32_t i = 0, hi = atomic_load(&t->hi); i < hi; i++) {
-		uint32_t s = atomic_load(&t->recs[i].state);
+		gocall_t *r = rec_at(t, i);
+		uint32_t s = r == NULL ? XTC__GC_FREE : atomic_load(&r->state);
 		if (s == XTC__GC_QUEUED || s == XTC__GC_STARTED) {
-			settle(&t->recs[i], 0, XTC_E_ABORTED);
+			settle(r, 0, XTC_E_ABORTED);
 			n++;
 		}
 	}

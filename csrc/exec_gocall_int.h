@@ -1,8 +1,8 @@
 /*
  * exec_gocall_int.h - the Go front door's C half (csrc/exec_gocall.c): call records
- * in a fixed slab, started by a carrier from its submission ring, settled
- * exactly once into a completion ring with a doorbell that rings only when
- * its reader is about to sleep.
+ * in a slab of slabs (chunks made on first use, never moved), started by a
+ * carrier from its submission ring, settled exactly once onto a completion
+ * stack with a doorbell that rings only when its reader is about to sleep.
  *
  * Model (one table per executor, made by the Go side on first use):
  *  - a record is named by its index; the caller (Go) owns the free list
@@ -18,18 +18,22 @@
  *    moved to DONE by the one caller that wins the transition, then the
  *    waiter word exchanged to XTC__GW_DONE. A waiter that was spinning on
  *    the record (XTC__GW_SPIN) takes the result itself; otherwise (parked
- *    or asynchronous, XTC__GW_RING) the index goes to the completion ring,
- *    whose reader is woken through the eventfd only when it armed it;
+ *    or asynchronous, XTC__GW_RING) the record goes on the completion
+ *    stack (intrusive: a link in the record), whose reader is woken
+ *    through the eventfd only when it armed it;
  *  - a kill sets the record's kill word, then kills the proc if it was
  *    started (Dekker with the start: either the start sees the word or the
  *    killer sees STARTED and the pid); a record killed before it started
  *    completes with XTC_E_ABORTED without running.
  *
- * Invariants: exactly one settlement per submitted record; the completion
- * ring holds at most one entry per record, so with capacity = records it
- * is never full; after the settlement's waiter exchange the runtime never
- * touches the record again (the caller may reuse it as soon as it saw
- * XTC__GW_DONE, from the spin or from the ring).
+ * Invariants: exactly one settlement per submitted record; a record is on
+ * the completion stack at most once, so it is never full and never
+ * allocates; records live in chunks of XTC__GOCALLS_CHUNK made the first
+ * time one of their indices is used and never moved or freed before the
+ * table (a record's address, and so the caller's view of it, is stable);
+ * after the settlement the runtime touches a spinner's record no more, and
+ * a ring waiter's only until the consumer popped its index (the caller
+ * reuses it only after it saw XTC__GW_DONE from the spin or the pop).
  */
 #ifndef XTC_EXEC_GOCALL_INT_H
 #define XTC_EXEC_GOCALL_INT_H
@@ -43,7 +47,7 @@
 
 /* the waiter word of a record (first field, 4-byte aligned) */
 enum {
-	XTC__GW_RING = 0, /* completion goes to the ring (parked / async) */
+	XTC__GW_RING = 0, /* completion goes on the stack (parked / async) */
 	XTC__GW_SPIN = 1, /* the submitter polls the record */
 	XTC__GW_DONE = 2, /* settled: value and status are valid */
 };
@@ -67,9 +71,14 @@ typedef struct xtc__gocall_done {
 
 typedef struct xtc__gocalls xtc__gocalls_t;
 
-/* cap records (rounded up to a power of two, 1..1<<20) for executor e
- * (which must outlive the table's last submit). XTC_E_INVAL, XTC_E_RANGE,
- * XTC_E_NOMEM, XTC_E_IO (no eventfd). */
+/* records per chunk */
+#define XTC__GOCALLS_CHUNK 1024u
+
+/* A table for executor e (which must outlive the table's last submit)
+ * whose indices go up to cap - 1 (the hard limit of calls in flight,
+ * rounded up to a power of two, 1..1<<20); only the first chunk is made
+ * now, the others when one of their indices is first used.
+ * XTC_E_INVAL, XTC_E_RANGE, XTC_E_NOMEM, XTC_E_IO (no eventfd). */
 int xtc__gocalls_create(xtc_exec_t *e, uint32_t cap, xtc__gocalls_t **out);
 /* Frees the table; the caller guarantees no record is in flight. */
 void xtc__gocalls_destroy(xtc__gocalls_t *t);
@@ -77,10 +86,14 @@ uint32_t xtc__gocalls_cap(const xtc__gocalls_t *t);
 /* the doorbell (EFD_NONBLOCK); the table closes it unless released */
 int xtc__gocalls_fd(const xtc__gocalls_t *t);
 void xtc__gocalls_release_fd(xtc__gocalls_t *t);
-/* the records' base and stride: record i's xtc__gocall_done_t is at
- * base + i * stride */
-void *xtc__gocalls_base(const xtc__gocalls_t *t);
+/* Chunk c's base, made now if it was not (any thread): record
+ * c * XTC__GOCALLS_CHUNK + j's xtc__gocall_done_t is at base + j * stride,
+ * valid until the table is destroyed. XTC_E_RANGE past the hard limit,
+ * XTC_E_NOMEM. */
+int xtc__gocalls_chunk(xtc__gocalls_t *t, uint32_t c, void **base);
 uint32_t xtc__gocalls_stride(void);
+/* record idx's done part (NULL when its chunk was never made) */
+xtc__gocall_done_t *xtc__gocalls_done(const xtc__gocalls_t *t, uint32_t idx);
 
 /* Submit fn(arg) (an intptr_t (*)(void *)) as record idx (free, owned by
  * the caller) to loop loop_idx (0..n-1) of the table's executor, in class
@@ -88,23 +101,24 @@ uint32_t xtc__gocalls_stride(void);
  * spawn). spin != 0 asks to poll the record instead of being sent its
  * index: granted (return 1) only when no other call of the table is in
  * flight (an idle executor: the result is close), else 0 and the index
- * will come through the ring. A negative XTC_E_* when nothing was queued
- * (XTC_E_INVAL: bad arguments); the record is then still the caller's. */
+ * will come through the completion stack. A negative XTC_E_* when nothing was queued
+ * (XTC_E_INVAL: bad arguments, XTC_E_NOMEM: its chunk could not be made);
+ * the record is then still the caller's. */
 int xtc__gocall_submit(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
                        void *fn, uintptr_t arg, xtc_exec_class_t cls,
                        const char *name, int spin);
 
 /* The same, spawned from the calling thread (through the loop's inbox)
  * so that the pid is known at return (GoAsync, whose CallResult has a
- * Pid at once): no spin, the settlement comes through the ring. The
+ * Pid at once): no spin, the settlement comes through the completion stack. The
  * caller must not consume a settlement of idx before this returned. */
 int xtc__gocall_spawn(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
                       void *fn, uintptr_t arg, xtc_exec_class_t cls,
                       const char *name, xtc_pid_t *out_pid);
 
 /* The spinning submitter gives up: XTC__GW_SPIN -> XTC__GW_RING. 0 when
- * it did (the index will come through the ring), 1 when the record was
- * settled meanwhile (take the result, nothing comes through the ring). */
+ * it did (the index will come through the completion stack), 1 when the record was
+ * settled meanwhile (take the result, nothing comes through the completion stack). */
 int xtc__gocall_unspin(xtc__gocalls_t *t, uint32_t idx);
 
 /* Stop record idx: not started, it never runs; running, its proc is

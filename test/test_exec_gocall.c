@@ -48,8 +48,13 @@ static int64_t now_ns(void)
 
 static xtc__gocall_done_t *done_of(xtc__gocalls_t *t, uint32_t i)
 {
-	return (xtc__gocall_done_t *)((char *)xtc__gocalls_base(t) +
-	                              (size_t)i * xtc__gocalls_stride());
+	void *base = NULL;
+
+	/* the record's chunk, made if no submission made it yet */
+	if (xtc__gocalls_chunk(t, i / XTC__GOCALLS_CHUNK, &base) != XTC_OK)
+		abort();
+	return (xtc__gocall_done_t *)((char *)base +
+	    (size_t)(i % XTC__GOCALLS_CHUNK) * xtc__gocalls_stride());
 }
 
 static uint32_t waiter_of(xtc__gocalls_t *t, uint32_t i)
@@ -520,6 +525,65 @@ static void test_spawn(void)
 	xtc__gocalls_destroy(t);
 }
 
+/* the slab of slabs: a chunk is made by the first use of one of its
+ * indices, up to the hard limit and never past it; records of every chunk
+ * settle through the completion stack and keep their addresses */
+static void test_growth(void)
+{
+	enum { LIM = 3 * XTC__GOCALLS_CHUNK }; /* rounded up: 4 chunks */
+	xtc_exec_t *e = NULL;
+	xtc__gocalls_t *t = NULL;
+	xtc__gocall_done_t *d0;
+	pthread_t th;
+	void *base = NULL;
+	uint32_t buf[8], seen = 0;
+	int got = 0;
+	int64_t dl;
+
+	REQUIRE(xtc_exec_init(&e, 1) == XTC_OK);
+	REQUIRE(xtc__gocalls_create(e, LIM, &t) == XTC_OK);
+	CHECK(xtc__gocalls_cap(t) == 4 * XTC__GOCALLS_CHUNK);
+	CHECK(xtc__gocalls_done(t, 0) != NULL);          /* made at create */
+	CHECK(xtc__gocalls_done(t, XTC__GOCALLS_CHUNK) == NULL); /* not yet */
+	d0 = xtc__gocalls_done(t, 5);
+	CHECK(xtc__gocalls_chunk(t, 4, &base) == XTC_E_RANGE);
+	CHECK(xtc__gocalls_chunk(t, 0, NULL) == XTC_E_INVAL);
+	CHECK(xtc__gocall_submit(t, 4 * XTC__GOCALLS_CHUNK, 0, (void *)f_ident,
+	                         0, NULL, NULL, 0) == XTC_E_INVAL);
+	/* the last record of each chunk: the submission makes the chunk */
+	for (uint32_t c = 0; c < 4; c++) {
+		uint32_t i = c * XTC__GOCALLS_CHUNK + XTC__GOCALLS_CHUNK - 1;
+		CHECK(xtc__gocall_submit(t, i, 0, (void *)f_ident,
+		                         (uintptr_t)(c + 1), NULL, NULL, 0) == 0);
+		CHECK(xtc__gocalls_done(t, i) != NULL);
+	}
+	CHECK(xtc__gocalls_chunk(t, 2, &base) == XTC_OK);
+	CHECK((char *)xtc__gocalls_done(t, 2 * XTC__GOCALLS_CHUNK + 3) ==
+	      (char *)base + 3 * (size_t)xtc__gocalls_stride());
+	xtc_exec_set_service_mode(e, 1);
+	REQUIRE(pthread_create(&th, NULL, run_main, e) == 0);
+	dl = now_ns() + 60 * SEC;
+	while (got < 4 && now_ns() < dl) {
+		int n = xtc__gocalls_pop(t, buf, 8);
+		for (int k = 0; k < n; k++) {
+			uint32_t c = buf[k] / XTC__GOCALLS_CHUNK;
+			CHECK(buf[k] % XTC__GOCALLS_CHUNK == XTC__GOCALLS_CHUNK - 1);
+			CHECK(xtc__gocalls_done(t, buf[k])->status == 0);
+			CHECK(xtc__gocalls_done(t, buf[k])->value == (int64_t)c + 1);
+			seen |= 1u << c;
+		}
+		got += n;
+		if (n == 0)
+			sched_yield();
+	}
+	CHECK_EQ(got, 4);
+	CHECK_EQ(seen, 0xfu);
+	CHECK(xtc__gocalls_done(t, 5) == d0); /* never moved */
+	stop_exec(e, th);
+	CHECK(xtc_exec_fini(e) == XTC_OK);
+	xtc__gocalls_destroy(t);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -533,5 +597,6 @@ int main(int argc, char **argv)
 	RUN(test_fini_settles);
 	RUN(test_class);
 	RUN(test_spawn);
+	RUN(test_growth);
 	return failures ? 1 : 0;
 }
