@@ -552,6 +552,12 @@ struct xtc_loop {
 	xtc_task_t *low_head, *low_tail;
 	uint64_t demotions, low_aged;  /* stats: demoted yields, aged picks */
 	int low_turn;                  /* the last pick was an aged one */
+	/* time-fair aging (sched.c demoted_aged): the aged run in progress,
+	 * and the run time the other levels get before the next aged pick
+	 * (what the last aged run took), paid down by each other run, at
+	 * least low_step at a time */
+	xtc_task_t *low_run;
+	int64_t low_debt, low_step;
 	/* timed feats: the last run's end, the aging's clock (a pick
 	 * follows a run end by the scheduler's own work: 5 ms of aging
 	 * need no clock read per pick) */
