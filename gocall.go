@@ -20,10 +20,17 @@ package xtc
 //     on its own stack and starts each call as a proc of its loop (class,
 //     kill at the next slice, exactly one settlement: exec_gocall.c).
 //   - the way back has two roads. A caller that finds the executor idle
-//     (no other call of the table in flight) and a spinner's place free
+//     (no other call of the table in flight, nor settled and waiting for
+//     its delivery) and a spinner's place free
 //     (at most max(1, GOMAXPROCS/2) spin at once) polls its record's
 //     waiter word for up to callSpin: the settlement is then a store the
 //     caller sees, with no ring entry, no doorbell and no goroutine wake.
+//     The carrier's own spin before it parks is the executor's (adaptive,
+//     plus SetSpin): a longer carrier spin by default was measured and
+//     rejected (BenchmarkFrontDoorRoundTrip's SetSpin row: on the loaded
+//     2-vCPU guest a 50 us carrier spin took the CPU the caller needed,
+//     GoInt p50 69-88 us against 35-37 us without it, load 12-13; it
+//     helps only when a CPU is free for it).
 //     Every other call gets its index through the completion stack, which
 //     one goroutine per table serves: it pops settled indices in batches
 //     (one cgo call per batch) and hands each to its waiter's channel; it
@@ -406,8 +413,12 @@ func (e *Exec) submitCall(op string, fn unsafe.Pointer, arg C.uintptr_t, li int,
 		res.g, res.idx = g, int32(i)
 	}
 	s.st.Store(st)
+	// Spin only as the table's one live call: a call whose executor is
+	// idle while other calls wait for their delivery (inflight 0 in C, the
+	// server behind) would hold a P that the server and the woken callers
+	// need (64 goroutines on 2 Ps: 9-60% of the calls spun that way).
 	spin := 0
-	if wantSpin && callSpin > 0 && g.spinners.Load() < g.maxSpin {
+	if wantSpin && callSpin > 0 && g.live.Load() == 1 && g.spinners.Load() < g.maxSpin {
 		spin = 1
 	}
 	var cname *C.char
