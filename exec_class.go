@@ -5,6 +5,7 @@ package xtc
 /*
 #include "xtc.h"
 #include "xtc_exec.h"
+#include "xtc_sched.h"
 */
 import "C"
 
@@ -111,4 +112,59 @@ func (c *Class) Runs() uint64 {
 		}
 	}
 	return n
+}
+
+// Stats returns what the class received on all its loops: runs, CPU,
+// stalls, and the waits of its work against its latency bound
+// (ClassStats.MetBound). Any goroutine; relaxed while the executor runs.
+// ErrClosed once the executor was closed.
+func (c *Class) Stats() (ClassStats, error) {
+	const op = "xtc_sched_class_stats"
+	if c == nil || c.e == nil || c.e.closed.Load() {
+		return ClassStats{}, errClosed(op)
+	}
+	st := ClassStats{Shares: c.shares, Latency: c.latency}
+	for _, p := range c.per {
+		ps, err := p.Stats()
+		if err != nil {
+			return ClassStats{}, err
+		}
+		st.CPU += ps.CPU
+		st.Runs += ps.Runs
+		st.Stalls += ps.Stalls
+		st.Waits += ps.Waits
+		st.Late += ps.Late
+		st.WaitSum += ps.WaitSum
+		st.WaitMax = max(st.WaitMax, ps.WaitMax)
+	}
+	return st, nil
+}
+
+// Stats returns what the class received on its loop
+// (xtc_sched_class_stats): runs, CPU, stalls, and the waits of its work
+// against its latency bound (ClassStats.MetBound). Any goroutine.
+// ErrClosed for nil or once its loop was finalised.
+func (c *LoopClass) Stats() (ClassStats, error) {
+	const op = "xtc_sched_class_stats"
+	var st C.xtc_sched_class_stats_t
+	st.size = C.uint32_t(unsafe.Sizeof(st))
+	st.version = C.XTC_SCHED_VERSION
+	var rc C.int
+	if !c.with(func(cls C.xtc_exec_class_t) { rc = C.xtc_sched_class_stats(cls, &st) }) {
+		return ClassStats{}, errClosed(op)
+	}
+	if rc != 0 {
+		return ClassStats{}, mkerr(op, int(rc))
+	}
+	return ClassStats{
+		Shares:  int(st.shares),
+		Latency: time.Duration(st.latency_ns),
+		CPU:     time.Duration(st.cpu_ns),
+		Runs:    uint64(st.runs),
+		Stalls:  uint64(st.stalls),
+		Waits:   uint64(st.waits),
+		Late:    uint64(st.late),
+		WaitSum: time.Duration(st.wait_ns),
+		WaitMax: time.Duration(st.wait_max_ns),
+	}, nil
 }

@@ -191,10 +191,30 @@ type ExecStats struct {
 	Closing     bool         // Shutdown or Close began
 }
 
-// ClassStats are the counters of one executor-wide class.
+// ClassStats are the counters of a scheduling class (xtc_sched_class_stats),
+// summed over its loops for an executor-wide Class.
 type ClassStats struct {
 	Shares  int
 	Latency time.Duration // its bound, 0 for none
-	CPU     time.Duration // measured run time charged to it, all loops
-	Runs    uint64        // times its work was picked, all loops
+	CPU     time.Duration // measured run time charged to it
+	Runs    uint64        // times its work was picked
+	// Stalls: those of its runs that took the stall budget or more
+	// (WithStallWatch, Loop.SetStallBudget); counted before the
+	// StallFunc is called.
+	Stalls uint64
+	// Waits of its work, measured for a latency class only: from the
+	// moment a call or proc became ready (started, woken, or yielded)
+	// to the start of its run. Late: those longer than Latency; WaitSum
+	// and WaitMax: their sum (mean WaitSum / Waits) and the longest.
+	Waits   uint64
+	Late    uint64
+	WaitSum time.Duration
+	WaitMax time.Duration
 }
+
+// MetBound reports whether the class met its latency bound: no measured
+// wait was longer than Latency. A class without a bound has none to miss.
+// The bound tightens the carriers' slices; it is not a guarantee, which
+// is why it is measured (a never-yielding kernel without preemption, a
+// long queue or a stalled machine makes work late).
+func (s ClassStats) MetBound() bool { return s.Latency == 0 || s.Late == 0 }

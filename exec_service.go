@@ -210,8 +210,11 @@ func (e *Exec) Stats() (ExecStats, error) {
 	classes := append([]*Class(nil), e.x.classes...)
 	e.x.bmu.Unlock()
 	for _, c := range classes {
-		st.Classes = append(st.Classes, ClassStats{Shares: c.Shares(),
-			Latency: c.Latency(), CPU: c.CPU(), Runs: c.Runs()})
+		cs, err := c.Stats()
+		if err != nil {
+			return ExecStats{}, err
+		}
+		st.Classes = append(st.Classes, cs)
 	}
 	return st, nil
 }

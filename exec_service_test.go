@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/xtc-go/xtc/internal/ctest"
 )
 
 // sumStep finishes each member after its request's count of rounds; the
@@ -355,4 +357,93 @@ func TestGoReturnsOnceCSideGone(t *testing.T) {
 	st, err := e.Stats()
 	require.NoError(t, err)
 	assert.Zero(t, st.Calls)
+}
+
+// What a class received: a never-yielding run in one class stalls (the
+// class's Stalls, counted before the StallFunc sees it), and work of a
+// 1 ms class queued behind it waits longer than its bound (Late: the
+// bound was not met) while a 60 s class's bound holds. Ordered by events:
+// the hog is released only once the watchdog saw it run past the budget.
+func TestClassStatsStallsAndBound(t *testing.T) {
+	var inFn atomic.Uint64 // the hog class's Stalls as the StallFunc saw them
+	var hogc *Class
+	e, err := NewExec(1, WithStallWatch(20*time.Millisecond, func(l *Loop, r StallReport) {
+		if !r.InFlight && inFn.Load() == 0 {
+			if st, err := hogc.OnLoop(0).Stats(); err == nil {
+				inFn.Store(st.Stalls)
+			}
+		}
+	}))
+	require.NoError(t, err)
+	defer e.Close()
+	hogc, err = e.NewClass(100, 0) // created first: wins the tie, runs first
+	require.NoError(t, err)
+	tight, err := e.NewClass(100, time.Millisecond)
+	require.NoError(t, err)
+	loose, err := e.NewClass(100, time.Minute)
+	require.NoError(t, err)
+
+	st, err := tight.Stats()
+	require.NoError(t, err)
+	assert.Equal(t, ClassStats{Shares: 100, Latency: time.Millisecond}, st)
+
+	stop := ctest.NewFlag()
+	defer stop.Free()
+	// spawned before Start: all three are queued when the carrier begins
+	hog, err := e.GoAsync(ctest.Forever(), stop.Ptr(), WithClass(hogc))
+	require.NoError(t, err)
+	a, err := e.GoAsync(ctest.Ident(), nil, WithClass(tight))
+	require.NoError(t, err)
+	b, err := e.GoAsync(ctest.Ident(), nil, WithClass(loose))
+	require.NoError(t, err)
+	_, err = e.Start()
+	require.NoError(t, err)
+	// the hog runs past the budget, then is let go
+	require.Eventually(t, func() bool {
+		r, err := e.Loop(0).StallInFlight()
+		return err == nil && r.InFlight && r.Ran >= r.Budget
+	}, time.Minute, time.Millisecond)
+	stop.Set()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, r := range []*CallResult{hog, a, b} {
+		_, err := r.Wait(ctx)
+		require.NoError(t, err)
+	}
+
+	hs, err := hogc.Stats()
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, hs.Stalls)
+	assert.EqualValues(t, 1, hs.Runs)
+	assert.Zero(t, hs.Waits, "no bound: waits are not measured")
+	assert.True(t, hs.MetBound())
+	ts, err := tight.Stats()
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, ts.Waits)
+	assert.EqualValues(t, 1, ts.Late)
+	assert.GreaterOrEqual(t, ts.WaitMax, 20*time.Millisecond) // behind the hog's run
+	assert.Equal(t, ts.WaitMax, ts.WaitSum)
+	assert.False(t, ts.MetBound())
+	ls, err := loose.Stats()
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, ls.Waits)
+	assert.Zero(t, ls.Late)
+	assert.True(t, ls.MetBound())
+
+	es, err := e.Stats()
+	require.NoError(t, err)
+	require.Len(t, es.Classes, 3)
+	assert.Equal(t, hs.Stalls, es.Classes[0].Stalls)
+	assert.Equal(t, ts.Late, es.Classes[1].Late)
+	assert.GreaterOrEqual(t, es.Stalls, hs.Stalls)
+	require.Eventually(t, func() bool { return inFn.Load() != 0 }, time.Minute, time.Millisecond)
+	assert.EqualValues(t, 1, inFn.Load(), "counted before the StallFunc ran")
+
+	require.NoError(t, e.Close())
+	_, err = tight.Stats()
+	assert.ErrorIs(t, err, ErrClosed)
+	_, err = tight.OnLoop(0).Stats()
+	assert.ErrorIs(t, err, ErrClosed)
+	_, err = (*LoopClass)(nil).Stats()
+	assert.ErrorIs(t, err, ErrClosed)
 }

@@ -176,6 +176,8 @@ func (*Class) Latency() time.Duration                     { return 0 }
 func (*Class) OnLoop(int) *LoopClass                      { return nil }
 func (*Class) CPU() time.Duration                         { return 0 }
 func (*Class) Runs() uint64                               { return 0 }
+func (*Class) Stats() (ClassStats, error)                 { return ClassStats{}, ErrNoCgo }
+func (*LoopClass) Stats() (ClassStats, error)             { return ClassStats{}, ErrNoCgo }
 func WithClass(*Class) CallOption                         { return func(*callOpts) {} }
 func WithLoopClass(*ExecClass) CallOption                 { return func(*callOpts) {} }
 func WithLoop(int) CallOption                             { return func(*callOpts) {} }

@@ -230,11 +230,14 @@ struct xtc_task {
 		struct xtc__proc *proc;  /* proc layer back-pointer (xtc_self) */
 		struct xtc_run_class *sched_class; /* class, NULL = default lane */
 		/* executor: the enqueue sequence while READY on the carrier's
-		 * private FIFO; the thief's loop while a steal moves it (the
-		 * two never overlap: a task in flight is on no FIFO) */
+		 * private FIFO; the thief's loop while a steal moves it;
+		 * sched_class.c: when it entered a latency class's queue (the
+		 * three never overlap: a task in flight is on no FIFO, and
+		 * class work is neither on the FIFO nor stolen) */
 		union {
 			uint64_t seq;
 			xtc_loop_t *to;
+			int64_t ready_at;
 		} xq;
 	};
 

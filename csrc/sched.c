@@ -288,6 +288,8 @@ static void hook_run_begin(xtc_loop_t *l, xtc_task_t *t, int64_t now)
 {
 	if (l->feat & XTC__LF_STALL)
 		xtc__stall_begin(l, t, now);
+	if (l->feat & XTC__LF_CLASSES)
+		xtc__class_run_begin(l, t, now);
 	/* latency classes shorten the slice as they tighten the budget;
 	 * `now` is the run's start: no second clock read */
 	if ((l->feat & XTC__LF_PREEMPT) && t->is_fiber) {

@@ -29,6 +29,13 @@
  * Latency classes do not change the pick: a non-zero latency tightens the
  * loop's cooperative yield budget to the smallest latency, so fibers that
  * call xtc_yield_if_due() give the picker a chance within that bound.
+ * Whether the bound held is measured, not assumed: a task entering a
+ * latency class's queue is stamped (t->xq.ready_at, one clock read), and
+ * the start of its run (the clock the loop read anyway) closes the wait;
+ * waits over the bound are counted as late (xtc_sched_class_stats). The
+ * stall watchdog attributes each stall to the lane of the run it caught
+ * (xtc__class_stall_note, after the charge recorded that lane). Classes
+ * without a bound are not stamped: their runs cost no extra clock read.
  *
  * Alternatives rejected: a heap of lanes (16 lanes scan in a few ns and the
  * scan has no update cost); counting runs instead of time (shares then only
@@ -37,6 +44,7 @@
 #include "rtcode_int.h" /* first: this file is runtime code */
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "sched_int.h"
 
@@ -55,6 +63,11 @@ struct xtc_run_class {
 	_Atomic uint64_t runs;
 	_Atomic uint64_t cpu_ns;
 	uint64_t ewma;   /* smoothed charge per run (outlier clamp) */
+	/* what xtc_sched_class_stats reports: stalls of its runs, waits of
+	 * a latency class (owner writes, anyone reads) */
+	_Atomic uint64_t stalls;
+	_Atomic uint64_t waits, late, wait_ns;
+	_Atomic int64_t wait_max;
 };
 
 typedef struct xtc__classes {
@@ -65,6 +78,7 @@ typedef struct xtc__classes {
 	int def_active;   /* default lane was ready or ran at the last pick */
 	uint64_t def_runs; /* picks that served the default lane while ready */
 	struct xtc_run_class *running; /* lane of the task in flight */
+	struct xtc_run_class *last;    /* lane the last charge went to */
 	int in_run;
 	int64_t queued;
 } xtc__classes_t;
@@ -137,6 +151,8 @@ int xtc__class_enqueue(xtc_loop_t *loop, xtc_task_t *t)
 	if (c->qhead == NULL && !(cs->in_run && cs->running == c) &&
 	    active_min(cs, &m) && ld(&c->vruntime) < m)
 		atomic_store_explicit(&c->vruntime, m, memory_order_relaxed);
+	if (c->latency_ns > 0)
+		t->xq.ready_at = xtc__now(); /* its wait starts (run_begin) */
 	t->node.next = NULL;
 	if (c->qtail)
 		c->qtail->node.next = (xtc__post_t *)t;
@@ -263,6 +279,34 @@ static uint64_t charge_of(int64_t ran_ns, uint64_t *ewma)
 	return cost;
 }
 
+void xtc__class_run_begin(xtc_loop_t *loop, xtc_task_t *t, int64_t now)
+{
+	xtc__classes_t *cs = loop->up.classes;
+	struct xtc_run_class *c;
+	int64_t w;
+
+	if (cs == NULL || !cs->in_run || (c = cs->running) == NULL ||
+	    c->latency_ns <= 0 || t->sched_class != c)
+		return;
+	w = now - t->xq.ready_at;
+	if (w < 0)
+		w = 0;
+	add(&c->waits, 1);
+	add(&c->wait_ns, (uint64_t)w);
+	if (w > c->latency_ns)
+		add(&c->late, 1);
+	if (w > atomic_load_explicit(&c->wait_max, memory_order_relaxed))
+		atomic_store_explicit(&c->wait_max, w, memory_order_relaxed);
+}
+
+void xtc__class_stall_note(xtc_loop_t *loop)
+{
+	xtc__classes_t *cs = loop->up.classes;
+
+	if (cs != NULL && cs->last != NULL)
+		add(&cs->last->stalls, 1);
+}
+
 void xtc__class_charge(xtc_loop_t *loop, xtc_task_t *t, int64_t ran_ns)
 {
 	xtc__classes_t *cs = loop->up.classes;
@@ -270,7 +314,10 @@ void xtc__class_charge(xtc_loop_t *loop, xtc_task_t *t, int64_t ran_ns)
 	uint64_t cost;
 
 	(void)t; /* may be recycled already: charge the lane of the pick */
-	if (cs == NULL || cs->n == 0 || !cs->in_run)
+	if (cs == NULL || cs->n == 0)
+		return;
+	cs->last = cs->in_run ? cs->running : NULL;
+	if (!cs->in_run)
 		return;
 	c = cs->running;
 	if (c != NULL) {
@@ -377,6 +424,11 @@ int xtc_exec_class_create(xtc_loop_t *loop, int shares, int64_t latency_ns,
 	atomic_init(&c->vruntime, m);
 	atomic_init(&c->runs, 0);
 	atomic_init(&c->cpu_ns, 0);
+	atomic_init(&c->stalls, 0);
+	atomic_init(&c->waits, 0);
+	atomic_init(&c->late, 0);
+	atomic_init(&c->wait_ns, 0);
+	atomic_init(&c->wait_max, 0);
 	cs->v[cs->n++] = c;
 	xtc__sched_attach(loop);
 	xtc__loop_feat_set(loop, XTC__LF_CLASSES);
@@ -408,4 +460,25 @@ uint64_t xtc_exec_class_vruntime(xtc_exec_class_t cls)
 uint64_t xtc_exec_class_cpu_ns(xtc_exec_class_t cls)
 {
 	return valid_class(cls) ? ld(&cls->cpu_ns) : 0;
+}
+
+int xtc_sched_class_stats(xtc_exec_class_t cls, xtc_sched_class_stats_t *out)
+{
+	if (!valid_class(cls) || out == NULL || out->size != sizeof(*out) ||
+	    out->version != XTC_SCHED_VERSION)
+		return XTC_E_INVAL;
+	memset((char *)out + 2 * sizeof(uint32_t), 0,
+	    sizeof(*out) - 2 * sizeof(uint32_t));
+	out->lane = cls->idx;
+	out->shares = cls->shares;
+	out->latency_ns = cls->latency_ns;
+	out->runs = ld(&cls->runs);
+	out->cpu_ns = ld(&cls->cpu_ns);
+	out->stalls = ld(&cls->stalls);
+	out->waits = ld(&cls->waits);
+	out->late = ld(&cls->late);
+	out->wait_ns = ld(&cls->wait_ns);
+	out->wait_max_ns = atomic_load_explicit(&cls->wait_max,
+	    memory_order_relaxed);
+	return XTC_OK;
 }

@@ -106,8 +106,15 @@ int xtc__class_lane_info(const xtc_loop_t *loop, int lane, int *shares,
 int xtc__class_count(const xtc_loop_t *loop);
 /* Owner thread. 1 if t belongs to a class of this loop and was queued. */
 int  xtc__class_enqueue(xtc_loop_t *loop, xtc_task_t *t);
-/* Owner thread. Charge the lane recorded by the last pick. */
+/* Owner thread. Charge the lane recorded by the last pick (and remember
+ * it for xtc__class_stall_note). */
 void xtc__class_charge(xtc_loop_t *loop, xtc_task_t *t, int64_t ran_ns);
+/* Owner thread, at a run's start (now: the loop's clock read): closes the
+ * wait of a latency class's task. */
+void xtc__class_run_begin(xtc_loop_t *loop, xtc_task_t *t, int64_t now);
+/* Owner thread, after the charge: the watchdog counted a stall of the run
+ * just charged; count it for its class (none for the default lane). */
+void xtc__class_stall_note(xtc_loop_t *loop);
 /* Tasks waiting in class queues (owner thread). */
 int64_t xtc__class_queued(const xtc_loop_t *loop);
 void xtc__class_loop_fini(xtc_loop_t *loop);

@@ -10,6 +10,8 @@
  * budget, followed by a backtrace of the loop thread. Detection is at the
  * run-end boundary: a fiber that never yields is reported when it finally
  * gives the loop back (preemption, see xtc_preempt(3), bounds that).
+ * A counted stall is also counted for the scheduling class whose run it
+ * was (xtc__class_stall_note), so a service sees which class stalls.
  *
  * Invariants: the count only grows; the state block is allocated at the
  * first setter call (by whichever thread, published with a CAS) and freed
@@ -385,6 +387,9 @@ void xtc__stall_check(xtc_loop_t *loop, xtc_task_t *t, int64_t ran_ns)
 		wr_end(s);
 	}
 	atomic_fetch_add_explicit(&s->count, 1, memory_order_relaxed);
+	/* and the class's (the charge before this check named its lane),
+	 * before the callback: a callback reading the counts sees this one */
+	xtc__class_stall_note(loop);
 	xtc__spin_lock(&s->cb_lock);
 	cb = atomic_load(&s->cb);
 	user = atomic_load(&s->user);

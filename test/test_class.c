@@ -4,7 +4,9 @@
  * lane, then creation order), share ordering with measured charges, the
  * default lane is never starved, the new-class start value, set_class,
  * latency classes tightening the yield budget, class work never stolen,
- * and the plain path when no class exists.
+ * the plain path when no class exists, and what xtc_sched_class_stats
+ * reports: waits against a latency bound (late ones counted), stalls of
+ * the watchdog per class.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -448,6 +450,137 @@ static void test_context(void)
 	CHECK(c == NULL);
 }
 
+static void hog_ns(void *a)
+{
+	spin_ns((int64_t)(intptr_t)a);
+}
+
+static void nothing(void *a)
+{
+	(void)a;
+}
+
+static xtc_sched_class_stats_t class_stats(xtc_exec_class_t c)
+{
+	xtc_sched_class_stats_t st;
+
+	memset(&st, 0xff, sizeof(st));
+	st.size = sizeof(st);
+	st.version = XTC_SCHED_VERSION;
+	CHECK_EQ(xtc_sched_class_stats(c, &st), XTC_OK);
+	return st;
+}
+
+/* A task of a 1 ms class that waits behind a 3 ms run is late (its wait
+ * is at least the run, whatever the machine); one of a 60 s class is not;
+ * a class with no bound measures no wait. */
+static void test_class_stats_waits(void)
+{
+	xtc_loop_t *l;
+	xtc_exec_class_t hogc, tight, loose;
+	xtc_proc_opts_t o;
+	xtc_sched_class_stats_t st;
+
+	CHECK_EQ(xtc_loop_init(&l), XTC_OK);
+	/* created first: wins the vruntime tie, so it runs first */
+	CHECK_EQ(xtc_exec_class_create(l, 100, 0, &hogc), XTC_OK);
+	CHECK_EQ(xtc_exec_class_create(l, 100, 1 * MS, &tight), XTC_OK);
+	CHECK_EQ(xtc_exec_class_create(l, 100, 60000 * MS, &loose), XTC_OK);
+	st = class_stats(tight);
+	CHECK_EQ(st.lane, 1);
+	CHECK_EQ(st.shares, 100);
+	CHECK_EQ(st.latency_ns, 1 * MS);
+	CHECK_EQ(st.runs + st.waits + st.late + st.stalls + st.wait_ns, 0);
+	CHECK_EQ(st.wait_max_ns, 0);
+	memset(&o, 0, sizeof(o));
+	o.sched_class = hogc;
+	CHECK_EQ(xtc_proc_spawn(l, hog_ns, (void *)(intptr_t)(3 * MS), &o,
+	    NULL), XTC_OK);
+	o.sched_class = tight;
+	CHECK_EQ(xtc_proc_spawn(l, nothing, NULL, &o, NULL), XTC_OK);
+	o.sched_class = loose;
+	CHECK_EQ(xtc_proc_spawn(l, nothing, NULL, &o, NULL), XTC_OK);
+	CHECK_EQ(xtc_loop_run(l), XTC_OK);
+
+	st = class_stats(hogc);
+	CHECK_EQ(st.runs, 1);
+	CHECK_EQ(st.waits, 0); /* no bound: not measured */
+	CHECK_EQ(st.wait_max_ns, 0);
+	st = class_stats(tight);
+	CHECK_EQ(st.runs, 1);
+	CHECK_EQ(st.waits, 1);
+	CHECK_EQ(st.late, 1);
+	CHECK(st.wait_max_ns >= 3 * MS);
+	CHECK(st.wait_ns >= 3 * MS);
+	st = class_stats(loose);
+	CHECK_EQ(st.waits, 1);
+	CHECK_EQ(st.late, 0); /* met its bound */
+	CHECK(st.wait_max_ns >= 3 * MS);
+	CHECK_EQ(st.stalls, 0); /* no stall budget */
+
+	/* errors */
+	memset(&st, 0, sizeof(st));
+	st.size = sizeof(st);
+	st.version = XTC_SCHED_VERSION;
+	CHECK_EQ(xtc_sched_class_stats(NULL, &st), XTC_E_INVAL);
+	CHECK_EQ(xtc_sched_class_stats(tight, NULL), XTC_E_INVAL);
+	st.size = sizeof(st) - 8;
+	CHECK_EQ(xtc_sched_class_stats(tight, &st), XTC_E_INVAL);
+	st.size = sizeof(st);
+	st.version = XTC_SCHED_VERSION + 1;
+	CHECK_EQ(xtc_sched_class_stats(tight, &st), XTC_E_INVAL);
+	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+}
+
+static xtc_exec_class_t stall_cls;
+static uint64_t stalls_in_cb; /* the class's count the callback saw */
+static int stall_cbs;
+
+static void count_stall(xtc_loop_t *loop, xtc_task_t *task, int64_t ran,
+                        int64_t budget, void *user)
+{
+	(void)loop;
+	(void)task;
+	(void)ran;
+	(void)budget;
+	(void)user;
+	if (stall_cbs++ == 0)
+		stalls_in_cb = class_stats(stall_cls).stalls;
+}
+
+/* The watchdog's stalls are counted for the class whose run stalled,
+ * before the callback runs; the other classes' counts and the loop's
+ * add up. */
+static void test_class_stats_stalls(void)
+{
+	xtc_loop_t *l;
+	xtc_exec_class_t quiet;
+	xtc_proc_opts_t o;
+	xtc_sched_class_stats_t a, b;
+
+	stall_cbs = 0;
+	stalls_in_cb = 0;
+	CHECK_EQ(xtc_loop_init(&l), XTC_OK);
+	CHECK_EQ(xtc_exec_class_create(l, 100, 0, &stall_cls), XTC_OK);
+	CHECK_EQ(xtc_exec_class_create(l, 100, 0, &quiet), XTC_OK);
+	xtc_loop_set_stall_budget(l, 20 * MS);
+	xtc_loop_set_stall_cb(l, count_stall, NULL);
+	memset(&o, 0, sizeof(o));
+	o.sched_class = stall_cls;
+	CHECK_EQ(xtc_proc_spawn(l, hog_ns, (void *)(intptr_t)(40 * MS), &o,
+	    NULL), XTC_OK);
+	o.sched_class = quiet;
+	CHECK_EQ(xtc_proc_spawn(l, nothing, NULL, &o, NULL), XTC_OK);
+	CHECK_EQ(xtc_loop_run(l), XTC_OK);
+	a = class_stats(stall_cls);
+	b = class_stats(quiet);
+	CHECK_EQ(a.stalls, 1);
+	CHECK_EQ(stalls_in_cb, 1);
+	CHECK(b.stalls <= b.runs); /* a short run stalls only on a stalled VM */
+	CHECK_EQ(a.stalls + b.stalls, xtc_loop_stall_count(l));
+	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+}
+
 int main(void)
 {
 	RUN(test_validation);
@@ -460,5 +593,7 @@ int main(void)
 	RUN(test_latency_budget);
 	RUN(test_class_never_stolen);
 	RUN(test_context);
+	RUN(test_class_stats_waits);
+	RUN(test_class_stats_stalls);
 	return failures ? 1 : 0;
 }

@@ -15,6 +15,7 @@
 #include "xtc.h"
 #include "xtc_loop.h"
 #include "xtc_async.h"
+#include "xtc_sched.h" /* the stall watchdog, class statistics */
 
 #ifdef __cplusplus
 extern "C" {
@@ -136,44 +137,10 @@ XTC_API int      xtc_exec_class_create_each(xtc_exec_t *exec, int shares,
                                             int64_t latency_ns,
                                             xtc_exec_class_t *out, int n);
 
-/* Stall watchdog: a run of one task/proc that takes >= budget is counted
- * and reported (callback, or a line + backtrace on stderr). */
-typedef void (*xtc_stall_cb)(xtc_loop_t *loop, xtc_task_t *task,
-                             int64_t ran_ns, int64_t budget_ns, void *user);
-XTC_API void     xtc_loop_set_stall_budget(xtc_loop_t *loop,
-                                           int64_t budget_ns);
-XTC_API void     xtc_loop_set_stall_cb(xtc_loop_t *loop, xtc_stall_cb cb,
-                                       void *user);
-XTC_API uint64_t xtc_loop_stall_count(const xtc_loop_t *loop);
+/* Stall watchdog: the per-loop functions and xtc_stall_info_t are in
+ * xtc_sched.h (included above); this arms every loop of the executor. */
 XTC_API void     xtc_exec_set_stall_budget(xtc_exec_t *exec,
                                            int64_t budget_ns);
-
-/* The run the watchdog watches on a loop: the one in flight, else the
- * last one that ended. Filled while a stall budget is (or was) set. */
-typedef struct xtc_stall_info {
-	uint64_t    run;        /* runs watched so far on the loop (>= 1) */
-	xtc_task_t *task;       /* identity only: it may be gone */
-	xtc_pid_t   pid;        /* XTC_PID_NONE when not a proc */
-	const char *name;       /* the proc's name, or NULL */
-	int64_t     started_ns; /* xtc_clock_mono() at the run's start */
-	int64_t     ran_ns;     /* so far when running, else the whole run */
-	int64_t     budget_ns;  /* the loop's budget now (0 = off) */
-	int         running;    /* 1 while the run is in flight */
-	/* ran_ns is wall time: of it, the carrier thread ran cpu_ns and was
-	 * not running (descheduled by the OS, a stopped VM) off_cpu_ns.
-	 * Measured only for a run past the budget (-1 otherwise), from a
-	 * sample of the thread's CPU clock at most budget/8 older than the
-	 * run's start (cpu_ns may include that much of what ran before). */
-	int64_t     cpu_ns;
-	int64_t     off_cpu_ns;
-} xtc_stall_info_t;
-/* Snapshot for any thread (a watcher polling for hung runs: running and
- * ran_ns >= budget_ns is a stall in flight; `run` tells runs apart).
- *   XTC_E_INVAL     NULL or finalised loop, NULL out
- *   XTC_E_NOTFOUND  no run watched yet (no budget ever set, or no run)
- *   XTC_E_AGAIN     the record kept changing under the read (retry) */
-XTC_API int      xtc_loop_stall_inflight(const xtc_loop_t *loop,
-                                         xtc_stall_info_t *out);
 
 #ifdef __cplusplus
 }

@@ -13,8 +13,15 @@
  * (oldest first, ties to the lower lane id), so with L ready lanes each is
  * served within max_bypass + L opportunities. Installation is setup-only.
  *
- * Built with -Dsched_policy=false every function exists and returns
- * XTC_E_NOSYS. See xtc_sched(3).
+ * Built with -Dsched_policy=false every lane-policy function exists and
+ * returns XTC_E_NOSYS. See xtc_sched(3).
+ *
+ * Also here, because the scheduling layer implements them and they work
+ * in every build: what a scheduling class received (runs, CPU, waits
+ * against its latency bound, stalls) and the stall watchdog, which
+ * counts and reports runs that kept their loop for a budget or more.
+ * xtc_exec.h includes this header, so code that found them there still
+ * compiles.
  */
 #ifndef XTC_SCHED_H
 #define XTC_SCHED_H
@@ -24,6 +31,7 @@
 
 #include "xtc.h"
 #include "xtc_loop.h"
+#include "xtc_proc.h" /* xtc_pid_t */
 
 #ifdef __cplusplus
 extern "C" {
@@ -95,6 +103,69 @@ XTC_API int xtc_sched_get_stats(xtc_loop_t *loop, xtc_sched_stats_t *out);
 /* The lane id of a class: 0..15, or -1 for NULL (the default lane).
  * XTC_E_INVAL for NULL out or an invalid class handle. */
 XTC_API int xtc_sched_lane_of(xtc_exec_class_t cls, int *out);
+
+/* Stall watchdog: a run of one task/proc that takes >= budget is counted
+ * and reported (callback, or a line + backtrace on stderr). */
+typedef void (*xtc_stall_cb)(xtc_loop_t *loop, xtc_task_t *task,
+                             int64_t ran_ns, int64_t budget_ns, void *user);
+XTC_API void     xtc_loop_set_stall_budget(xtc_loop_t *loop,
+                                           int64_t budget_ns);
+XTC_API void     xtc_loop_set_stall_cb(xtc_loop_t *loop, xtc_stall_cb cb,
+                                       void *user);
+XTC_API uint64_t xtc_loop_stall_count(const xtc_loop_t *loop);
+
+/* The run the watchdog watches on a loop: the one in flight, else the
+ * last one that ended. Filled while a stall budget is (or was) set. */
+typedef struct xtc_stall_info {
+	uint64_t    run;        /* runs watched so far on the loop (>= 1) */
+	xtc_task_t *task;       /* identity only: it may be gone */
+	xtc_pid_t   pid;        /* XTC_PID_NONE when not a proc */
+	const char *name;       /* the proc's name, or NULL */
+	int64_t     started_ns; /* xtc_clock_mono() at the run's start */
+	int64_t     ran_ns;     /* so far when running, else the whole run */
+	int64_t     budget_ns;  /* the loop's budget now (0 = off) */
+	int         running;    /* 1 while the run is in flight */
+	/* ran_ns is wall time: of it, the carrier thread ran cpu_ns and was
+	 * not running (descheduled by the OS, a stopped VM) off_cpu_ns.
+	 * Measured only for a run past the budget (-1 otherwise), from a
+	 * sample of the thread's CPU clock at most budget/8 older than the
+	 * run's start (cpu_ns may include that much of what ran before). */
+	int64_t     cpu_ns;
+	int64_t     off_cpu_ns;
+} xtc_stall_info_t;
+/* Snapshot for any thread (a watcher polling for hung runs: running and
+ * ran_ns >= budget_ns is a stall in flight; `run` tells runs apart).
+ *   XTC_E_INVAL     NULL or finalised loop, NULL out
+ *   XTC_E_NOTFOUND  no run watched yet (no budget ever set, or no run)
+ *   XTC_E_AGAIN     the record kept changing under the read (retry) */
+XTC_API int      xtc_loop_stall_inflight(const xtc_loop_t *loop,
+                                         xtc_stall_info_t *out);
+
+/* What a class received (xtc_sched_class_stats): any thread while the
+ * class's loop lives; relaxed counters, exact once the loop is idle.
+ * Waits are measured for latency classes only (latency_ns > 0): from the
+ * moment a task entered the class's queue (spawned, woken, yielded) to
+ * the start of its run. A wait longer than latency_ns is late; the class
+ * met its bound while late is 0. */
+typedef struct xtc_sched_class_stats {
+	uint32_t size;        /* in: sizeof(xtc_sched_class_stats_t) */
+	uint32_t version;     /* in: XTC_SCHED_VERSION */
+	int32_t  lane;        /* 0..15 on its loop */
+	int32_t  shares;
+	int64_t  latency_ns;  /* the bound, 0 = none */
+	uint64_t runs;        /* runs of its tasks */
+	uint64_t cpu_ns;      /* measured run time charged to it */
+	uint64_t stalls;      /* of its runs, those that took the loop's stall
+	                       * budget or more (counted by the watchdog) */
+	uint64_t waits;       /* waits measured (latency classes) */
+	uint64_t late;        /* waits longer than latency_ns */
+	uint64_t wait_ns;     /* their sum (mean: wait_ns / waits) */
+	int64_t  wait_max_ns; /* the longest */
+} xtc_sched_class_stats_t;
+/* XTC_E_INVAL: NULL or invalid class handle, NULL out, wrong
+ * size/version. */
+XTC_API int xtc_sched_class_stats(xtc_exec_class_t cls,
+                                  xtc_sched_class_stats_t *out);
 
 #ifdef __cplusplus
 }
