@@ -8,7 +8,7 @@
  * bench/bench_park and cmd/xtcbench's memory section).
  */
 #include "fiber_int.h"
-#include "park_fixture.h"
+#include "xb_park.h" /* cmd/xtcbench: the fixture */
 #include "test_util.h"
 
 int main(void)
@@ -24,11 +24,11 @@ int main(void)
 	size_t stack = 1024;
 #endif
 	const char *env = getenv("XTC_PARK_N");
-	struct park_result r;
+	xb_park_t r;
 
 	if (env != NULL && atol(env) > 0)
 		n = atol(env);
-	REQUIRE(park_run(n, stack, &r) == 0);
+	REQUIRE(xb_park_run(n, stack, NULL, &r) == 0);
 	CHECK_EQ(r.spawn_rc, 0);
 	CHECK_EQ(r.parked, n);
 	CHECK_EQ(r.exited, n);

@@ -23,7 +23,7 @@
 #include <sys/wait.h>
 
 #include "fiber_int.h"
-#include "park_fixture.h"
+#include "xb_park.h" /* cmd/xtcbench: the fixture */
 #include "test_util.h"
 
 #if defined(XTC__FIBER_ASAN) || defined(XTC__FIBER_TSAN)
@@ -44,10 +44,10 @@
 
 static void test_beyond_map_count(void)
 {
-	struct park_result r;
+	xb_park_t r;
 	long n = SANITIZED ? 5000 : 40000;
 
-	REQUIRE(park_run(n, 0, &r) == 0);
+	REQUIRE(xb_park_run(n, 0, NULL, &r) == 0);
 	CHECK_EQ(r.spawn_rc, 0);
 	CHECK_EQ(r.parked, n);
 	CHECK_EQ(r.exited, n);
@@ -59,10 +59,10 @@ static void test_beyond_map_count(void)
 
 static void test_small_stacks(void)
 {
-	struct park_result r;
+	xb_park_t r;
 	long n = 10000;
 
-	REQUIRE(park_run(n, SMALL_STACK, &r) == 0);
+	REQUIRE(xb_park_run(n, SMALL_STACK, NULL, &r) == 0);
 	CHECK_EQ(r.spawn_rc, 0);
 	CHECK_EQ(r.parked, n);
 	CHECK_EQ(r.exited, n);

@@ -59,7 +59,6 @@ typedef struct xb_mem {
 /* stack_size: xtc_proc_opts_t.stack_size of every parked proc (0 = the
  * default) */
 int     xb_mem_park(int64_t n, int64_t stack_size, xb_mem_t *out, char *why);
-int64_t xb_rss_bytes(void);
 
 /* ---- micro: ns per operation in *ns_per_op ---- */
 enum {
