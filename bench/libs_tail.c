@@ -18,7 +18,13 @@
  *             (xtc_preempt_allow_object: zlib and pcre2 take no lock and keep
  *             no thread-local state across calls)
  * Run the variants interleaved (a shell loop) and compare medians: this
- * machine is noisy. Prints `name value unit` lines. Not a test.
+ * machine is noisy. LIBS_TAIL_CAL=long_us:short_us fixes the arrival
+ * rates instead of calibrating (a calibration under load varies 3-10x, so
+ * the variants of one round would not see the same load). Besides the
+ * latencies, `chunks_waited` counts the 8 KiB chunks of long work that ran
+ * while a short request waited for its first run: what the scheduler gave
+ * long work ahead of it, in a unit the machine's speed does not change.
+ * Prints `name value unit` lines. Not a test.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -27,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -48,7 +55,12 @@ enum { BIG = 256 * 1024, CHUNK = 8 * 1024, SMALL = 2 * 1024, MAXS = 200000 };
 static int use_pcre;
 static unsigned char *input;
 static xtc_exec_t *ex;
-static int64_t sched_at[MAXS], done_at[MAXS];
+static int64_t sched_at[MAXS], done_at[MAXS], start_at[MAXS];
+/* chunks of long work done so far, and at each short's submission and
+ * start: how much long work ran while a short waited, a count the
+ * machine's speed does not change */
+static _Atomic int64_t chunks;
+static int64_t chunks_sub[MAXS], chunks_start[MAXS];
 static _Atomic int64_t n_done;
 static int64_t n_short;
 static _Atomic uint64_t sink;
@@ -91,8 +103,11 @@ static uint64_t z_work(const unsigned char *in, size_t n, int with_kernel)
 		s.next_in = (unsigned char *)in + off;
 		s.avail_in = (uInt)k;
 		deflate(&s, off + k >= n ? Z_FINISH : Z_NO_FLUSH);
-		if (with_kernel)
+		if (with_kernel) {
 			h = kernel(in + off, k, h);
+			atomic_fetch_add_explicit(&chunks, 1,
+			                          memory_order_relaxed);
+		}
 	}
 	h ^= s.total_out;
 	deflateEnd(&s);
@@ -118,8 +133,11 @@ static uint64_t p_work(const unsigned char *in, size_t n, int with_kernel)
 			h += ov[0];
 			at = ov[1] > ov[0] ? ov[1] : ov[0] + 1;
 		}
-		if (with_kernel)
+		if (with_kernel) {
 			h = kernel(in + off, k, h);
+			atomic_fetch_add_explicit(&chunks, 1,
+			                          memory_order_relaxed);
+		}
 	}
 	pcre2_match_data_free(md);
 	return h;
@@ -151,6 +169,8 @@ static void long_req(void *arg)
 static void short_req(void *arg)
 {
 	int64_t i = (int64_t)(intptr_t)arg;
+	start_at[i] = now_ns();
+	chunks_start[i] = atomic_load(&chunks);
 	atomic_fetch_add(&sink, work(input + (i % 64) * SMALL, SMALL, 0));
 	done_at[i] = now_ns();
 	atomic_fetch_add(&n_done, 1);
@@ -202,6 +222,7 @@ static void *gen(void *arg)
 		} else {
 			int64_t i = n_short++;
 			sched_at[i] = t;
+			chunks_sub[i] = atomic_load(&chunks);
 			while (xtc_exec_submit(ex, 0, spawn_short,
 			                       (void *)(intptr_t)i) == XTC_E_AGAIN)
 				;
@@ -267,15 +288,25 @@ int main(int argc, char **argv)
 		if (k < BIG)
 			input[k++] = ' ';
 	}
-	/* calibrate on this thread */
-	int64_t a = now_ns();
-	for (int r = 0; r < 3; r++)
-		(void)work(input, BIG, 1);
-	long_ns = (now_ns() - a) / 3;
-	a = now_ns();
-	for (int r = 0; r < 100; r++)
-		(void)work(input, SMALL, 0);
-	short_ns = (now_ns() - a) / 100;
+	/* calibrate on this thread, or take LIBS_TAIL_CAL=long_us:short_us
+	 * (the same arrival rates for every variant of an interleaved run:
+	 * a calibration under load varies 3-10x) */
+	const char *cal = getenv("LIBS_TAIL_CAL");
+	double cl = 0, cs = 0;
+	if (cal != NULL && sscanf(cal, "%lf:%lf", &cl, &cs) == 2 && cl > 0 &&
+	    cs > 0) {
+		long_ns = (int64_t)(cl * 1e3);
+		short_ns = (int64_t)(cs * 1e3);
+	} else {
+		int64_t a = now_ns();
+		for (int r = 0; r < 3; r++)
+			(void)work(input, BIG, 1);
+		long_ns = (now_ns() - a) / 3;
+		a = now_ns();
+		for (int r = 0; r < 100; r++)
+			(void)work(input, SMALL, 0);
+		short_ns = (now_ns() - a) / 100;
+	}
 
 	if (strcmp(v, "any") == 0)
 		xtc_preempt_set_policy(XTC_PREEMPT_POLICY_ANY);
@@ -292,11 +323,14 @@ int main(int argc, char **argv)
 		xtc_preempt_set_involuntary(1);
 	}
 	xtc_exec_set_service_mode(ex, 1);
+	struct rusage ru0, ru1;
+	getrusage(RUSAGE_SELF, &ru0);
 	pthread_t g, r;
 	pthread_create(&r, NULL, runner, NULL);
 	pthread_create(&g, NULL, gen, NULL);
 	pthread_join(g, NULL);
 	pthread_join(r, NULL);
+	getrusage(RUSAGE_SELF, &ru1);
 	int64_t n = atomic_load(&n_done) < n_short ? atomic_load(&n_done) : n_short;
 	int64_t *lat = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
 	int64_t m = 0;
@@ -304,6 +338,12 @@ int main(int argc, char **argv)
 		if (done_at[i] > 0)
 			lat[m++] = done_at[i] - sched_at[i];
 	qsort(lat, (size_t)m, sizeof *lat, cmp64);
+	/* queueing before a short first ran (arrival to start) */
+	int64_t *q = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1)), mq = 0;
+	for (int64_t i = 0; i < n_short; i++)
+		if (done_at[i] > 0)
+			q[mq++] = start_at[i] - sched_at[i];
+	qsort(q, (size_t)mq, sizeof *q, cmp64);
 	xtc_preempt_stats_t st;
 	uint64_t sent = 0;
 	xtc_preempt_stats_global(&st, &sent);
@@ -317,12 +357,54 @@ int main(int argc, char **argv)
 	       m ? lat[m / 2] / 1e3 : 0.0);
 	printf("%s_%s_short_p99 %.1f us\n", argv[1], v,
 	       m ? lat[m * 99 / 100] / 1e3 : 0.0);
+	for (int64_t i = 0, k = 0; i < n_short; i++)
+		if (done_at[i] > 0)
+			q[k++] = chunks_start[i] - chunks_sub[i];
+	qsort(q, (size_t)mq, sizeof *q, cmp64);
+	int64_t csum = 0;
+	for (int64_t i = 0; i < mq; i++)
+		csum += q[i];
+	printf("%s_%s_chunks_waited p50 %lld p99 %lld mean %.2f\n", argv[1], v,
+	       mq ? (long long)q[mq / 2] : 0LL,
+	       mq ? (long long)q[mq * 99 / 100] : 0LL,
+	       mq ? (double)csum / (double)mq : 0.0);
+	for (int64_t i = 0, k = 0; i < n_short; i++)
+		if (done_at[i] > 0)
+			q[k++] = start_at[i] - sched_at[i];
+	qsort(q, (size_t)mq, sizeof *q, cmp64);
+	printf("%s_%s_short_wait_p50 %.1f us p99 %.1f us\n", argv[1], v,
+	       mq ? q[mq / 2] / 1e3 : 0.0, mq ? q[mq * 99 / 100] / 1e3 : 0.0);
 	printf("%s_%s_shorts %lld of %lld\n", argv[1], v, (long long)m,
 	       (long long)n_short);
 	printf("%s_%s_preemptions %llu deferrals %llu signals %llu\n", argv[1],
 	       v, (unsigned long long)st.preemptions,
 	       (unsigned long long)st.deferrals,
 	       (unsigned long long)st.signals);
+	printf("%s_%s_refused pc %llu lock %llu ctx %llu honoured %llu "
+	       "stale %llu\n", argv[1], v,
+	       (unsigned long long)st.refused_pc,
+	       (unsigned long long)st.refused_lock,
+	       (unsigned long long)st.refused_ctx,
+	       (unsigned long long)st.honoured, (unsigned long long)st.stale);
+	printf("%s_%s_cost %llu ns overhead %llu us stretches %llu "
+	       "stretch_max %llu\n", argv[1], v,
+	       (unsigned long long)st.cost_ns,
+	       (unsigned long long)(st.overhead_ns / 1000),
+	       (unsigned long long)st.stretches,
+	       (unsigned long long)st.stretch_max);
+	printf("%s_%s_rusage user %.0f ms sys %.0f ms minflt %ld ivcsw %ld\n",
+	       argv[1], v,
+	       ((ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) * 1e6 +
+	        (ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec)) / 1e3,
+	       ((ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) * 1e6 +
+	        (ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec)) / 1e3,
+	       ru1.ru_minflt - ru0.ru_minflt, ru1.ru_nivcsw - ru0.ru_nivcsw);
+	xtc_loop_stats_t ls;
+	if (xtc_exec_loop_stats(ex, 0, &ls) == XTC_OK)
+		printf("%s_%s_loop runs %llu demotions %llu aged %llu\n",
+		       argv[1], v, (unsigned long long)ls.tasks_run,
+		       (unsigned long long)ls.demotions,
+		       (unsigned long long)ls.aged);
 	xtc_exec_fini(ex);
 	return 0;
 }
