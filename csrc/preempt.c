@@ -58,7 +58,10 @@
  *     flooded. After XTC_PREEMPT_BLOCKED_NS of refusals the run is reported
  *     once (write(2) from the handler: its fiber, why, the PC, and the
  *     fibers preempted on the carrier). The next yield check, park point or
- *     the end of a no-preempt region honours a deferred preemption.
+ *     the end of a no-preempt region honours a deferred preemption. A run
+ *     cut late overran its slice: the demoted level's aging alternates
+ *     with new work in run time, not in picks (sched.c demoted_aged), so
+ *     the overrun is not taken from short requests again.
  *  6. A signal that finds the carrier in its own scheduler code (between a
  *     switch and the run's bookkeeping) is not a deferral of user code: the
  *     carrier reaches a boundary by itself, so no pending flag is set; an
@@ -95,6 +98,16 @@
  *     the fiber's stack, to preempt at its return): without unwind
  *     information the handler cannot tell a return address from a stale
  *     word that looks like one, and would corrupt it.
+ *  5. Not built (a decision, not a refusal): preemption points inserted by
+ *     the compiler (a GCC or clang pass plugin checking a per-carrier flag
+ *     at loop back-edges and function entries, as Concord does). Safe by
+ *     construction and ~1 ns a check, but a plugin binds to one compiler
+ *     version (gcc-N-plugin-dev, the LLVM ABI) while cgo builds use
+ *     whatever CC is installed, and user code would read libxtc's
+ *     initial-exec TLS across objects. What such a point does exists by
+ *     hand: xtc_yield_if_due() reads the flag a deferred preemption sets
+ *     (XTC__PF_WANT) and the clock-checked slice (xtc_exec_set_preempt_coop)
+ *     cuts at the points with no signal.
  */
 #include "rtcode_int.h" /* first: this file is runtime code */
 #ifndef _GNU_SOURCE
