@@ -52,47 +52,6 @@ func main() {
 }
 `
 
-type consumerMod struct {
-	t   *testing.T
-	dir string
-	gob string
-}
-
-func newConsumerMod(t *testing.T) *consumerMod {
-	goBin, err := exec.LookPath("go")
-	require.NoError(t, err)
-	root, err := filepath.Abs(".")
-	require.NoError(t, err)
-	dir := t.TempDir()
-	gomod := "module example.com/consumer\n\ngo 1.26\n\nrequire github.com/xtc-go/xtc v0.0.0\n\n" +
-		"replace github.com/xtc-go/xtc => " + root + "\n"
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(buildConsumerMain), 0o644))
-	sum, err := os.ReadFile("go.sum")
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644))
-	m := &consumerMod{t: t, dir: dir, gob: goBin}
-	_, err = m.goCmd(nil, "mod", "tidy")
-	require.NoError(t, err)
-	return m
-}
-
-func (m *consumerMod) goCmd(env []string, args ...string) (string, error) {
-	cmd := exec.Command(m.gob, args...)
-	cmd.Dir = m.dir
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
-	cmd.Env = append(cmd.Env, env...)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
-
-func (m *consumerMod) build(name string, env []string, args ...string) string {
-	bin := filepath.Join(m.dir, name)
-	out, err := m.goCmd(env, append(append([]string{"build", "-o", bin}, args...), ".")...)
-	require.NoError(m.t, err, "%s", out)
-	return bin
-}
-
 // needed returns the binary's DT_NEEDED libraries and whether it has an
 // interpreter (is dynamically linked).
 func needed(t *testing.T, bin string) ([]string, bool) {
@@ -124,7 +83,7 @@ func TestConsumerBuilds(t *testing.T) {
 	if os.Getenv("XTC_BUILD_MATRIX") == "" {
 		t.Skip("set XTC_BUILD_MATRIX=1 (make go-build-matrix): builds a consumer module four ways")
 	}
-	m := newConsumerMod(t)
+	m := newConsumerMod(t, buildConsumerMain)
 	uring := !strings.Contains(LinkInfo, "xtc_nouring")
 
 	t.Run("default", func(t *testing.T) {

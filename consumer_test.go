@@ -80,33 +80,16 @@ func TestConsumerModuleUsesHeaders(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a module (about a minute cold)")
 	}
-	goBin, err := exec.LookPath("go")
-	require.NoError(t, err)
-	root, err := filepath.Abs(".")
-	require.NoError(t, err)
-	dir := t.TempDir()
-	gomod := "module example.com/consumer\n\ngo 1.26\n\nrequire github.com/xtc-go/xtc v0.0.0\n\n" +
-		"replace github.com/xtc-go/xtc => " + root + "\n"
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(consumerMain), 0o644))
-	// the library's checksums (its test-only deps), so no lookup is needed
-	sum, err := os.ReadFile("go.sum")
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644))
+	m := newConsumerMod(t, consumerMain)
 	run := func(env []string, args ...string) string {
-		cmd := exec.Command(goBin, args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
-		cmd.Env = append(cmd.Env, env...)
-		out, err := cmd.CombinedOutput()
+		out, err := m.goCmd(env, args...)
 		require.NoError(t, err, "go %v:\n%s", args, out)
-		return strings.TrimSpace(string(out))
+		return strings.TrimSpace(out)
 	}
-	run(nil, "mod", "tidy")
 	inc := run(nil, "list", "-f", "{{.Dir}}", "github.com/xtc-go/xtc/csrc/include")
 	assert.FileExists(t, filepath.Join(inc, "xtc.h"))
 	cflags := run(nil, "env", "CGO_CFLAGS") + " -I" + inc
-	bin := filepath.Join(dir, "consumer")
+	bin := filepath.Join(m.dir, "consumer")
 	run([]string{"CGO_CFLAGS=" + cflags}, "build", "-o", bin, ".")
 	out, err := exec.Command(bin).CombinedOutput()
 	require.NoError(t, err, "%s", out)
@@ -115,4 +98,50 @@ func TestConsumerModuleUsesHeaders(t *testing.T) {
 	graph := run(nil, "list", "-m", "all")
 	assert.NotContains(t, graph, "gonum")
 	assert.NotContains(t, graph, "fpdf")
+}
+
+// consumerMod is a scratch module that consumes this one (the consumer
+// tests here and in build_consumer_test.go).
+type consumerMod struct {
+	t   *testing.T
+	dir string
+	gob string
+}
+
+// newConsumerMod writes a module that requires this one (replaced by this
+// checkout) with mainSrc as its main.go and the library's go.sum (its
+// test-only deps), so no lookup is needed, and tidies it offline.
+func newConsumerMod(t *testing.T, mainSrc string) *consumerMod {
+	goBin, err := exec.LookPath("go")
+	require.NoError(t, err)
+	root, err := filepath.Abs(".")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	gomod := "module example.com/consumer\n\ngo 1.26\n\nrequire github.com/xtc-go/xtc v0.0.0\n\n" +
+		"replace github.com/xtc-go/xtc => " + root + "\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(mainSrc), 0o644))
+	sum, err := os.ReadFile("go.sum")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644))
+	m := &consumerMod{t: t, dir: dir, gob: goBin}
+	_, err = m.goCmd(nil, "mod", "tidy")
+	require.NoError(t, err)
+	return m
+}
+
+func (m *consumerMod) goCmd(env []string, args ...string) (string, error) {
+	cmd := exec.Command(m.gob, args...)
+	cmd.Dir = m.dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+	cmd.Env = append(cmd.Env, env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (m *consumerMod) build(name string, env []string, args ...string) string {
+	bin := filepath.Join(m.dir, name)
+	out, err := m.goCmd(env, append(append([]string{"build", "-o", bin}, args...), ".")...)
+	require.NoError(m.t, err, "%s", out)
+	return bin
 }
