@@ -16,13 +16,15 @@ import (
 // The consuming module: its own cgo preamble includes <xtc.h> through the
 // documented CGO_CFLAGS recipe (csrc/include's directory), defines a
 // cooperative kernel that calls the runtime, and hands one static function
-// to xtc through a getter (the idiom that links) and one non-static
-// function directly as C.name.
+// to xtc through a getter (the idiom that links), one through the typed
+// getter XTC_GO_FUNC makes (xtc.CFunc), and one non-static function
+// directly as C.name.
 const consumerMain = `package main
 
 /*
 #include <stdint.h>
 #include <xtc.h>
+#include <xtc_exec.h> // XTC_GO_FUNC
 
 // static: unsafe.Pointer(C.count_static) would fail at link time (cgo
 // takes the address of a static function from another C file); a getter
@@ -41,6 +43,11 @@ static intptr_t count_static(void *arg)
 	return s;
 }
 static void *count_static_fn(void) { return (void *)count_static; }
+
+// the typed getter: the build fails here if the shape is not
+// intptr_t f(void *)
+static intptr_t triple(void *arg) { return 3 * (intptr_t)arg; }
+XTC_GO_FUNC(triple)
 
 // not static: C.twice can be passed as is
 intptr_t twice(void *arg) { return 2 * (intptr_t)arg; }
@@ -72,7 +79,11 @@ func main() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(a, b)
+	c, err := e.CallInt(context.Background(), xtc.CFuncOf(C.triple_cfunc()), 5)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(a, b, c)
 }
 `
 
@@ -93,7 +104,7 @@ func TestConsumerModuleUsesHeaders(t *testing.T) {
 	run([]string{"CGO_CFLAGS=" + cflags}, "build", "-o", bin, ".")
 	out, err := exec.Command(bin).CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	assert.Equal(t, "4951 42", strings.TrimSpace(string(out)))
+	assert.Equal(t, "4951 42 15", strings.TrimSpace(string(out)))
 	// the library's own module graph: no plotting modules
 	graph := run(nil, "list", "-m", "all")
 	assert.NotContains(t, graph, "gonum")

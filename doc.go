@@ -44,15 +44,24 @@
 // return errors matching [ErrClosed]. See examples/go/service for a
 // complete net/http service.
 //
-// Passing C functions: a C function of your own preamble is passed as an
-// unsafe.Pointer. For a non-static function, unsafe.Pointer(C.name) works;
-// for a static one (the usual style of a preamble) it does not link, so
-// return its address from a getter:
+// Passing C functions: a C function of your own preamble is passed as a
+// [CFunc]. XTC_GO_FUNC(name) (xtc_exec.h) defines a getter name_cfunc()
+// after the C compiler checked that name has the executor's shape,
+// intptr_t name(void *arg) (another shape fails the build, naming it):
 //
+//	#include <xtc_exec.h>
 //	static intptr_t kernel(void *arg) { ... }
-//	static void *kernel_fn(void) { return (void *)kernel; }
+//	XTC_GO_FUNC(kernel)
 //
-//	v, err := e.GoInt(ctx, C.kernel_fn(), 1000)
+//	k := xtc.CFuncOf(C.kernel_cfunc())
+//	v, err := e.CallInt(ctx, k, 1000)
+//
+// Without xtc's headers in the preamble, pass an unsafe.Pointer to
+// [Exec.Go] / [Exec.GoInt]: unsafe.Pointer(C.name) works for a non-static
+// function; a static one (the usual style of a preamble) does not link
+// that way, so return its address from a getter of your own,
+// static void *kernel_fn(void) { return (void *)kernel; }, and call
+// e.GoInt(ctx, C.kernel_fn(), 1000). Neither checks the signature.
 //
 // Declaring kernels preemptible: involuntary preemption interrupts only C
 // code declared safe to cut (see [PreemptPolicy]), so a C library is never

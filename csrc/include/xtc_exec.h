@@ -137,6 +137,20 @@ XTC_API int      xtc_exec_class_create_each(xtc_exec_t *exec, int shares,
                                             int64_t latency_ns,
                                             xtc_exec_class_t *out, int n);
 
+/* For Go callers (xtc.CFunc): XTC_GO_FUNC(name), at file scope after the
+ * definition of name, defines
+ *     static inline void *name_cfunc(void)
+ * returning name's address, once the compiler checked that name is
+ * intptr_t name(void *arg), the shape the Go executor calls (Exec.Call,
+ * Exec.Go, Dispatch): another shape fails the build with a message that
+ * names the function. A getter is needed anyway for a static function
+ * (cgo cannot take its address); this one is typed. */
+#define XTC_GO_FUNC(name)                                                   \
+	_Static_assert(__builtin_types_compatible_p(__typeof__(&(name)),     \
+	    intptr_t (*)(void *)),                                           \
+	    "xtc: " #name " must be intptr_t " #name "(void *arg)");         \
+	static inline void *name##_cfunc(void) { return (void *)(name); }
+
 /* Stall watchdog: the per-loop functions and xtc_stall_info_t are in
  * xtc_sched.h (included above); this arms every loop of the executor. */
 XTC_API void     xtc_exec_set_stall_budget(xtc_exec_t *exec,
