@@ -964,8 +964,9 @@ xtc_task_t *xtc__rq_pop(xtc_loop_t *loop);
  * queue. The pick serves it only when the default lane has nothing else
  * ready (run queue, deque), after the carrier drained its submission ring
  * and inbox, except that the oldest demoted task is served first once it
- * waited XTC__DEMOTE_AGE_NS, alternating with the other levels (aging:
- * long work progresses under any load, and so does new work).
+ * waited XTC__DEMOTE_AGE_NS, alternating with the other levels in run time
+ * (aging: long work progresses under any load, and so does new work; an
+ * aged run that overran its slice gives the overrun back: sched.c).
  * Classes choose between lanes exactly as before: demoted tasks make the
  * default lane ready. Owner thread. */
 #define XTC__DEMOTE_AGE_NS 5000000
