@@ -25,7 +25,6 @@ import (
 	"math/rand"
 	"sort"
 	"sync"
-	"syscall"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -418,17 +417,6 @@ func runBatch(cfg *Config, cal Calibration, pb *Progress) *BatchResults {
 		v.MedShort50 = medianF(v.ShortP50)
 	}
 	return res
-}
-
-// processCPU is the user+system CPU time of the whole process: on a shared
-// machine wall time mostly measures how often the OS ran us, CPU time what
-// the variant cost.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // batchVerdicts: the engine against static batching, then the two like-for-

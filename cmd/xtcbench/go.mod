@@ -1,10 +1,11 @@
 module github.com/xtc-go/xtc/cmd/xtcbench
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/stretchr/testify v1.12.1
 	github.com/xtc-go/xtc v0.0.0
+	golang.org/x/sys v0.50.0
 	gonum.org/v1/plot v0.17.0
 )
 

@@ -26,6 +26,9 @@ type HostInfo struct {
 	LoadStart string `json:"loadavg_start"`
 	LoadEnd   string `json:"loadavg_end"`
 	Nice      int    `json:"nice"` // the process's nice value (both sides share it)
+	// Affinity: the CPUs the process may run on (sched_getaffinity), as
+	// ranges; NumCPU counts them.
+	Affinity string `json:"affinity"`
 }
 
 func loadAvg() string {
@@ -43,7 +46,7 @@ func loadAvg() string {
 func hostInfo() HostInfo {
 	h := HostInfo{NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(),
 		OSArch: runtime.GOOS + "/" + runtime.GOARCH, CPU: "unknown", Kernel: "unknown",
-		LoadStart: loadAvg(), Nice: niceValue()}
+		LoadStart: loadAvg(), Nice: niceValue(), Affinity: affinityCPUs()}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {
 			if strings.HasPrefix(l, "model name") {
@@ -500,9 +503,9 @@ func writeMarkdown(w io.Writer, r *Results) {
 	fmt.Fprintf(w, "# xtcbench: xtc against Go's runtime\n\n")
 	fmt.Fprintf(w, "Generated %s by `%s` (%s mode, %.0f s).\n\n",
 		r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Command, r.Mode, r.Elapsed)
-	fmt.Fprintf(w, "Machine: %s, %d CPUs, Linux %s, %s, %s. xtc %s, I/O backend %s. "+
+	fmt.Fprintf(w, "Machine: %s, %d CPUs (allowed: %s), Linux %s, %s, %s. xtc %s, I/O backend %s. "+
 		"Busy loop: C %.3f it/ns, Go %.3f it/ns.\n\n",
-		r.Host.CPU, r.Host.NumCPU, r.Host.Kernel, r.Host.GoVersion, r.Host.OSArch,
+		r.Host.CPU, r.Host.NumCPU, orDash(r.Host.Affinity), r.Host.Kernel, r.Host.GoVersion, r.Host.OSArch,
 		r.Features.Version, orDash(r.Features.Backend),
 		r.Calibration.CItersPerNs, r.Calibration.GoItersPerNs)
 	if r.Calibration.Warning != "" {
