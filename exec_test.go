@@ -442,14 +442,13 @@ func ExampleExec_SetSpin() {
 }
 
 func ExampleExec_Start() {
-	e, _ := ExecInit(1)
-	defer e.Fini()
-	e.SetServiceMode(true)
+	e, _ := NewExec(1) // serves until Close or Shutdown
 	run, _ := e.Start() // no goroutine blocks in cgo while it runs
 	done := make(chan struct{})
 	_ = e.Submit(0, func() { close(done) })
 	<-done
-	_ = e.Stop()
+	_ = e.Close() // stops the carriers and waits for them
+	<-run.Done()
 	fmt.Println(run.Wait(context.Background()))
 	// Output: <nil>
 }

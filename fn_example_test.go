@@ -127,13 +127,9 @@ func ExampleFnLaunch() {
 
 // xtc_launch: a child proc killed when its deadline passes.
 func ExampleLaunch() {
-	// process-wide; reset last (defers run in reverse), after Close has
-	// stopped every never-yielding kernel
-	xtc.PreemptSetInvoluntary(true)
-	defer xtc.PreemptSetInvoluntary(false)
-	e, _ := xtc.NewExec(1)
+	// a never-yielding child is stopped at its next slice
+	e, _ := xtc.NewExec(1, xtc.WithPreempt(time.Millisecond))
 	defer e.Close()
-	e.SetPreempt(time.Millisecond) // a never-yielding child is stopped at its next slice
 	e.Start()
 
 	ctx := context.Background()
@@ -150,17 +146,13 @@ func ExampleLaunch() {
 // class, and returns its result to the calling goroutine; a context
 // deadline returns at once and kills the work at its next slice.
 func ExampleExec_Go() {
-	// Time-slice never-yielding kernels: involuntary preemption
-	// (process-wide) and a slice. Reset it last: a kernel that never
-	// yields can only be stopped by it, also at Close.
-	xtc.PreemptSetInvoluntary(true)
-	defer xtc.PreemptSetInvoluntary(false)
-	e, err := xtc.NewExec(2)
+	// Time-slice never-yielding kernels: involuntary preemption, in
+	// force while this executor runs (also during Close, which stops them)
+	e, err := xtc.NewExec(2, xtc.WithPreempt(time.Millisecond))
 	if err != nil {
 		panic(err)
 	}
 	defer e.Close()
-	e.SetPreempt(time.Millisecond)
 	interactive, _ := e.NewClass(300, time.Millisecond)
 	batch, _ := e.NewClass(100, 0)
 	if _, err := e.Start(); err != nil {
@@ -184,11 +176,8 @@ func ExampleExec_Go() {
 // with Send) send to it, and it monitors procs on Go's behalf, so their
 // DOWN messages arrive in the same mailbox.
 func ExampleExec_NewMailbox() {
-	xtc.PreemptSetInvoluntary(true) // the worker below never yields
-	defer xtc.PreemptSetInvoluntary(false)
-	e, _ := xtc.NewExec(1)
+	e, _ := xtc.NewExec(1, xtc.WithPreempt(time.Millisecond)) // the worker below never yields
 	defer e.Close()
-	e.SetPreempt(time.Millisecond)
 	e.Start()
 	mb, err := e.NewMailbox(0, 0)
 	if err != nil {

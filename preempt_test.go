@@ -372,23 +372,20 @@ func TestPreemptNoSignalDuringGoCallback(t *testing.T) {
 // their loops) slices them without any interrupt: the executor's slices
 // are clock-checked, so a request submitted while a kernel runs is served
 // at the kernel's next slice end, and no signal is ever sent.
-func ExampleExec_SetPreemptCoop() {
-	e, _ := ExecInit(1)
-	defer e.Fini()
-	e.SetServiceMode(true)
-	_ = e.SetPreemptCoop(true)
-	_ = e.SetPreempt(200 * time.Microsecond)
+func ExampleWithClockCheckedPreempt() {
+	e, _ := NewExec(1, WithClockCheckedPreempt(200*time.Microsecond))
+	defer e.Close()
 	_, sent0 := PreemptStatsGlobal()
-	run, _ := e.Start()
+	_, _ = e.Start()
 
 	stop := ctest.NewFlag()
 	defer stop.Free()
 	started := ctest.Starts()
-	kernel, _ := Submit(e.Loop(0), ctest.CoopSpinFn(), stop.Ptr()) // runs until stopped
+	kernel, _ := Dispatch(e.Loop(0), ctest.CoopSpinFn(), stop.Ptr()) // runs until stopped
 	for ctest.Starts() == started {
 		time.Sleep(100 * time.Microsecond) // until the kernel owns the loop
 	}
-	short, _ := Submit(e.Loop(0), ctest.ShortFn(), nil)
+	short, _ := Dispatch(e.Loop(0), ctest.ShortFn(), nil)
 	v, err := short.Wait(context.Background())
 	fmt.Println("short request:", v, err, "kernel still running:", !kernel.Ready())
 
@@ -396,8 +393,6 @@ func ExampleExec_SetPreemptCoop() {
 	yields, _ := kernel.Wait(context.Background())
 	_, sent1 := PreemptStatsGlobal()
 	fmt.Println("kernel yielded at slice ends:", yields > 1, "signals sent:", sent1-sent0)
-	_ = e.Stop()
-	_ = run.Wait(context.Background())
 	// Output:
 	// short request: 7 <nil> kernel still running: true
 	// kernel yielded at slice ends: true signals sent: 0
