@@ -442,7 +442,7 @@ func ExampleExec_SetSpin() {
 }
 
 func ExampleExec_Start() {
-	e, _ := NewExec(1) // serves until Close or Shutdown
+	e, _ := NewExec(1)  // serves until Close or Shutdown
 	run, _ := e.Start() // no goroutine blocks in cgo while it runs
 	done := make(chan struct{})
 	_ = e.Submit(0, func() { close(done) })
