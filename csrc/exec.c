@@ -175,24 +175,32 @@ int xtc_exec_fini(xtc_exec_t *e)
  * CPU hog would hand it a whole time slice while input waits). */
 static pthread_attr_t *spread_start(xtc_exec_t *e, int i, pthread_attr_t *a)
 {
+	int n;
+
 	if (i == 0) {
 		e->spread = 0;
 		if (sched_getaffinity(0, sizeof e->cpus, &e->cpus) != 0 ||
 		    CPU_COUNT(&e->cpus) < 2)
 			return NULL;
 		e->spread = 1;
+		/* the caller's CPU is read once: a caller that moves between
+		 * two creations (a freeze, a busy host) would otherwise give
+		 * two carriers one CPU (test_exec test_spread_start, found by
+		 * tools/freeze-hunt.sh under ASan) */
+		int here = sched_getcpu(), k = 0;
+		e->spread_first = 0;
+		for (int j = 0; j < CPU_SETSIZE; j++)
+			if (CPU_ISSET(j, &e->cpus)) {
+				k++;
+				if (j == here)
+					e->spread_first = k;
+			}
 	} else if (!e->spread) {
 		return NULL;
 	}
 	/* the allowed CPUs in order, from the one after the caller's */
-	int n = CPU_COUNT(&e->cpus), here = sched_getcpu(), first = 0, k = 0;
-	for (int j = 0; j < CPU_SETSIZE; j++)
-		if (CPU_ISSET(j, &e->cpus)) {
-			k++;
-			if (j == here)
-				first = k;
-		}
-	int want = (first + i) % n, pick = -1;
+	n = CPU_COUNT(&e->cpus);
+	int want = (e->spread_first + i) % n, pick = -1;
 	for (int j = 0, m = 0; j < CPU_SETSIZE && pick < 0; j++)
 		if (CPU_ISSET(j, &e->cpus) && m++ == want)
 			pick = j;

@@ -111,6 +111,7 @@ struct xtc_exec {
 	 * turn and widens to all of them at once (spread_start) */
 	cpu_set_t cpus;
 	int spread;
+	int spread_first; /* rank of the caller's CPU in cpus, read once */
 };
 
 static inline int xtc__exec_ok(const xtc_exec_t *e)
