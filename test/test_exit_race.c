@@ -222,10 +222,18 @@ static void test_exit_race(void)
 		    (void *)(uintptr_t)k, (k & 2) ? &mig : NULL, NULL), XTC_OK);
 	REQUIRE(pthread_create(&run, NULL, runner, ex) == 0);
 	t_end = xtc_clock_mono() + 240 * SEC;
-	/* stop/start cycles while the races run */
+	/* stop/start cycles while the races run; each run lasts until the
+	 * killers made some progress (16 more DOWN/EXIT, bounded by 1 s), not
+	 * a fixed 3 ms: on a slow thread (TSan, a frozen carrier) restarts
+	 * every 3 ms left the killers no time to finish (0 of 4 in 240 s,
+	 * tools/freeze-hunt.sh -t under TSan) */
 	while (atomic_load(&killers_done) < NKILL && !atomic_load(&bad) &&
 	       xtc_clock_mono() < t_end) {
+		long seen = atomic_load(&downs) + atomic_load(&exits);
 		usleep(3000);
+		for (int i = 0; i < 1000 && atomic_load(&killers_done) < NKILL &&
+		     atomic_load(&downs) + atomic_load(&exits) < seen + 16; i++)
+			usleep(1000);
 		CHECK_EQ(xtc_exec_stop(ex), XTC_OK);
 		pthread_join(run, NULL);
 		REQUIRE(pthread_create(&run, NULL, runner, ex) == 0);
