@@ -14,6 +14,7 @@
  */
 #include "rtcode_int.h" /* first: this file is runtime code */
 #include <errno.h>
+#include <link.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <malloc.h>
@@ -253,4 +254,23 @@ void xtc__sig_chain(const struct sigaction *old_act, int sig, siginfo_t *si,
 	dfl.sa_handler = SIG_DFL;
 	sigemptyset(&dfl.sa_mask);
 	sigaction(sig, &dfl, NULL);
+}
+
+static int tls_sum(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	size_t *sum = arg;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_TLS)
+			*sum += ph->p_memsz + (ph->p_align > 1 ? ph->p_align : 0);
+	}
+	return 0;
+}
+
+size_t xtc__thread_stack_size(size_t frames)
+{
+	size_t sum = 0;
+	dl_iterate_phdr(tls_sum, &sum);
+	return (frames + sum + 16 * 1024 + 4095) & ~(size_t)4095;
 }

@@ -151,6 +151,14 @@ extern xtc__upcalls_t xtc__up;
  * freeing it (mailbox.c's message cache). */
 void xtc__alloc_recycler_set(size_t lo, size_t hi, void (*put)(void *));
 
+/* The stack size to ask for a runtime thread whose own frames need
+ * `frames` bytes: glibc carves a new thread's static TLS out of its stack,
+ * so a program with large __thread data made small fixed stacks fail
+ * (EINVAL). Adds the TLS segments of the objects loaded now and glibc's
+ * surplus for ones loaded later, page-rounded. Callers still fall back to
+ * the default attributes when the size is refused. */
+size_t xtc__thread_stack_size(size_t frames);
+
 /* A fault handler's hand-off to the disposition it replaced (`old`, saved
  * at install): call it if it was a handler, else restore the default and
  * return, so the faulting instruction runs again and the process dies of

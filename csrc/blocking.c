@@ -196,11 +196,18 @@ static int spawn_thread_locked(void)
 		return XTC_E_AGAIN;
 	if (pthread_attr_init(&attr) != 0)
 		return XTC_E_AGAIN;
-	/* Blocking C code may want a real stack; 256 KiB is plenty for the
-	 * libc calls this pool exists for and keeps 64 threads cheap. */
-	pthread_attr_setstacksize(&attr, 256 * 1024);
-	rc = pthread_create(&pool.tids[pool.nthreads], &attr, pool_main, NULL);
+	/* Blocking C code may want a real stack; 256 KiB of frames is plenty
+	 * for the libc calls this pool exists for and keeps 64 threads
+	 * cheap. The program's static TLS comes out of the same stack
+	 * (xtc__thread_stack_size); the default size if that is refused. */
+	rc = pthread_attr_setstacksize(&attr, xtc__thread_stack_size(256 * 1024));
+	if (rc == 0)
+		rc = pthread_create(&pool.tids[pool.nthreads], &attr, pool_main,
+		                    NULL);
 	pthread_attr_destroy(&attr);
+	if (rc != 0 && rc != EAGAIN)
+		rc = pthread_create(&pool.tids[pool.nthreads], NULL, pool_main,
+		                    NULL);
 	if (rc != 0)
 		return XTC_E_AGAIN;
 	pool.nthreads++;

@@ -386,28 +386,6 @@ static void *monitor_main(void *arg)
 /* The monitor's own frames (futex waits, signal sends). */
 #define MONITOR_STACK (64 * 1024)
 
-static int tls_sum(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	(void)size;
-	size_t *sum = arg;
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		if (ph->p_type == PT_TLS)
-			*sum += ph->p_memsz + (ph->p_align > 1 ? ph->p_align : 0);
-	}
-	return 0;
-}
-
-/* An upper bound of the static TLS a new thread needs in its stack: the
- * TLS segments of the objects loaded now, plus glibc's surplus for
- * objects loaded later with initial-exec TLS. */
-static size_t static_tls_size(void)
-{
-	size_t sum = 0;
-	dl_iterate_phdr(tls_sum, &sum);
-	return (sum + 16 * 1024 + 4095) & ~(size_t)4095;
-}
-
 int xtc__monitor_start(void)
 {
 	if (atomic_load_explicit(&monitor_started, memory_order_acquire))
@@ -426,8 +404,8 @@ int xtc__monitor_start(void)
 		 * __thread array made a 64 KiB stack fail (EINVAL), and with
 		 * it every carrier's preemption. Sized by the TLS of the
 		 * loaded objects, and the default size if that still fails. */
-		int err = pthread_attr_setstacksize(&a, MONITOR_STACK +
-		                                        static_tls_size());
+		int err = pthread_attr_setstacksize(&a,
+		                            xtc__thread_stack_size(MONITOR_STACK));
 		if (err == 0)
 			err = pthread_create(&th, &a, monitor_main, NULL);
 		if (err != 0 && err != EAGAIN) {

@@ -21,6 +21,7 @@
 
 #include "preempt_int.h"
 #include "xtc.h"
+#include "xtc_blocking.h"
 #include "xtc_exec.h"
 #include "xtc_preempt.h"
 #include "xtc_proc.h"
@@ -171,10 +172,34 @@ static void test_no_slot_fails_run(void)
 	CHECK_EQ(xtc_exec_fini(ex), XTC_OK);
 }
 
+/* The blocking pool's threads have the same need: a fixed 256 KiB stack
+ * could not hold the 260 KiB of TLS, pthread_create failed and
+ * xtc_blocking_submit returned XTC_E_AGAIN (no pool thread). */
+static atomic_int pool_ran;
+static int on_pool(void *arg)
+{
+	(void)arg;
+	memset(big_tls, 3, BIG_TLS); /* this thread's copy */
+	atomic_store(&pool_ran, 1);
+	return 0;
+}
+
+static void test_blocking_pool_starts(void)
+{
+	CHECK_EQ(xtc_blocking_submit(on_pool, NULL), XTC_OK);
+	/* an event, with a generous guard */
+	for (int64_t g = xtc_clock_mono() + 20000000000LL;
+	     !atomic_load(&pool_ran) && xtc_clock_mono() < g;)
+		usleep(1000);
+	CHECK(atomic_load(&pool_ran));
+	xtc_blocking_shutdown();
+}
+
 int main(int argc, char **argv)
 {
 	test_only = argc > 1 ? argv[1] : NULL;
 	RUN(test_big_static_tls);
 	RUN(test_no_slot_fails_run);
+	RUN(test_blocking_pool_starts);
 	return failures ? 1 : 0;
 }
