@@ -48,10 +48,22 @@ def freeze(tid, ms):
     libc.ptrace(PTRACE_DETACH, tid, None, ctypes.c_void_p(pending))
 
 
+def exited(pid):
+    # a process that exited stays a zombie (its /proc entries with it)
+    # until its parent reaps it: stop then, or the loop never ends
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return True
+
+
 def main():
     pid, freeze_ms, gap = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     while True:
         time.sleep(random.randint(10, max(gap, 11)) / 1000.0)
+        if exited(pid):
+            return
         try:
             tids = [int(t) for t in os.listdir("/proc/%d/task" % pid)]
         except OSError:
