@@ -14,11 +14,9 @@
  *                          plain free(), as libxtc programs do
  *   proc_pingpong_xthread  the same between two loops on two threads
  *   proc_parked_bytes      resident memory per proc parked in xtc_recv, for
- *                          100k procs (50k on each of two loop threads)
- *
- * 100k guarded stacks need ~200k VMAs; vm.max_map_count defaults to 65530.
- * As root the bench raises it for the run (and restores it), otherwise it
- * scales the parked count down to fit; both are reported on stderr.
+ *                          100k procs (cmd/xtcbench/xb_park.h: one loop
+ *                          thread per 62 500; slab stacks, so default
+ *                          sysctls hold them)
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -31,6 +29,7 @@
 #include "xtc.h"
 
 #include "bench_util.h"
+#include "xb_park.h" /* cmd/xtcbench: the park fixture */
 
 #define RUNS 5
 
@@ -206,130 +205,20 @@ static double bench_pingpong_xthread(long n)
 
 /* ---- parked procs ------------------------------------------------------- */
 
-static long rss_bytes(void)
-{
-	long size = 0, res = 0;
-	FILE *f = fopen("/proc/self/statm", "r");
-	if (!f)
-		return -1;
-	if (fscanf(f, "%ld %ld", &size, &res) != 2)
-		res = -1;
-	fclose(f);
-	return res < 0 ? -1 : res * sysconf(_SC_PAGESIZE);
-}
-
-static long read_long(const char *path)
-{
-	long v = -1;
-	FILE *f = fopen(path, "r");
-	if (f) {
-		if (fscanf(f, "%ld", &v) != 1)
-			v = -1;
-		fclose(f);
-	}
-	return v;
-}
-
-static int write_long(const char *path, long v)
-{
-	FILE *f = fopen(path, "w");
-	int ok;
-	if (!f)
-		return 0;
-	ok = fprintf(f, "%ld\n", v) > 0;
-	return fclose(f) == 0 && ok;
-}
-
-static atomic_long parked;
-
-static void parked_body(void *arg)
-{
-	void *m;
-	(void)arg;
-	atomic_fetch_add(&parked, 1);
-	if (xtc_recv(&m, NULL, -1) == XTC_OK) /* until killed */
-		xtc_free(m);
-}
-
-struct park_loop {
-	xtc_loop_t *loop;
-	xtc_pid_t *pids;
-	long n;
-	atomic_int spawned;
-};
-
-static void park_spawner(void *arg)
-{
-	struct park_loop *pl = arg;
-	for (long i = 0; i < pl->n; i++)
-		if (xtc_proc_spawn(pl->loop, parked_body, NULL, NULL,
-		                   &pl->pids[i]) != XTC_OK) {
-			fprintf(stderr, "bench_proc: spawn %ld failed\n", i);
-			abort();
-		}
-	atomic_store(&pl->spawned, 1);
-}
-
+/* cmd/xtcbench/xb_park.h: procs parked in xtc_recv over standalone loops,
+ * then woken (the fixture bench_park, xtcbench and the scale tests share) */
 static double bench_parked(long total)
 {
-	const char *mmc = "/proc/sys/vm/max_map_count";
-	long old = read_long(mmc), need = total * 2 + 20000;
-	struct park_loop pl[2];
-	pthread_t th[2];
-	long rss0, rss1;
-	int raised = 0;
+	xb_park_t r;
 
-	if (old > 0 && old < need) {
-		if (geteuid() == 0 && write_long(mmc, need)) {
-			raised = 1;
-			fprintf(stderr, "bench_proc: raised vm.max_map_count "
-			        "%ld -> %ld for the parked-proc run\n", old, need);
-		} else {
-			long fit = (old - 20000) / 2;
-			fprintf(stderr, "bench_proc: vm.max_map_count=%ld fits "
-			        "%ld stacks, not %ld: parking %ld procs\n", old,
-			        fit, total, fit);
-			total = fit;
-		}
-	}
-	if (total < 1000)
+	if (xb_park_run(total, 0, NULL, &r) != 0 || r.spawn_rc != 0) {
+		fprintf(stderr, "bench_proc: parking %ld procs failed (%s)\n",
+		        total, r.spawn_rc ? xtc_strerror(r.spawn_rc) : "setup");
 		return -1;
-	for (int i = 0; i < 2; i++) {
-		pl[i].n = total / 2;
-		pl[i].pids = calloc((size_t)pl[i].n, sizeof(xtc_pid_t));
-		pl[i].loop = new_loop();
-		atomic_store(&pl[i].spawned, 0);
-		if (!pl[i].pids)
-			abort();
 	}
-	atomic_store(&parked, 0);
-	rss0 = rss_bytes();
-	for (int i = 0; i < 2; i++) {
-		if (xtc_proc_spawn(pl[i].loop, park_spawner, &pl[i], NULL,
-		                   NULL) != XTC_OK ||
-		    pthread_create(&th[i], NULL, run_loop_thread, pl[i].loop))
-			abort();
-	}
-	while (atomic_load(&parked) < pl[0].n + pl[1].n ||
-	       !atomic_load(&pl[0].spawned) || !atomic_load(&pl[1].spawned))
-		usleep(1000);
-	usleep(20000); /* the last ones reach their park */
-	rss1 = rss_bytes();
-	/* cross-thread kills end them; the loops return when empty */
-	for (int i = 0; i < 2; i++)
-		for (long j = 0; j < pl[i].n; j++)
-			if (xtc_exit_pid(pl[i].pids[j], 0) != XTC_OK)
-				abort();
-	for (int i = 0; i < 2; i++) {
-		pthread_join(th[i], NULL);
-		xtc_loop_fini(pl[i].loop);
-		free(pl[i].pids);
-	}
-	if (raised)
-		write_long(mmc, old);
-	fprintf(stderr, "bench_proc: %ld parked procs, rss %+ld KiB\n",
-	        pl[0].n + pl[1].n, (rss1 - rss0) / 1024);
-	return (double)(rss1 - rss0) / (double)(pl[0].n + pl[1].n);
+	fprintf(stderr, "bench_proc: %ld parked procs, rss %+ld KiB, %ld VMAs\n",
+	        r.parked, r.rss_bytes / 1024, r.vmas);
+	return r.rss_each;
 }
 
 int main(int argc, char **argv)
