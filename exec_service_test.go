@@ -250,9 +250,7 @@ func TestExecShutdownNeverStartedBatch(t *testing.T) {
 		res <- err
 	}()
 	require.Eventually(t, func() bool { // handed in (accepted at the first run)
-		n := 0
-		b.mtReqs.Range(func(any, any) bool { n++; return true })
-		return n == 1
+		return b.mt.live.Load() == 1
 	}, 30*time.Second, time.Millisecond)
 	require.NoError(t, e.Shutdown(context.Background()))
 	require.NoError(t, <-res)

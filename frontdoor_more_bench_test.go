@@ -1,0 +1,222 @@
+//go:build cgo
+
+package xtc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xtc-go/xtc/internal/cfuture"
+	"github.com/xtc-go/xtc/internal/ctest"
+)
+
+// The front door's other entry points, measured like
+// frontdoor_bench_test.go measures Exec.Go: Dispatch (a C function as a
+// fresh fiber, its result through the completion queue), a Mailbox (a Go
+// Send to its pid, the relay proc, Recv) and Batch.Do (a hand-in to a
+// group whose Go Step finishes every member at once). Round trip: one
+// goroutine, an idle executor of one carrier, the variants interleaved,
+// 5 repetitions of 2000 operations after a warm-up, medians of the
+// per-repetition p50/p99 with their spread (GoInt is the reference row).
+// Throughput: G goroutines each looping the operation; ops/s and
+// allocs/op.
+//
+//	go test -run '^$' -bench 'BenchmarkFrontDoorMore' -benchtime 20000x .
+
+// moreExec starts a one-carrier executor with a Batch group and a
+// Mailbox of its own.
+func moreExec(b *testing.B) (*Exec, *Batch, *Mailbox) {
+	e, err := NewExec(1)
+	require.NoError(b, err)
+	bt, err := e.NewBatch(BatchOpts{Capacity: 4096, MaxActive: 64, ResourceCapacity: 64,
+		Step: func(items []BatchItem, res []BatchResult) error {
+			for i := range res {
+				res[i].State = BatchDone
+			}
+			return nil
+		}})
+	require.NoError(b, err)
+	mb, err := e.NewMailbox(0, 4096)
+	require.NoError(b, err)
+	_, err = e.Start()
+	require.NoError(b, err)
+	b.Cleanup(func() { require.NoError(b, e.Close()) })
+	return e, bt, mb
+}
+
+func BenchmarkFrontDoorMoreRoundTrip(b *testing.B) {
+	e, bt, mb := moreExec(b)
+	l := e.Loop(0)
+	ctx := context.Background()
+	msg := []byte("ping")
+	variants := []struct {
+		name string
+		op   func()
+	}{
+		{"Exec.GoInt (reference)", func() {
+			if _, err := e.GoInt(ctx, ctest.Ident(), 1); err != nil {
+				b.Fatal(err)
+			}
+		}},
+		{"Dispatch + Future.Wait", func() {
+			f, err := Dispatch(l, cfuture.AddOne, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := f.Wait(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}},
+		{"Send + Mailbox.Recv", func() {
+			if err := Send(mb.Pid(), msg); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := mb.Recv(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}},
+		{"Batch.Do", func() {
+			if _, err := bt.Do(ctx, 1); err != nil {
+				b.Fatal(err)
+			}
+		}},
+	}
+	const reps, n = 5, 2000
+	p50s := make([][]time.Duration, len(variants))
+	p99s := make([][]time.Duration, len(variants))
+	for _, v := range variants {
+		for i := 0; i < 200; i++ {
+			v.op()
+		}
+	}
+	lat := make([]time.Duration, n)
+	for r := 0; r < reps; r++ {
+		for k, v := range variants {
+			for i := 0; i < 50; i++ {
+				v.op()
+			}
+			for i := range lat {
+				t0 := time.Now()
+				v.op()
+				lat[i] = time.Since(t0)
+			}
+			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+			p50s[k] = append(p50s[k], lat[n/2])
+			p99s[k] = append(p99s[k], lat[n*99/100])
+		}
+	}
+	for k, v := range variants {
+		m, lo, hi := medSpread(p50s[k])
+		m99, lo99, hi99 := medSpread(p99s[k])
+		b.Logf("%-24s p50 %9v [%v..%v]  p99 %9v [%v..%v]", v.name, m, lo, hi, m99, lo99, hi99)
+	}
+	logLoad(b)
+}
+
+// Throughput from G goroutines, each looping its operation; for the
+// mailbox, G senders and one receiver.
+func BenchmarkFrontDoorMoreThroughput(b *testing.B) {
+	ops := []struct {
+		name string
+		op   func(e *Exec, bt *Batch) error
+	}{
+		{"Dispatch", func(e *Exec, _ *Batch) error {
+			f, err := Dispatch(e.Loop(0), cfuture.AddOne, nil)
+			if err != nil {
+				return err
+			}
+			_, err = f.Wait(context.Background())
+			return err
+		}},
+		{"Batch.Do", func(_ *Exec, bt *Batch) error {
+			_, err := bt.Do(context.Background(), 1)
+			return err
+		}},
+	}
+	for _, o := range ops {
+		for _, g := range []int{1, 64} {
+			b.Run(fmt.Sprintf("%s/G=%d", o.name, g), func(b *testing.B) {
+				e, bt, _ := moreExec(b)
+				for i := 0; i < 500; i++ {
+					if err := o.op(e, bt); err != nil {
+						b.Fatal(err)
+					}
+				}
+				per := max(b.N/g, 1)
+				var wg sync.WaitGroup
+				b.ReportAllocs()
+				b.ResetTimer()
+				t0 := time.Now()
+				for k := 0; k < g; k++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for i := 0; i < per; i++ {
+							if err := o.op(e, bt); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				el := time.Since(t0)
+				b.StopTimer()
+				b.ReportMetric(float64(per*g)/el.Seconds(), "ops/s")
+			})
+		}
+	}
+	for _, g := range []int{1, 64} {
+		b.Run(fmt.Sprintf("Mailbox/senders=%d", g), func(b *testing.B) {
+			_, _, mb := moreExec(b)
+			ctx := context.Background()
+			msg := []byte("ping")
+			per := max(b.N/g, 1)
+			recvd := make(chan error, 1)
+			b.ReportAllocs()
+			b.ResetTimer()
+			t0 := time.Now()
+			go func() {
+				for i := 0; i < per*g; i++ {
+					if _, err := mb.Recv(ctx); err != nil {
+						recvd <- err
+						return
+					}
+				}
+				recvd <- nil
+			}()
+			var wg sync.WaitGroup
+			for k := 0; k < g; k++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; i < per; i++ {
+						err := Send(mb.Pid(), msg)
+						for errors.Is(err, ErrAgain) { // the mailbox is full: the receiver is behind
+							time.Sleep(10 * time.Microsecond)
+							err = Send(mb.Pid(), msg)
+						}
+						if err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			if err := <-recvd; err != nil {
+				b.Fatal(err)
+			}
+			el := time.Since(t0)
+			b.StopTimer()
+			b.ReportMetric(float64(per*g)/el.Seconds(), "msgs/s")
+		})
+	}
+}

@@ -1,0 +1,162 @@
+//go:build cgo
+
+package xtc
+
+import (
+	"context"
+	"errors"
+	"math/rand"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The other entry points of the front door (frontdoor_more_bench_test.go
+// measures them): exactly once, cancellation, shutdown, no growth.
+
+// quickBatch is an executor group whose Step finishes a member after the
+// number of rounds its request (*int) holds; < 0: never (until a cancel).
+func quickBatch(t *testing.T, capacity int) (*Exec, *Batch) {
+	e, err := NewExec(1)
+	require.NoError(t, err)
+	b, err := e.NewBatch(BatchOpts{Capacity: capacity, MaxActive: 32, ResourceCapacity: 32,
+		Step: func(items []BatchItem, res []BatchResult) error {
+			for i := range items {
+				if n := *items[i].Request.(*int); n >= 0 && items[i].Rounds+1 >= uint64(n) {
+					res[i].State = BatchDone
+				}
+			}
+			return nil
+		}})
+	require.NoError(t, err)
+	return e, b
+}
+
+// waitAll waits for wg with a generous bound (an event, not a time: the
+// bound only turns a hang into a failure).
+func waitAll(t *testing.T, wg *sync.WaitGroup, what string) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(120 * time.Second):
+		t.Fatalf("%s did not all return", what)
+	}
+}
+
+// 1000 goroutines call Do in a loop, some with a context cancelled at a
+// random moment, some with requests that never finish; Close under that
+// load: every Do returns exactly once, with its result, ctx's error,
+// ErrAborted (accepted, cancelled by the close) or ErrClosed (refused),
+// and every hand-in slot comes back.
+func TestBatchDoCloseUnderLoad(t *testing.T) {
+	e, b := quickBatch(t, 4096)
+	_, err := e.Start()
+	require.NoError(t, err)
+
+	const goroutines = 1000
+	var wg sync.WaitGroup
+	var ok, cancelled, aborted, closed, calls atomic.Int64
+	busy := make(chan struct{}) // closed after 5000 calls returned
+	var busyOnce sync.Once
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewSource(int64(g)))
+			for i := 0; ; i++ {
+				n := 1 + rng.Intn(4)
+				if g < 16 && i == 0 {
+					n = -1 // runs until cancelled: 16 such at most
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				if rng.Intn(4) == 0 {
+					time.AfterFunc(time.Duration(rng.Intn(200))*time.Microsecond, cancel)
+				}
+				if n < 0 && rng.Intn(2) == 0 {
+					cancel()
+				}
+				calls.Add(1)
+				_, err := b.Do(ctx, &n)
+				cancel()
+				if calls.Load() >= 5000 {
+					busyOnce.Do(func() { close(busy) })
+				}
+				switch {
+				case err == nil:
+					ok.Add(1)
+				case errors.Is(err, context.Canceled):
+					cancelled.Add(1)
+				case errors.Is(err, ErrAborted):
+					aborted.Add(1)
+				case errors.Is(err, ErrClosed):
+					closed.Add(1)
+					return // refused: the group is closed
+				default:
+					t.Errorf("Do: unexpected %v", err)
+					return
+				}
+			}
+		}(g)
+	}
+	select {
+	case <-busy:
+	case <-time.After(120 * time.Second):
+		t.Fatal("5000 Do calls did not return")
+	}
+	require.NoError(t, e.Close())
+	waitAll(t, &wg, "Do calls")
+	assert.Equal(t, calls.Load(), ok.Load()+cancelled.Load()+aborted.Load()+closed.Load(),
+		"one outcome per call")
+	assert.Equal(t, int64(goroutines), closed.Load(), "each goroutine ends on ErrClosed")
+	assert.Zero(t, b.mt.live.Load(), "every hand-in slot is back")
+	t.Logf("%d calls: %d ok, %d cancelled, %d aborted, %d closed", calls.Load(),
+		ok.Load(), cancelled.Load(), aborted.Load(), closed.Load())
+}
+
+// Many Do calls reuse a few slots: the table stays at the calls in flight,
+// every slot comes back, and the path allocates nothing per call.
+func TestBatchDoSlotsReused(t *testing.T) {
+	e, b := quickBatch(t, 4096)
+	_, err := e.Start()
+	require.NoError(t, err)
+	defer e.Close()
+	const g, per = 64, 2000
+	one := 1
+	run := func() {
+		var wg sync.WaitGroup
+		for k := 0; k < g; k++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < per; i++ {
+					if _, err := b.Do(context.Background(), &one); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		waitAll(t, &wg, "Do calls")
+	}
+	run() // warm: the slots, their channels, the goroutine stacks
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	run()
+	runtime.ReadMemStats(&m1)
+	assert.Zero(t, b.mt.live.Load())
+	b.mt.mu.Lock()
+	made, free := b.mt.n, len(b.mt.free)
+	b.mt.mu.Unlock()
+	assert.Equal(t, made, free, "every slot is on the free list")
+	assert.LessOrEqual(t, made, 2*mtChunk, "slots for the calls in flight only")
+	t.Logf("%d calls: %d slots, mallocs +%d", g*per, made, m1.Mallocs-m0.Mallocs)
+	// the goroutines themselves allocate; the calls do not
+	assert.Less(t, m1.Mallocs-m0.Mallocs, uint64(g*per/100))
+}
