@@ -25,6 +25,7 @@ import (
 	"math/rand"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -106,8 +107,14 @@ func makeBatchMix(n int, seed int64) batchMix {
 	return m
 }
 
+// stepCount and memberCount count the steps and member-rounds every
+// variant ran (its step work is 20 us per step + 1 us per member-round).
+var stepCount, memberCount atomic.Int64
+
 // stepWork burns the step's CPU: the calibrated Go busy loop.
 func stepWork(itersPerNs float64, members int) {
+	stepCount.Add(1)
+	memberCount.Add(int64(members))
 	ns := float64(batchC0+time.Duration(members)*batchC1) * 1
 	keep(goSpin(uint64(ns * itersPerNs)))
 }
