@@ -248,12 +248,14 @@ func (g *goCalls) release(i uint32) {
 // ends its netpoller wait; no C call, so it is safe at any time).
 func (g *goCalls) kick() { _ = g.bell.SetReadDeadline(time.Unix(1, 0)) }
 
-// result reads a settled record.
+// result reads a settled record. An ErrNomem there comes from the
+// carrier's proc spawn (its stack): it carries the limit the kernel
+// refused, as ProcSpawn's does (withNomemReason).
 func (g *goCalls) result(i uint32, op string) (int64, error) {
 	d := g.done(i)
 	v, st := int64(d.value), int(d.status)
 	if st != 0 {
-		return v, mkerr(op, st)
+		return v, withNomemReason(mkerr(op, st))
 	}
 	return v, nil
 }
@@ -440,7 +442,11 @@ func (e *Exec) submitCall(op string, fn unsafe.Pointer, arg C.uintptr_t, li int,
 	if rc < 0 {
 		s.res = nil
 		g.release(i)
-		return nil, 0, false, mkerr(op, int(rc))
+		err := mkerr(op, int(rc))
+		if spawn { // the proc's stack: say which limit refused it
+			err = withNomemReason(err)
+		}
+		return nil, 0, false, err
 	}
 	if rc != 1 {
 		g.awaited.Add(1)
