@@ -197,12 +197,13 @@ type Batch struct {
 // allocation per call; Do selects on ctx.Done() itself, and only when the
 // context can end).
 type mtTable struct {
-	mu     sync.Mutex
-	free   []uint32 // LIFO
-	n      int      // slots made
-	limit  int      // the group's hand-in pool
-	chunks []atomic.Pointer[[mtChunk]mtSlot]
-	live   atomic.Int64 // slots taken (tests)
+	mu       sync.Mutex
+	free     []uint32 // LIFO
+	n        int      // slots made
+	limit    int      // the group's hand-in pool
+	chunks   []atomic.Pointer[[mtChunk]mtSlot]
+	live     atomic.Int64 // slots taken
+	spinning atomic.Bool  // a lone Do polls its slot (spin)
 }
 
 const mtChunk = 256
@@ -262,6 +263,37 @@ func (t *mtTable) alloc() (uint32, bool) {
 	t.mu.Unlock()
 	t.live.Add(1)
 	return i, true
+}
+
+// spin polls a lone Do's slot for up to callSpin (gocall.go: the same
+// budget and yield rule as Exec.Go's caller) before the caller parks on
+// the slot's channel: when the carrier is awake the settlement lands
+// meanwhile, and its token then waits in the channel's buffer, so neither
+// side pays a goroutine wake-up. Only the group's one live hand-in spins:
+// with others in flight the P is worth more to them (the same rule as
+// Exec.Go's, measured there).
+func (t *mtTable) spin(s *mtSlot) {
+	if callSpin <= 0 || t.live.Load() != 1 || !t.spinning.CompareAndSwap(false, true) {
+		return
+	}
+	defer t.spinning.Store(false)
+	t0 := time.Now()
+	last := time.Duration(0)
+	for {
+		for j := 0; j < 256; j++ {
+			if s.st.Load() == mtSettled {
+				return
+			}
+		}
+		el := time.Since(t0)
+		if el > callSpin {
+			return
+		}
+		if el-last > spinYield {
+			last = el
+			runtime.Gosched()
+		}
+	}
 }
 
 func (t *mtTable) release(i uint32) {
@@ -433,6 +465,7 @@ func (b *Batch) Do(ctx context.Context, request any, opts ...DoOption) (any, err
 		}
 	}
 	s := b.mt.slot(i)
+	b.mt.spin(s)
 	if done := ctx.Done(); done == nil {
 		<-s.ch
 	} else {
