@@ -99,9 +99,25 @@ func ProcSpawn(l *Loop, fn unsafe.Pointer, arg unsafe.Pointer, opts *ProcOpts) (
 		return C.xtc_go_proc_spawn(c, fn, arg, copts, &pid)
 	})
 	if err != nil {
-		return PidNone, withNomemReason(err)
+		return PidNone, withStackReason(withNomemReason(err), opts)
 	}
 	return pidFromC(pid), nil
+}
+
+// withStackReason says why a StackSize was refused (xtc_proc(3), ERRORS).
+func withStackReason(err error, opts *ProcOpts) error {
+	e, ok := err.(*Error)
+	if !ok || e.Code != ErrInval || (e.Reason != "" && e.Reason != e.Code.Explain()) || opts == nil ||
+		opts.StackSize <= 0 || opts.StackSize >= 16<<10 {
+		return err
+	}
+	if opts.StackSize < 1<<10 {
+		e.Reason = "StackSize below the 1 KiB minimum"
+	} else {
+		e.Reason = "a small StackSize (below 16 KiB) needs a program " +
+			"bound at load: link with -Wl,-z,now or set LD_BIND_NOW=1"
+	}
+	return err
 }
 
 // withNomemReason gives an ErrNomem the limit the kernel refused stack
@@ -109,7 +125,7 @@ func ProcSpawn(l *Loop, fn unsafe.Pointer, arg unsafe.Pointer, opts *ProcOpts) (
 // overcommit limit), when there is one, as its Reason.
 func withNomemReason(err error) error {
 	e, ok := err.(*Error)
-	if !ok || e.Code != ErrNomem || e.Reason != "" {
+	if !ok || e.Code != ErrNomem || (e.Reason != "" && e.Reason != e.Code.Explain()) {
 		return err
 	}
 	if r := C.xtc_stack_nomem_reason(); r != nil {

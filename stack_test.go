@@ -40,5 +40,8 @@ func TestProcStackSize(t *testing.T) {
 		assert.ErrorIs(t, err, c.code, "StackSize %d", c.size)
 		var xe *xtc.Error
 		assert.True(t, errors.As(err, &xe))
+		if c.size == 512 {
+			assert.Contains(t, xe.Reason, "1 KiB minimum")
+		}
 	}
 }

@@ -13,8 +13,8 @@ package csrc
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/include -I${SRCDIR} -D_GNU_SOURCE -std=gnu11 -DXTC_GO_BUILD -DXTC_SCHED_POLICY
-#cgo CFLAGS: -fvisibility=hidden -Wno-unused-parameter
-#cgo LDFLAGS: -lpthread -ldl -lm
+#cgo CFLAGS: -fvisibility=hidden -Wno-unused-parameter -fno-plt
+#cgo LDFLAGS: -lpthread -ldl -lm -Wl,-z,now
 */
 import "C"
 

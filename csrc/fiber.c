@@ -525,7 +525,8 @@ int xtc__fiber_init(xtc__fiber_t *f, size_t stack_size,
 	f->asan_size = 0;
 	f->entry = entry;
 	f->arg = arg;
-	if (stack_size != 0 && stack_size < XTC__STACK_SMALL_MIN) {
+	if (stack_size != 0 && stack_size < XTC__STACK_MIN &&
+	    xtc__stack_size_check(stack_size) != XTC_OK) {
 		memset(&f->stack, 0, sizeof f->stack);
 		return XTC_E_INVAL;
 	}

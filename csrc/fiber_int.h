@@ -122,6 +122,13 @@ extern const uint64_t xtc__stack_no_canary;
  * default. Errors: XTC_E_RANGE (too big), XTC_E_NOMEM (the kernel refused
  * a slab or mapping: xtc_stack_nomem_reason() names the limit). */
 int  xtc__stack_alloc(size_t usable, xtc__stack_t *out);
+/* A proc or task stack size as xtc_proc_opts_t.stack_size takes it: 0
+ * (the default), XTC_E_INVAL (below XTC__STACK_SMALL_MIN, or a small
+ * stack in a program bound lazily: fiber_stack.c, "Small stacks and lazy
+ * binding"), XTC_E_RANGE (above XTC__STACK_MAX). */
+int  xtc__stack_size_check(size_t bytes);
+/* Small stacks may be handed out: the main program is bound at load. */
+int  xtc__stack_small_allowed(void);
 /* Return a stack to this thread's cache (pool, or retired, if full).
  * Clears *st. Safe on an empty (zeroed) descriptor. */
 void xtc__stack_free(xtc__stack_t *st);

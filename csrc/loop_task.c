@@ -469,10 +469,8 @@ static int task_spawn(xtc_loop_t *loop, const struct spawn_body *proto,
 	if (!on_owner) {
 		/* Validate what the lazy stack allocation would refuse. */
 		size_t ss = opts ? opts->stack_size : 0;
-		if (proto->is_fiber && ss != 0 && ss < XTC__STACK_SMALL_MIN)
-			return XTC_E_INVAL;
-		if (proto->is_fiber && ss > XTC__STACK_MAX)
-			return XTC_E_RANGE;
+		if (proto->is_fiber && (rc = xtc__stack_size_check(ss)) != XTC_OK)
+			return rc;
 		if ((rc = xtc__loop_admit(loop)) != XTC_OK)
 			return rc;
 	}

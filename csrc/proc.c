@@ -614,11 +614,7 @@ static int check_opts(xtc_loop_t *loop, const xtc_proc_opts_t *o)
 		return XTC_E_INVAL;
 	if (xtc__class_check(loop, o->sched_class) != XTC_OK)
 		return XTC_E_INVAL;
-	if (o->stack_size != 0 && o->stack_size < XTC__STACK_SMALL_MIN)
-		return XTC_E_INVAL;
-	if (o->stack_size > XTC__STACK_MAX)
-		return XTC_E_RANGE;
-	return XTC_OK;
+	return xtc__stack_size_check(o->stack_size);
 }
 
 /* Link two slots: a is exclusively ours (not yet running), b may live

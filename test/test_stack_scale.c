@@ -11,6 +11,12 @@
  *  small_stacks      10 000 procs on 1 KiB stacks park and exit (16 KiB
  *                    under the sanitizers, whose frames are larger; 8 KiB
  *                    with the ucontext substrate)
+ *  small_many_loops  64 loops x 500 procs on small stacks, 20 rounds: the
+ *                    first wakes on each loop thread take the runtime's
+ *                    first calls into libc (a lazily bound call there
+ *                    overflowed 1 KiB stacks into their neighbours: a
+ *                    crash in 10 of 10 runs; test_stack_lazy has the
+ *                    lazily bound program)
  *  stack_size_opt    xtc_proc_opts_t.stack_size: below 1 KiB XTC_E_INVAL,
  *                    above 1 GiB XTC_E_RANGE, a small one runs
  *  nomem_reason      in a child with RLIMIT_AS lowered, a spawn whose
@@ -68,6 +74,19 @@ static void test_small_stacks(void)
 	CHECK_EQ(r.exited, n);
 	printf("  %ld procs on %d-byte stacks: %.0f B resident each\n",
 	       r.parked, SMALL_STACK, r.rss_each);
+}
+
+static void test_small_many_loops(void)
+{
+	long rounds = SANITIZED ? 3 : 20;
+
+	for (long i = 0; i < rounds; i++) {
+		xb_park_t r;
+		REQUIRE(xb_park_run_per(64 * 500, 500, SMALL_STACK, NULL, &r) == 0);
+		REQUIRE(r.spawn_rc == 0);
+		CHECK_EQ(r.parked, 64 * 500);
+		CHECK_EQ(r.exited, 64 * 500);
+	}
 }
 
 static int small_ran;
@@ -195,6 +214,7 @@ int main(int argc, char **argv)
 	test_only = argc > 1 ? argv[1] : NULL;
 	RUN(test_stack_size_opt);
 	RUN(test_small_stacks);
+	RUN(test_small_many_loops);
 	RUN(test_beyond_map_count);
 	RUN(test_nomem_reason);
 	if (failures) {

@@ -6,8 +6,8 @@
  * and libc only, so each of them compiles it with its own flags and Go's
  * build cache sees it in the package that includes it.
  *
- * Model: the procs are spread over ceil(n / XB_PARK_PER_LOOP) standalone
- * loops, one thread each (a loop holds at most 65535 live procs: the pid's
+ * Model: the procs are spread over ceil(n / per_loop) standalone loops
+ * (XB_PARK_PER_LOOP by default), one thread each (a loop holds at most 65535 live procs: the pid's
  * local id is 16 bits). On each loop a driver proc spawns its share, each
  * blocked in xtc_recv(-1), yielding every 1024 spawns so they park as they
  * go. When every loop reports its share parked, the resident set
@@ -152,13 +152,14 @@ static void *xb_park_shard_main(void *arg)
 	return NULL;
 }
 
-/* n procs (>= 1) with stacks of stack_size bytes (0: xtc_stack_size()).
- * 0, or -1 when the fixture itself could not be set up (memory, a loop, a
- * thread); a failed proc spawn is a result (r->spawn_rc), not a failure. */
-static inline int xb_park_run(long n, size_t stack_size, xb_park_probe_fn probe,
-                              xb_park_t *r)
+/* n procs (>= 1) with stacks of stack_size bytes (0: xtc_stack_size()),
+ * per_loop of them (1..XB_PARK_PER_LOOP) on each loop. 0, or -1 when the
+ * fixture itself could not be set up (memory, a loop, a thread); a failed
+ * proc spawn is a result (r->spawn_rc), not a failure. */
+static inline int xb_park_run_per(long n, long per_loop, size_t stack_size,
+                                  xb_park_probe_fn probe, xb_park_t *r)
 {
-	long nshards = (n + XB_PARK_PER_LOOP - 1) / XB_PARK_PER_LOOP;
+	long nshards;
 	struct xb_park_shard *sh;
 	xtc_pid_t *pids;
 	atomic_int probed = 0;
@@ -167,8 +168,9 @@ static inline int xb_park_run(long n, size_t stack_size, xb_park_probe_fn probe,
 
 	memset(r, 0, sizeof *r);
 	r->fail_at = -1;
-	if (n < 1)
+	if (n < 1 || per_loop < 1 || per_loop > XB_PARK_PER_LOOP)
 		return -1;
+	nshards = (n + per_loop - 1) / per_loop;
 	sh = calloc((size_t)nshards, sizeof *sh);
 	pids = calloc((size_t)n, sizeof *pids);
 	if (sh == NULL || pids == NULL) {
@@ -178,9 +180,8 @@ static inline int xb_park_run(long n, size_t stack_size, xb_park_probe_fn probe,
 	}
 	memset(pids, 0, (size_t)n * sizeof *pids); /* resident before rss0 */
 	for (long i = 0; i < nshards; i++) {
-		sh[i].pids = pids + i * XB_PARK_PER_LOOP;
-		sh[i].n = i + 1 < nshards ? XB_PARK_PER_LOOP
-		                          : n - i * XB_PARK_PER_LOOP;
+		sh[i].pids = pids + i * per_loop;
+		sh[i].n = i + 1 < nshards ? per_loop : n - i * per_loop;
 		sh[i].opts.stack_size = stack_size;
 		sh[i].probe = probe;
 		sh[i].probed = &probed;
@@ -205,7 +206,7 @@ static inline int xb_park_run(long n, size_t stack_size, xb_park_probe_fn probe,
 		r->parked += sh[i].spawned;
 		if (sh[i].spawn_rc != 0 && r->spawn_rc == 0) {
 			r->spawn_rc = sh[i].spawn_rc;
-			r->fail_at = i * XB_PARK_PER_LOOP + sh[i].spawned;
+			r->fail_at = i * per_loop + sh[i].spawned;
 		}
 	}
 	r->rss_bytes = rss1 - rss0;
@@ -234,6 +235,13 @@ static inline int xb_park_run(long n, size_t stack_size, xb_park_probe_fn probe,
 	free(pids);
 	free(sh);
 	return 0;
+}
+
+/* The same, as many procs to a loop as a loop holds (the fewest loops). */
+static inline int xb_park_run(long n, size_t stack_size, xb_park_probe_fn probe,
+                              xb_park_t *r)
+{
+	return xb_park_run_per(n, XB_PARK_PER_LOOP, stack_size, probe, r);
 }
 
 #endif
