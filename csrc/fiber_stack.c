@@ -44,6 +44,11 @@
  *    live at the switch is caught by the stack pointer check).
  *  - OWN: a mapping of its own with a PROT_NONE guard (stacks above
  *    XTC__SLAB_SLOT_MAX, 1 MiB usable), two VMAs as before.
+ * Small stacks (below XTC__STACK_MIN, a per-proc option) are CANARY
+ * slots packed several to a page with a 64-byte soft guard; they are only
+ * handed out in a program bound at load, because the lazy-binding
+ * resolver's register save (~2.7 KiB) would land on a neighbour before
+ * any check ran ("Small stacks and lazy binding" below).
  * xtc__stack_guard_force() pins a kind for the tests (one overflow test
  * per kind: test_stack_overflow).
  *

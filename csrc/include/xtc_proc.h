@@ -91,7 +91,9 @@ typedef struct xtc_proc_opts {
 	 * and up: page-rounded, with a guard page. 1 KiB up to 16 KiB: a
 	 * small stack, rounded up to 256 B and carved several to a page, so
 	 * it has no guard page: an overflow is caught by a canary and a
-	 * stack-pointer check at every switch (xtc_async(3), STACKS). */
+	 * stack-pointer check at every switch. Small stacks need a program
+	 * bound at load (-Wl,-z,now or LD_BIND_NOW), else XTC_E_INVAL
+	 * (xtc_async(3), Stacks). */
 	size_t      stack_size;
 } xtc_proc_opts_t;
 
