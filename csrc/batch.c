@@ -49,7 +49,10 @@
  * `inq` at the top of every boundary: a SUBMIT record joins the `over` FIFO
  * (records in submission order) and is promoted into a free slot as soon as
  * one exists, so a hand-in that finds the group full waits, never fails,
- * once XTC_OK was returned; the record goes back to freeq after complete.
+ * once XTC_OK was returned; the record goes back to freeq after complete
+ * (or, when its cell is still held by a popper descheduled between its
+ * claim and its release, to an owner-only deferred list retried at every
+ * drain: freeq has exactly P cells, so such a push finds it "full").
  * An mt handle is MT_HANDLE | (generation of the record << 20) | record
  * index (unique: a record's generation only grows), so the owner finds
  * the record in O(1) and from it the slot (rec.slot) once promoted.
@@ -227,6 +230,7 @@ struct xtc_batch {
 	uint32_t n_recs;
 	mq_t inq, freeq;
 	uint32_t over_head, over_tail; /* records waiting for a slot */
+	uint32_t rec_defer;            /* freed records freeq refused (owner) */
 	size_t n_over, n_over_cancel;
 	_Alignas(64) _Atomic uint64_t mt_pend;  /* pushed, not yet drained */
 	_Atomic uint64_t mt_calls;              /* mt calls in progress | MT_SHUT */
@@ -498,13 +502,36 @@ static slot_t *lookup(xtc_batch_t *g, uint64_t handle)
 	return s->state != S_FREE && s->handle == handle ? s : NULL;
 }
 
-/* Give a record back to the pool (after its complete returned). */
+/* Give a record back to the pool (after its complete returned). freeq
+ * has P cells for P records, yet a push can find it "full": the cell one
+ * lap back is still held by a producer that claimed it (its pop's CAS)
+ * and has not released it yet, descheduled between the two. The record
+ * then waits on the owner's deferred list, retried at every drain (a
+ * refused hand-in wakes the driver, so it is retried before anyone waits
+ * long): dropping it, as this did, leaked a record per such race, and
+ * under load (64 goroutines handing in on 2 CPUs) the pool drained until
+ * every hand-in was refused (Go: TestBatchDoSlotsReused). */
 static void rec_free(xtc_batch_t *g, uint32_t ri)
 {
 	g->recs[ri].owner_h = 0;
 	g->recs[ri].slot = NIL;
 	g->recs[ri].cancel = 0;
-	(void)mq_push(&g->freeq, ri, 0); /* never full: P cells, P records */
+	if (mq_push(&g->freeq, ri, 0))
+		return;
+	g->recs[ri].next = g->rec_defer;
+	g->rec_defer = ri;
+}
+
+/* Retry the deferred records (owner). */
+static void rec_flush(xtc_batch_t *g)
+{
+	while (g->rec_defer != NIL) {
+		uint32_t ri = g->rec_defer;
+
+		if (!mq_push(&g->freeq, ri, 0))
+			return; /* that popper still holds its cell */
+		g->rec_defer = g->recs[ri].next;
+	}
 }
 
 /* Complete a record that never reached a slot (cancelled in the over
@@ -536,6 +563,7 @@ static void drain(xtc_batch_t *g)
 	uint64_t h;
 	uint32_t op;
 
+	rec_flush(g);
 	while (mq_pop(&g->inq, &h, &op)) {
 		if (op == OP_SUBMIT) {
 			uint32_t ri = (uint32_t)(h & SLOT_MASK);
@@ -1238,6 +1266,7 @@ static int create_common(xtc_loop_t *loop, const xtc_batch_opts_t *opts,
 		(void)mq_push(&g->freeq, i, 0);
 	}
 	g->over_head = g->over_tail = NIL;
+	g->rec_defer = NIL;
 	g->free_head = 0;
 	g->wait_head = g->wait_tail = NIL;
 	g->loop = loop;
@@ -1552,7 +1581,11 @@ int xtc_batch_submit_mt(xtc_batch_t *g, void *request, uint64_t charge,
 	r->request = request;
 	r->charge = charge;
 	if (!mq_push(&g->inq, h, OP_SUBMIT)) {
-		(void)mq_push(&g->freeq, ri, 0);
+		/* the record goes back; like rec_free's push, this one can
+		 * find its cell still held by a descheduled popper: wait for
+		 * it (rare: the ring was full too) rather than leak it */
+		while (!mq_push(&g->freeq, ri, 0))
+			sched_yield();
 		goto refuse;
 	}
 	*out_handle = h;

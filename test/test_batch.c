@@ -1752,6 +1752,114 @@ static void test_mt_stress(void)
 	free(mt);
 }
 
+/* The hand-in pool keeps every record: 16 threads (more than the CPUs, so
+ * some are descheduled in the middle of a pop), each with one request in
+ * flight at a time (as Go's Do callers), hand in to a group of P = 64
+ * records, so most records sit free in freeq and a record's return lands
+ * on the cell popped 16 pops before; once they are done, the owner hands
+ * in P in a row without yielding, and every one is accepted. A record
+ * whose return found its freeq cell still held by such a popper was
+ * dropped before (batch.c rec_free), and the pool shrank for good. */
+#define RP_THREADS 16
+static struct {
+	xtc_batch_t *g;
+	long per;
+	atomic_long completed, again;
+	atomic_int done;
+	atomic_int busy[RP_THREADS + 1]; /* by request: its hand-in in flight */
+	int burst_ok, burst_total;
+} rp;
+
+static int rp_step(const xtc_batch_item_t *it, xtc_batch_result_t *res,
+                   size_t n, void *user)
+{
+	(void)it;
+	(void)user;
+	for (size_t i = 0; i < n; i++)
+		res[i].state = XTC_BATCH_DONE;
+	return XTC_OK;
+}
+
+static void rp_complete(uint64_t h, void *request, int outcome, void *user)
+{
+	(void)h;
+	(void)user;
+	CHECK_EQ(outcome, XTC_OK);
+	atomic_store(&rp.busy[(uintptr_t)request], 0);
+	atomic_fetch_add(&rp.completed, 1);
+}
+
+static void *rp_thread(void *arg)
+{
+	uintptr_t me = (uintptr_t)arg;
+	uint64_t h;
+
+	for (long i = 0; i < rp.per; i++) {
+		int rc;
+		atomic_store(&rp.busy[me], 1);
+		while ((rc = xtc_batch_submit_mt(rp.g, (void *)me, 1, &h)) ==
+		       XTC_E_AGAIN) {
+			atomic_fetch_add(&rp.again, 1);
+			sched_yield();
+		}
+		CHECK_EQ(rc, XTC_OK);
+		while (atomic_load(&rp.busy[me]))
+			sched_yield();
+	}
+	atomic_fetch_add(&rp.done, 1);
+	return NULL;
+}
+
+static void rp_checker(void *arg)
+{
+	long want = rp.per * RP_THREADS, n = xtc_batch_mt_capacity(rp.g);
+	uint64_t h;
+
+	(void)arg;
+	while (atomic_load(&rp.done) < RP_THREADS ||
+	       atomic_load(&rp.completed) < want)
+		xtc_proc_sleep(200 * US);
+	/* one round trip: the driver's boundary retries what it deferred */
+	CHECK_EQ(xtc_batch_submit_mt(rp.g, (void *)0, 1, &h), XTC_OK);
+	while (atomic_load(&rp.completed) < want + 1)
+		xtc_proc_sleep(200 * US);
+	/* the driver cannot run now: every record must be in the pool */
+	rp.burst_total = (int)n;
+	for (long i = 0; i < n; i++)
+		rp.burst_ok += xtc_batch_submit_mt(rp.g, (void *)0, 1, &h) ==
+		               XTC_OK;
+	CHECK_EQ(xtc_batch_close(rp.g, XTC_BATCH_DRAIN), XTC_OK);
+}
+
+static void test_mt_pool_recycled(void)
+{
+	xtc_batch_opts_t o = bf_opts(64, 32, 32, rp_step, rp_complete, NULL);
+	xtc_loop_t *l = new_loop();
+	pthread_t th[RP_THREADS];
+	const char *env = getenv("XTC_BATCH_MT_TOTAL");
+	long total = env != NULL ? atol(env) : MT_TOTAL;
+
+	memset(&rp, 0, sizeof rp);
+	rp.per = total / RP_THREADS > 0 ? total / RP_THREADS : 1;
+	CHECK_EQ(xtc_batch_create(l, &o, &rp.g), XTC_OK);
+	CHECK_EQ(xtc_batch_mt_capacity(rp.g), 64);
+	CHECK_EQ(xtc_proc_spawn(l, rp_checker, NULL, NULL, NULL), XTC_OK);
+	for (int i = 0; i < RP_THREADS; i++)
+		CHECK_EQ(pthread_create(&th[i], NULL, rp_thread,
+		                        (void *)(uintptr_t)(i + 1)), 0);
+	CHECK_EQ(xtc_loop_run(l), XTC_OK);
+	for (int i = 0; i < RP_THREADS; i++)
+		pthread_join(th[i], NULL);
+	CHECK_EQ(rp.burst_ok, rp.burst_total);
+	CHECK_EQ(atomic_load(&rp.completed),
+	         rp.per * RP_THREADS + 1 + rp.burst_total);
+	fprintf(stderr, "  pool: %d threads, %ld hand-ins, %ld AGAIN retries, "
+	        "%d/%d accepted in the burst\n", RP_THREADS, rp.per * RP_THREADS,
+	        atomic_load(&rp.again), rp.burst_ok, rp.burst_total);
+	CHECK_EQ(xtc_batch_destroy(rp.g), XTC_OK);
+	CHECK_EQ(xtc_loop_fini(l), XTC_OK);
+}
+
 /* Edges: bad input, pool full -> AGAIN, a hand-in finding the group full
  * waits in submission order, owner cancel of a handle still in the ring,
  * closed refuses before issuing a handle, cancel after completion. */
@@ -2500,6 +2608,7 @@ int main(int argc, char **argv)
 	RUN(test_kill_in_callback);
 	RUN(test_mt_edges);
 	RUN(test_mt_stress);
+	RUN(test_mt_pool_recycled);
 	RUN(test_async_bad_input);
 	RUN(test_async_kinds);
 	RUN(test_async_inflight_cancel);
