@@ -88,6 +88,7 @@
 #define XTC__SLAB_SLOT_MAX   ((size_t)1 << 20)
 #define XTC__SLAB_CLASSES    8
 #define XTC__SLAB_RETIRE     256
+#define XTC__SLAB_POPULATE   64 /* slots whose top a carve populates ahead */
 
 /* Small stacks (below XTC__STACK_MIN, a per-proc option): usable sizes
  * from SMALL_MIN, rounded up to SMALL_ALIGN, carved back to back with a
