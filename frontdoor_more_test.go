@@ -4,6 +4,7 @@ package xtc
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"math/rand"
 	"runtime"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/xtc-go/xtc/internal/cfuture"
 )
 
 // The other entry points of the front door (frontdoor_more_bench_test.go
@@ -159,4 +162,145 @@ func TestBatchDoSlotsReused(t *testing.T) {
 	t.Logf("%d calls: %d slots, mallocs +%d", g*per, made, m1.Mallocs-m0.Mallocs)
 	// the goroutines themselves allocate; the calls do not
 	assert.Less(t, m1.Mallocs-m0.Mallocs, uint64(g*per/100))
+}
+
+// 1000 goroutines dispatch in a loop (a quarter with a ctx cancelled at
+// a random moment, some functions that yield before they return), and
+// the executor closes under that load: every Dispatch either fails at
+// once (the loop is gone) or its Future completes exactly once, with the
+// function's result, ctx's error (DispatchWait cancels it) or ErrAborted
+// (dropped unrun by the loop's fini); none is left waiting.
+func TestDispatchCloseUnderLoad(t *testing.T) {
+	e, err := NewExec(1)
+	require.NoError(t, err)
+	_, err = e.Start()
+	require.NoError(t, err)
+	l := e.Loop(0)
+
+	const goroutines = 1000
+	var wg sync.WaitGroup
+	var ok, cancelled, aborted, refused, calls atomic.Int64
+	busy := make(chan struct{})
+	var busyOnce sync.Once
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewSource(int64(g)))
+			for {
+				fn, want := cfuture.AddOne, int64(g+1)
+				if rng.Intn(4) == 0 {
+					fn, want = cfuture.Yield3, int64(g)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				if rng.Intn(4) == 0 {
+					time.AfterFunc(time.Duration(rng.Intn(200))*time.Microsecond, cancel)
+				}
+				calls.Add(1)
+				v, err := DispatchWait(ctx, l, fn, cfuture.Arg(g))
+				cancel()
+				if calls.Load() >= 5000 {
+					busyOnce.Do(func() { close(busy) })
+				}
+				switch {
+				case err == nil:
+					if v != want {
+						t.Errorf("Dispatch: %d, want %d", v, want)
+					}
+					ok.Add(1)
+				case errors.Is(err, context.Canceled):
+					cancelled.Add(1)
+				case errors.Is(err, ErrAborted):
+					aborted.Add(1)
+				case errors.Is(err, ErrInval) || errors.Is(err, ErrClosed):
+					refused.Add(1)
+					return // the loop is gone
+				default:
+					t.Errorf("Dispatch: unexpected %v", err)
+					return
+				}
+			}
+		}(g)
+	}
+	select {
+	case <-busy:
+	case <-time.After(120 * time.Second):
+		t.Fatal("5000 Dispatch calls did not return")
+	}
+	require.NoError(t, e.Close())
+	waitAll(t, &wg, "Dispatch calls")
+	assert.Equal(t, calls.Load(), ok.Load()+cancelled.Load()+aborted.Load()+refused.Load(),
+		"one outcome per call")
+	assert.Equal(t, int64(goroutines), refused.Load(), "each goroutine ends refused")
+	t.Logf("%d calls: %d ok, %d cancelled, %d aborted, %d refused", calls.Load(),
+		ok.Load(), cancelled.Load(), aborted.Load(), refused.Load())
+}
+
+// 1000 goroutines send to one Mailbox while a goroutine receives, and
+// the mailbox closes under that load: every message received was sent
+// once and arrives once, each sender's in order; Recv ends with
+// ErrClosed once the messages handed over are read; no Send blocks.
+func TestMailboxCloseUnderLoad(t *testing.T) {
+	e, err := NewExec(1)
+	require.NoError(t, err)
+	mb, err := e.NewMailbox(0, 1024)
+	require.NoError(t, err)
+	_, err = e.Start()
+	require.NoError(t, err)
+	defer e.Close()
+
+	const goroutines = 1000
+	var sent atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			var b [8]byte
+			for i := uint32(0); ; i++ {
+				binary.NativeEndian.PutUint32(b[:4], uint32(g))
+				binary.NativeEndian.PutUint32(b[4:], i)
+				err := Send(mb.Pid(), b[:])
+				switch {
+				case err == nil:
+					sent.Add(1)
+				case errors.Is(err, ErrAgain): // full: the receiver is behind
+					runtime.Gosched()
+					i--
+				default: // the mailbox is gone
+					return
+				}
+				select {
+				case <-stop:
+					return
+				default:
+				}
+			}
+		}(g)
+	}
+	next := make([]uint32, goroutines)
+	received := 0
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	for {
+		if received == 5000 {
+			go func() { _ = mb.Close() }() // under load
+		}
+		b, err := mb.Recv(ctx)
+		if err != nil {
+			require.ErrorIs(t, err, ErrClosed, "Recv ends on ErrClosed")
+			break
+		}
+		require.Len(t, b, 8)
+		g, i := binary.NativeEndian.Uint32(b[:4]), binary.NativeEndian.Uint32(b[4:])
+		require.Equal(t, next[g], i, "sender %d in order, each message once", g)
+		next[g]++
+		received++
+	}
+	close(stop)
+	waitAll(t, &wg, "senders")
+	assert.LessOrEqual(t, int64(received), sent.Load())
+	assert.GreaterOrEqual(t, received, 5000)
+	t.Logf("%d sent, %d received before the close", sent.Load(), received)
 }
