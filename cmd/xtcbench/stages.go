@@ -103,7 +103,8 @@ type threadUse struct {
 
 // stagesReplay runs s once: mode "xtcgo" (Exec.GoInt on one carrier with
 // a 50 us slice, involuntary preemption, as the xtcgo row) or "gocgo"
-// (the kernel by plain cgo from the request goroutine).
+// (the kernel by plain cgo from the request goroutine), either with
+// "-yield" (the generator yields its P after each request).
 func stagesReplay(s *Schedule, iters []uint64, mode string) (*stageRun, error) {
 	n := s.N()
 	if C.xs_alloc(C.int64_t(n)) != 0 {
@@ -112,6 +113,11 @@ func stagesReplay(s *Schedule, iters []uint64, mode string) (*stageRun, error) {
 	copy(unsafe.Slice((*uint64)(unsafe.Pointer(C.xs_iters_ptr())), n), iters)
 	r := &stageRun{arrival: make([]int64, n), gostart: make([]int64, n), ret: make([]int64, n), lag: make([]int64, n)}
 	names := map[int]string{}
+	// "-yield": the generator yields its P after each request
+	// (runtime.Gosched, not locked to its thread), as an accept loop
+	// that parks in the netpoller lets its P run the new goroutine
+	yield := strings.HasSuffix(mode, "-yield")
+	mode = strings.TrimSuffix(mode, "-yield")
 	var e *xtc.Exec
 	fn := unsafe.Pointer(C.xs_kernel_fn())
 	ctx := context.Background()
@@ -152,9 +158,11 @@ func stagesReplay(s *Schedule, iters []uint64, mode string) (*stageRun, error) {
 	var genCPU int64
 	genDone := make(chan struct{})
 	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		names[syscall.Gettid()] = "generator"
+		if !yield {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			names[syscall.Gettid()] = "generator"
+		}
 		cpu0 := threadCPUNs()
 		base := now() + 2e6
 		for i := 0; i < n; i++ {
@@ -181,8 +189,13 @@ func stagesReplay(s *Schedule, iters []uint64, mode string) (*stageRun, error) {
 					wg.Done()
 				}(i)
 			}
+			if yield {
+				runtime.Gosched()
+			}
 		}
-		genCPU = threadCPUNs() - cpu0
+		if !yield { // (a yielding generator changes threads)
+			genCPU = threadCPUNs() - cpu0
+		}
 		close(genDone)
 	}()
 	<-genDone
