@@ -31,6 +31,15 @@
  *     the completion stack, and the eventfd is written only if the reader
  *     armed it before sleeping (one write per sleep, not per completion).
  *
+ * The consumer is one at a time but not one goroutine: the Go side's
+ * server and, while it sleeps, a caller about to park (gocall.go, help)
+ * pop under one flag, each until a pop comes back short, so the
+ * consumer's list is empty whenever nobody pops and the arm reads the
+ * head alone. A helper takes the arm word while it delivers (no doorbell
+ * meanwhile) and gives it back with the same Dekker (store, then re-read
+ * the head); their addresses are handed out for that (xtc__gocalls_head,
+ * xtc__gocalls_armed).
+ *
  * Exactly once: every path that ends a record (the hook, a start that
  * found the kill word or failed to spawn, a post dropped by a finalised
  * loop, xtc__gocalls_settle after xtc_exec_fini for submissions the fini
@@ -581,7 +590,10 @@ int xtc__gocalls_arm(xtc__gocalls_t *t)
 	if (!tab_ok(t))
 		return XTC_E_INVAL;
 	atomic_store(&t->armed, 1);
-	return t->cpriv != NULL || atomic_load(&t->chead) != NULL;
+	/* the head only: a consumer pops until a pop comes back short, so
+	 * its list is empty whenever no pop is under way, and one that is
+	 * under way delivers what it took (the caller may arm meanwhile) */
+	return atomic_load(&t->chead) != NULL;
 }
 
 int xtc__gocalls_peek(const xtc__gocalls_t *t)
@@ -591,6 +603,16 @@ int xtc__gocalls_peek(const xtc__gocalls_t *t)
 	return t->cpriv != NULL ||
 	       atomic_load_explicit(&((xtc__gocalls_t *)t)->chead,
 	                            memory_order_relaxed) != NULL;
+}
+
+void *xtc__gocalls_head(xtc__gocalls_t *t)
+{
+	return tab_ok(t) ? (void *)&t->chead : NULL;
+}
+
+void *xtc__gocalls_armed(xtc__gocalls_t *t)
+{
+	return tab_ok(t) ? (void *)&t->armed : NULL;
 }
 
 int xtc__gocall_pid(const xtc__gocalls_t *t, uint32_t idx, xtc_pid_t *out)

@@ -134,10 +134,25 @@ int xtc__gocall_kill_unstarted(xtc__gocalls_t *t, uint32_t idx);
 /* Consumer (one at a time): up to max settled indices, oldest first. */
 int xtc__gocalls_pop(xtc__gocalls_t *t, uint32_t *out, int max);
 /* Arm the doorbell before sleeping: 1 if an entry arrived meanwhile (do
- * not sleep), else 0 (the next settlement writes the eventfd). */
+ * not sleep), else 0 (the next settlement writes the eventfd). It reads
+ * the stack's head only (any thread, while another pops): every consumer
+ * pops until a pop returns fewer than max. */
 int xtc__gocalls_arm(xtc__gocalls_t *t);
 /* Consumer: is the next entry published? (a hint for its spin) */
 int xtc__gocalls_peek(const xtc__gocalls_t *t);
+/* The address of the completion stack's head: a pointer word, NULL when
+ * nothing was settled since the last pop, stable for the table's life.
+ * Any thread may load it atomically (no call) to see whether a pop would
+ * find something; only a pop takes entries. A consumer that pops until
+ * a pop returns fewer than max leaves nothing behind but that word. */
+void *xtc__gocalls_head(xtc__gocalls_t *t);
+/* The address of the doorbell's armed word (an int, 1 while the reader
+ * sleeps and no settlement rang it yet), stable for the table's life. A
+ * goroutine that pops while the reader sleeps takes the arm first (an
+ * atomic exchange to 0: no settlement rings meanwhile) and gives it back
+ * before it stops (store 1, then re-check the head: the Dekker of
+ * xtc__gocalls_arm). */
+void *xtc__gocalls_armed(xtc__gocalls_t *t);
 /* The pid of record idx's proc once a carrier started it (XTC_PID_NONE
  * before, and after a settlement that never started it); only while
  * the caller owns idx. */

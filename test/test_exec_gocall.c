@@ -584,6 +584,60 @@ static void test_growth(void)
 	xtc__gocalls_destroy(t);
 }
 
+/* The words a consumer that is not the reader checks without a call
+ * (gocall.go, help): the head is NULL exactly when nothing settled waits
+ * for a pop; an armed reader's word is 1 until a settlement rings it (then
+ * 0, and the eventfd is written), and a helper that took the arm (0) keeps
+ * the settlements from ringing. */
+static void test_head_armed(void)
+{
+	xtc_exec_t *e = NULL;
+	xtc__gocalls_t *t = NULL;
+	pthread_t th;
+	uint32_t buf[4];
+	uint64_t v;
+	int n = 0;
+	int64_t dl;
+
+	REQUIRE(xtc_exec_init(&e, 1) == XTC_OK);
+	REQUIRE(xtc__gocalls_create(e, 16, &t) == XTC_OK);
+	_Atomic(void *) *head = xtc__gocalls_head(t);
+	_Atomic int *armed = xtc__gocalls_armed(t);
+	REQUIRE(head != NULL && armed != NULL);
+	CHECK(xtc__gocalls_head(NULL) == NULL && xtc__gocalls_armed(NULL) == NULL);
+	CHECK(atomic_load(head) == NULL);
+	CHECK(xtc__gocalls_arm(t) == 0);
+	CHECK_EQ(atomic_load(armed), 1);
+	/* a helper takes the arm: this settlement must not ring */
+	CHECK_EQ(atomic_exchange(armed, 0), 1);
+	CHECK(xtc__gocall_submit(t, 0, 0, (void *)f_ident, 7, NULL, NULL, 0) == 0);
+	xtc_exec_set_service_mode(e, 1);
+	REQUIRE(pthread_create(&th, NULL, run_main, e) == 0);
+	dl = now_ns() + 60 * SEC;
+	while (atomic_load(head) == NULL && now_ns() < dl)
+		sched_yield();
+	CHECK(atomic_load(head) != NULL);
+	CHECK(read(xtc__gocalls_fd(t), &v, sizeof(v)) < 0); /* not rung */
+	CHECK(xtc__gocalls_arm(t) == 1); /* the head is seen at the arm */
+	n = xtc__gocalls_pop(t, buf, 4);
+	CHECK_EQ(n, 1);
+	CHECK_EQ(buf[0], 0u);
+	CHECK(atomic_load(head) == NULL);
+	/* armed (by the arm above): the next settlement rings */
+	CHECK(xtc__gocall_submit(t, 0, 0, (void *)f_ident, 8, NULL, NULL, 0) == 0);
+	while (atomic_load(armed) != 0 && now_ns() < dl)
+		sched_yield();
+	CHECK_EQ(atomic_load(armed), 0);
+	while (read(xtc__gocalls_fd(t), &v, sizeof(v)) < 0 && now_ns() < dl)
+		sched_yield();
+	CHECK(v >= 1);
+	CHECK_EQ(xtc__gocalls_pop(t, buf, 4), 1);
+	CHECK_EQ(xtc__gocalls_done(t, 0)->value, 8);
+	stop_exec(e, th);
+	CHECK(xtc_exec_fini(e) == XTC_OK);
+	xtc__gocalls_destroy(t);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -598,5 +652,6 @@ int main(int argc, char **argv)
 	RUN(test_class);
 	RUN(test_spawn);
 	RUN(test_growth);
+	RUN(test_head_armed);
 	return failures ? 1 : 0;
 }
