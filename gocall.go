@@ -334,10 +334,12 @@ func (g *goCalls) drain() int {
 // running anyway (a caller about to park) while the server sleeps in the
 // netpoller: one atomic load when the stack is empty. The netpoller
 // notices the doorbell only when a P runs out of goroutines (or from
-// sysmon, every 10 ms): with the xtcbench generator holding one P, the
-// other P's M sat in the scheduler's steal sleep meanwhile and
-// settlements waited 64-139 us (p50) for it; with every P busy they
-// waited for sysmon (p50 0.1-0.75 ms, p99 8-12 ms).
+// sysmon, every 10 ms): with every P busy (A1 10 %, the stage
+// diagnostic's generator yielding its P) settlements waited p50 0.6-1.6
+// ms, p99 6.5-42 ms for their delivery, 48-112 us p50 with help. (With
+// the generator holding a P, the other P's M sleeps in the scheduler's
+// steal usleep and neither the server nor a caller runs meanwhile: p50
+// 64-139 us either way.)
 //
 // The server asleep and not rung yet, the helper takes the arm (no
 // settlement rings the doorbell while it delivers) and gives it back
