@@ -206,7 +206,7 @@ func (f *Future) complete(v int64, status int) {
 		if op == "" {
 			op = "xtc_dispatch"
 		}
-		f.err = mkerr(op, status)
+		f.err = withNomemReason(mkerr(op, status))
 	}
 	if f.onDone != nil {
 		f.onDone()

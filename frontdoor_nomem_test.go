@@ -70,6 +70,8 @@ func frontDoorNomemChild(t *testing.T) {
 	check(err)
 	_, err = e.Go(ctx, ctest.Ident(), nil, WithName("nomem"))
 	check(err)
+	_, err = DispatchWait(ctx, e.Loop(0), ctest.Ident(), nil) // xtc_dispatch
+	check(err)
 }
 
 // vmSize is the process's address space in bytes (/proc/self/status).
