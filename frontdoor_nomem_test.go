@@ -72,6 +72,18 @@ func frontDoorNomemChild(t *testing.T) {
 	check(err)
 	_, err = DispatchWait(ctx, e.Loop(0), ctest.Ident(), nil) // xtc_dispatch
 	check(err)
+	// spawned from this thread, its stack mapped by the carrier at its
+	// first run: the refusal comes back through Wait (it was ErrAborted)
+	r, err := e.GoAsync(ctest.Ident(), nil)
+	if err == nil {
+		_, err = r.Wait(ctx)
+	}
+	check(err)
+	// and the executor still runs calls once stacks fit again
+	require.NoError(t, SetStackSize(64<<10))
+	v, err = e.GoInt(ctx, ctest.Ident(), 9)
+	require.NoError(t, err)
+	require.Equal(t, int64(9), v)
 }
 
 // vmSize is the process's address space in bytes (/proc/self/status).

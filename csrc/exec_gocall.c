@@ -341,11 +341,12 @@ static void gc_exit(void *a, int reason)
 {
 	gocall_t *r = a;
 
-	(void)reason; /* a kill with reason 0 looks like a return */
+	/* a kill with reason 0 looks like a return; a proc that never ran
+	 * because its loop could not map its stack says so (XTC_E_NOMEM) */
 	if (r->finished)
 		settle(r, r->result, 0);
 	else
-		settle(r, 0, XTC_E_ABORTED);
+		settle(r, 0, reason == XTC_E_NOMEM ? XTC_E_NOMEM : XTC_E_ABORTED);
 }
 
 /* On the carrier of r->loop, on its own stack. */

@@ -550,13 +550,23 @@ static void proc_task_cleanup(xtc_task_t *t, void *proc)
 
 	if (!p)
 		return;
-	/* fini: same-loop peers are being destroyed too; closing the table
-	 * first makes every lookup of them fail instead of touching them.
-	 * (A proc that migrated here from a live loop keeps its home table
-	 * open; peers that migrated here are not covered: executor fini.) */
-	if (p->tab->loop == t->loop)
-		tab_close(p->tab);
-	proc_teardown(p, XTC_E_ABORTED);
+	/* Two ways here: the loop's fini, or a proc spawned from another
+	 * thread whose stack this loop could not map at its first run
+	 * (xtc__task_materialize: t->result holds why). Only fini closes the
+	 * table -- a refused stack closed it too, and every later lookup of
+	 * the loop's procs failed. */
+	if (t->loop->magic != XTC__LOOP_LIVE) {
+		/* fini: same-loop peers are being destroyed too; closing the
+		 * table first makes every lookup of them fail instead of
+		 * touching them. (A proc that migrated here from a live loop
+		 * keeps its home table open; peers that migrated here are not
+		 * covered: executor fini.) */
+		if (p->tab->loop == t->loop)
+			tab_close(p->tab);
+		proc_teardown(p, XTC_E_ABORTED);
+		return;
+	}
+	proc_teardown(p, t->result < 0 ? (int)t->result : XTC_E_ABORTED);
 }
 
 static void proc_entry(void *arg)

@@ -24,6 +24,7 @@
  *                    xtc_stack_nomem_reason() names RLIMIT_AS
  */
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -144,6 +145,70 @@ static void nomem_driver(void *arg)
 	                                  NULL, NULL, &pid);
 }
 
+/* A spawn from another thread maps its stack at the proc's first run on
+ * the loop: refused there, the proc never runs, and the loop's other
+ * procs stay reachable (the refusal once closed the loop's proc table:
+ * every later send failed). */
+static xtc_pid_t keeper;
+static int keeper_rc = 1, sender_rc = 1, foreign_rc = 1;
+static int foreign_ran;
+
+static void foreign_body(void *arg)
+{
+	(void)arg;
+	foreign_ran = 1;
+}
+
+static void *foreign_spawn(void *arg)
+{
+	xtc_proc_opts_t o;
+	(void)arg;
+	memset(&o, 0, sizeof o);
+	o.stack_size = (size_t)512 << 20;
+	foreign_rc = xtc_proc_spawn(nomem_loop, foreign_body, NULL, &o, NULL);
+	return NULL;
+}
+
+static void keeper_body(void *arg)
+{
+	void *m = NULL;
+	size_t n = 0;
+	(void)arg;
+	/* a bound for a broken table (the send never comes), not a timing */
+	keeper_rc = xtc_recv(&m, &n, 30 * 1000000000LL);
+	if (keeper_rc == 0)
+		xtc_free(m);
+}
+
+static void sender_body(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 8; i++)
+		xtc_yield(); /* the foreign spawn is drained and refused */
+	sender_rc = xtc_send(keeper, "x", 1);
+}
+
+static int nomem_foreign(void)
+{
+	pthread_t th;
+
+	if (xtc_proc_spawn(nomem_loop, keeper_body, NULL, NULL, &keeper) != 0 ||
+	    xtc_proc_spawn(nomem_loop, sender_body, NULL, NULL, NULL) != 0)
+		return 20;
+	if (pthread_create(&th, NULL, foreign_spawn, NULL) != 0)
+		return 77;
+	pthread_join(th, NULL);
+	if (foreign_rc != 0) /* queued: the stack is mapped by the loop */
+		return 21;
+	if (xtc_loop_run(nomem_loop) != 0)
+		return 22;
+	if (foreign_ran)
+		return 23;
+	if (sender_rc != 0 || keeper_rc != 0)
+		return 24;
+	return 0;
+}
+
 static int nomem_child(void)
 {
 	struct rlimit rl;
@@ -183,7 +248,7 @@ static int nomem_child(void)
 	fflush(stdout);
 	if (nomem_rc_default != 0)
 		return 13;
-	return 0;
+	return nomem_foreign();
 }
 
 static void test_nomem_reason(void)
