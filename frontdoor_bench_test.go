@@ -36,12 +36,7 @@ func BenchmarkFrontDoorRoundTrip(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	variants := []struct {
-		name string
-		op   func()
-		gap  bool
-		pre  func() // before each repetition of this variant
-	}{
+	variants := []rtVariant{
 		{"cgo call (empty C function)", func() { ctest.GocbDepth() }, false, nil},
 		{"Exec.GoInt", goInt, false, nil},
 		{"Exec.GoInt, 100us gap", goInt, true, nil},
@@ -80,9 +75,42 @@ func BenchmarkFrontDoorRoundTrip(b *testing.B) {
 			f.Close()
 		}, false, nil},
 	}
-	const reps, n = 5, 2000
-	p50s := make([][]time.Duration, len(variants))
-	p99s := make([][]time.Duration, len(variants))
+	p50s, p99s := roundTrips(variants, 5, 2000, func() {
+		e.SetSpin(0) // the default: the carrier's adaptive spin
+	})
+	for k, v := range variants {
+		m, lo, hi := medSpread(p50s[k])
+		m99, lo99, hi99 := medSpread(p99s[k])
+		b.Logf("%-32s p50 %9v [%v..%v]  p99 %9v [%v..%v]", v.name, m, lo, hi, m99, lo99, hi99)
+		if v.name == "Exec.GoInt" {
+			b.ReportMetric(float64(m.Nanoseconds()), "goint-p50-ns")
+			b.ReportMetric(float64(m99.Nanoseconds()), "goint-p99-ns")
+		}
+		if v.name == "Exec.GoInt, 100us gap" {
+			b.ReportMetric(float64(m.Nanoseconds()), "gap-p50-ns")
+			b.ReportMetric(float64(m99.Nanoseconds()), "gap-p99-ns")
+		}
+	}
+	logLoad(b)
+}
+
+// rtVariant is one row of a round-trip benchmark: op is one call; gap
+// waits 100 us (yielding) before each; pre runs before each repetition.
+type rtVariant struct {
+	name string
+	op   func()
+	gap  bool
+	pre  func()
+}
+
+// roundTrips times n calls of each variant per repetition, the variants
+// interleaved within each repetition (after a 200-call warm-up of each,
+// and 50 calls before each timed run, to which the carrier adapts);
+// reset runs before each variant's run. The p50s and p99s per variant,
+// one per repetition.
+func roundTrips(variants []rtVariant, reps, n int, reset func()) (p50s, p99s [][]time.Duration) {
+	p50s = make([][]time.Duration, len(variants))
+	p99s = make([][]time.Duration, len(variants))
 	for _, v := range variants {
 		for i := 0; i < 200; i++ {
 			v.op()
@@ -91,11 +119,13 @@ func BenchmarkFrontDoorRoundTrip(b *testing.B) {
 	lat := make([]time.Duration, n)
 	for r := 0; r < reps; r++ {
 		for k, v := range variants {
-			e.SetSpin(0) // the default: the carrier's adaptive spin
+			if reset != nil {
+				reset()
+			}
 			if v.pre != nil {
 				v.pre()
 			}
-			for i := 0; i < 50; i++ { // the carrier adapts to the pattern
+			for i := 0; i < 50; i++ {
 				v.op()
 			}
 			for i := range lat {
@@ -114,20 +144,7 @@ func BenchmarkFrontDoorRoundTrip(b *testing.B) {
 			p99s[k] = append(p99s[k], lat[n*99/100])
 		}
 	}
-	for k, v := range variants {
-		m, lo, hi := medSpread(p50s[k])
-		m99, lo99, hi99 := medSpread(p99s[k])
-		b.Logf("%-32s p50 %9v [%v..%v]  p99 %9v [%v..%v]", v.name, m, lo, hi, m99, lo99, hi99)
-		if v.name == "Exec.GoInt" {
-			b.ReportMetric(float64(m.Nanoseconds()), "goint-p50-ns")
-			b.ReportMetric(float64(m99.Nanoseconds()), "goint-p99-ns")
-		}
-		if v.name == "Exec.GoInt, 100us gap" {
-			b.ReportMetric(float64(m.Nanoseconds()), "gap-p50-ns")
-			b.ReportMetric(float64(m99.Nanoseconds()), "gap-p99-ns")
-		}
-	}
-	logLoad(b)
+	return p50s, p99s
 }
 
 func medSpread(d []time.Duration) (m, lo, hi time.Duration) {

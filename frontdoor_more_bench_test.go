@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -56,16 +55,13 @@ func BenchmarkFrontDoorMoreRoundTrip(b *testing.B) {
 	l := e.Loop(0)
 	ctx := context.Background()
 	msg := []byte("ping")
-	variants := []struct {
-		name string
-		op   func()
-	}{
-		{"Exec.GoInt (reference)", func() {
+	variants := []rtVariant{
+		{name: "Exec.GoInt (reference)", op: func() {
 			if _, err := e.GoInt(ctx, ctest.Ident(), 1); err != nil {
 				b.Fatal(err)
 			}
 		}},
-		{"Dispatch + Future.Wait", func() {
+		{name: "Dispatch + Future.Wait", op: func() {
 			f, err := Dispatch(l, cfuture.AddOne, nil)
 			if err != nil {
 				b.Fatal(err)
@@ -74,7 +70,7 @@ func BenchmarkFrontDoorMoreRoundTrip(b *testing.B) {
 				b.Fatal(err)
 			}
 		}},
-		{"Send + Mailbox.Recv", func() {
+		{name: "Send + Mailbox.Recv", op: func() {
 			if err := Send(mb.Pid(), msg); err != nil {
 				b.Fatal(err)
 			}
@@ -82,36 +78,13 @@ func BenchmarkFrontDoorMoreRoundTrip(b *testing.B) {
 				b.Fatal(err)
 			}
 		}},
-		{"Batch.Do", func() {
+		{name: "Batch.Do", op: func() {
 			if _, err := bt.Do(ctx, 1); err != nil {
 				b.Fatal(err)
 			}
 		}},
 	}
-	const reps, n = 5, 2000
-	p50s := make([][]time.Duration, len(variants))
-	p99s := make([][]time.Duration, len(variants))
-	for _, v := range variants {
-		for i := 0; i < 200; i++ {
-			v.op()
-		}
-	}
-	lat := make([]time.Duration, n)
-	for r := 0; r < reps; r++ {
-		for k, v := range variants {
-			for i := 0; i < 50; i++ {
-				v.op()
-			}
-			for i := range lat {
-				t0 := time.Now()
-				v.op()
-				lat[i] = time.Since(t0)
-			}
-			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-			p50s[k] = append(p50s[k], lat[n/2])
-			p99s[k] = append(p99s[k], lat[n*99/100])
-		}
-	}
+	p50s, p99s := roundTrips(variants, 5, 2000, nil)
 	for k, v := range variants {
 		m, lo, hi := medSpread(p50s[k])
 		m99, lo99, hi99 := medSpread(p99s[k])

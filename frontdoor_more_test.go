@@ -64,9 +64,7 @@ func TestBatchDoCloseUnderLoad(t *testing.T) {
 
 	const goroutines = 1000
 	var wg sync.WaitGroup
-	var ok, cancelled, aborted, closed, calls atomic.Int64
-	busy := make(chan struct{}) // closed after 5000 calls returned
-	var busyOnce sync.Once
+	o := newLoadOutcomes()
 	for g := 0; g < goroutines; g++ {
 		wg.Add(1)
 		go func(g int) {
@@ -84,42 +82,71 @@ func TestBatchDoCloseUnderLoad(t *testing.T) {
 				if n < 0 && rng.Intn(2) == 0 {
 					cancel()
 				}
-				calls.Add(1)
+				o.calls.Add(1)
 				_, err := b.Do(ctx, &n)
 				cancel()
-				if calls.Load() >= 5000 {
-					busyOnce.Do(func() { close(busy) })
-				}
-				switch {
-				case err == nil:
-					ok.Add(1)
-				case errors.Is(err, context.Canceled):
-					cancelled.Add(1)
-				case errors.Is(err, ErrAborted):
-					aborted.Add(1)
-				case errors.Is(err, ErrClosed):
-					closed.Add(1)
+				if o.note(t, "Do", err, isClosed) {
 					return // refused: the group is closed
-				default:
-					t.Errorf("Do: unexpected %v", err)
-					return
 				}
 			}
 		}(g)
 	}
+	o.closeUnderLoad(t, e, &wg, "Do", goroutines)
+	assert.Zero(t, b.mt.live.Load(), "every hand-in slot is back")
+}
+
+// loadOutcomes tallies the outcomes of calls that goroutines make in a
+// loop while the executor closes under them: a result, ctx's error,
+// ErrAborted (cut by the close), or a refusal that ends the goroutine.
+type loadOutcomes struct {
+	calls, ok, cancelled, aborted, refused atomic.Int64
+	busy                                   chan struct{} // closed after 5000 calls returned
+	busyOnce                               sync.Once
+}
+
+func newLoadOutcomes() *loadOutcomes { return &loadOutcomes{busy: make(chan struct{})} }
+
+func isClosed(err error) bool { return errors.Is(err, ErrClosed) }
+
+// note counts one returned call; true when the goroutine is to stop (a
+// refusal, or an outcome the test did not expect, reported).
+func (o *loadOutcomes) note(t *testing.T, what string, err error, refusal func(error) bool) bool {
+	if o.calls.Load() >= 5000 {
+		o.busyOnce.Do(func() { close(o.busy) })
+	}
+	switch {
+	case err == nil:
+		o.ok.Add(1)
+	case errors.Is(err, context.Canceled):
+		o.cancelled.Add(1)
+	case errors.Is(err, ErrAborted):
+		o.aborted.Add(1)
+	case refusal(err):
+		o.refused.Add(1)
+		return true
+	default:
+		t.Errorf("%s: unexpected %v", what, err)
+		return true
+	}
+	return false
+}
+
+// closeUnderLoad closes e once 5000 calls returned, waits for every
+// goroutine, and checks one outcome per call and a refusal per goroutine.
+func (o *loadOutcomes) closeUnderLoad(t *testing.T, e *Exec, wg *sync.WaitGroup, what string, goroutines int) {
+	t.Helper()
 	select {
-	case <-busy:
+	case <-o.busy:
 	case <-time.After(120 * time.Second):
-		t.Fatal("5000 Do calls did not return")
+		t.Fatalf("5000 %s calls did not return", what)
 	}
 	require.NoError(t, e.Close())
-	waitAll(t, &wg, "Do calls")
-	assert.Equal(t, calls.Load(), ok.Load()+cancelled.Load()+aborted.Load()+closed.Load(),
+	waitAll(t, wg, what+" calls")
+	assert.Equal(t, o.calls.Load(), o.ok.Load()+o.cancelled.Load()+o.aborted.Load()+o.refused.Load(),
 		"one outcome per call")
-	assert.Equal(t, int64(goroutines), closed.Load(), "each goroutine ends on ErrClosed")
-	assert.Zero(t, b.mt.live.Load(), "every hand-in slot is back")
-	t.Logf("%d calls: %d ok, %d cancelled, %d aborted, %d closed", calls.Load(),
-		ok.Load(), cancelled.Load(), aborted.Load(), closed.Load())
+	assert.Equal(t, int64(goroutines), o.refused.Load(), "each goroutine ends refused")
+	t.Logf("%d %s calls: %d ok, %d cancelled, %d aborted, %d refused", o.calls.Load(), what,
+		o.ok.Load(), o.cancelled.Load(), o.aborted.Load(), o.refused.Load())
 }
 
 // Many Do calls reuse a few slots: the table stays at the calls in flight,
@@ -179,9 +206,7 @@ func TestDispatchCloseUnderLoad(t *testing.T) {
 
 	const goroutines = 1000
 	var wg sync.WaitGroup
-	var ok, cancelled, aborted, refused, calls atomic.Int64
-	busy := make(chan struct{})
-	var busyOnce sync.Once
+	o := newLoadOutcomes()
 	for g := 0; g < goroutines; g++ {
 		wg.Add(1)
 		go func(g int) {
@@ -196,44 +221,21 @@ func TestDispatchCloseUnderLoad(t *testing.T) {
 				if rng.Intn(4) == 0 {
 					time.AfterFunc(time.Duration(rng.Intn(200))*time.Microsecond, cancel)
 				}
-				calls.Add(1)
+				o.calls.Add(1)
 				v, err := DispatchWait(ctx, l, fn, cfuture.Arg(g))
 				cancel()
-				if calls.Load() >= 5000 {
-					busyOnce.Do(func() { close(busy) })
+				if err == nil && v != want {
+					t.Errorf("Dispatch: %d, want %d", v, want)
 				}
-				switch {
-				case err == nil:
-					if v != want {
-						t.Errorf("Dispatch: %d, want %d", v, want)
-					}
-					ok.Add(1)
-				case errors.Is(err, context.Canceled):
-					cancelled.Add(1)
-				case errors.Is(err, ErrAborted):
-					aborted.Add(1)
-				case errors.Is(err, ErrInval) || errors.Is(err, ErrClosed):
-					refused.Add(1)
+				if o.note(t, "Dispatch", err, func(err error) bool {
+					return errors.Is(err, ErrInval) || errors.Is(err, ErrClosed)
+				}) {
 					return // the loop is gone
-				default:
-					t.Errorf("Dispatch: unexpected %v", err)
-					return
 				}
 			}
 		}(g)
 	}
-	select {
-	case <-busy:
-	case <-time.After(120 * time.Second):
-		t.Fatal("5000 Dispatch calls did not return")
-	}
-	require.NoError(t, e.Close())
-	waitAll(t, &wg, "Dispatch calls")
-	assert.Equal(t, calls.Load(), ok.Load()+cancelled.Load()+aborted.Load()+refused.Load(),
-		"one outcome per call")
-	assert.Equal(t, int64(goroutines), refused.Load(), "each goroutine ends refused")
-	t.Logf("%d calls: %d ok, %d cancelled, %d aborted, %d refused", calls.Load(),
-		ok.Load(), cancelled.Load(), aborted.Load(), refused.Load())
+	o.closeUnderLoad(t, e, &wg, "Dispatch", goroutines)
 }
 
 // 1000 goroutines send to one Mailbox while a goroutine receives, and
