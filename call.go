@@ -189,7 +189,10 @@ func (e *Exec) wait(ctx context.Context, fn unsafe.Pointer, arg C.uintptr_t, opt
 // GoAsync starts fn(arg) like Go and returns at once; the CallResult
 // waits for it, kills it and tells when its C side is gone. Its proc is
 // spawned before GoAsync returns (Pid is valid at once), so a spawn error
-// (ErrResource for the loop's proc cap, ErrNomem) is GoAsync's.
+// (ErrResource for the loop's proc cap, ErrNomem for its slot) is
+// GoAsync's; its stack is mapped by the carrier at its first run, so a
+// stack the kernel refuses comes back from Wait as ErrNomem, naming the
+// limit, and fn never runs.
 func (e *Exec) GoAsync(fn, arg unsafe.Pointer, opts ...CallOption) (*CallResult, error) {
 	return e.callAsync(fn, C.uintptr_t(uintptr(arg)), opts, true)
 }
