@@ -187,8 +187,13 @@ func TestBatchDoSlotsReused(t *testing.T) {
 	assert.Equal(t, made, free, "every slot is on the free list")
 	assert.LessOrEqual(t, made, 2*mtChunk, "slots for the calls in flight only")
 	t.Logf("%d calls: %d slots, mallocs +%d", g*per, made, m1.Mallocs-m0.Mallocs)
-	// the goroutines themselves allocate; the calls do not
-	assert.Less(t, m1.Mallocs-m0.Mallocs, uint64(g*per/100))
+	// the goroutines themselves allocate; the calls do not. Not under
+	// -asan/-race: there cgo.Handle.Value's sync.Map lookup boxes its key
+	// on the heap (pprof: HashTrieMap.Load, one per completion callback),
+	// which the plain build does not
+	if !underSanitizer {
+		assert.Less(t, m1.Mallocs-m0.Mallocs, uint64(g*per/100))
+	}
 }
 
 // 1000 goroutines dispatch in a loop (a quarter with a ctx cancelled at
