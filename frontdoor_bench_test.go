@@ -94,6 +94,25 @@ func BenchmarkFrontDoorRoundTrip(b *testing.B) {
 	logLoad(b)
 }
 
+// hammer runs op per times in each of g goroutines and returns once they
+// all ended (an error is reported and ends its goroutine).
+func hammer(tb testing.TB, g, per int, op func() error) {
+	var wg sync.WaitGroup
+	for k := 0; k < g; k++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < per; i++ {
+				if err := op(); err != nil {
+					tb.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	waitAll(tb, &wg, "the calls")
+}
+
 // rtVariant is one row of a round-trip benchmark: op is one call; gap
 // waits 100 us (yielding) before each; pre runs before each repetition.
 type rtVariant struct {
@@ -174,27 +193,14 @@ func BenchmarkFrontDoorThroughput(b *testing.B) {
 				for i := 0; i < 1000; i++ { // warm: the table, the stacks
 					e.GoInt(ctx, fn, 1)
 				}
-				var wg sync.WaitGroup
-				per := b.N / g
-				if per == 0 {
-					per = 1
-				}
+				per := max(b.N/g, 1)
 				b.ReportAllocs()
 				b.ResetTimer()
 				t0 := time.Now()
-				for k := 0; k < g; k++ {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for i := 0; i < per; i++ {
-							if _, err := e.GoInt(ctx, fn, 1); err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					}()
-				}
-				wg.Wait()
+				hammer(b, g, per, func() error {
+					_, err := e.GoInt(ctx, fn, 1)
+					return err
+				})
 				el := time.Since(t0)
 				b.StopTimer()
 				b.ReportMetric(float64(per*g)/el.Seconds(), "calls/s")

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -123,23 +122,10 @@ func BenchmarkFrontDoorMoreThroughput(b *testing.B) {
 					}
 				}
 				per := max(b.N/g, 1)
-				var wg sync.WaitGroup
 				b.ReportAllocs()
 				b.ResetTimer()
 				t0 := time.Now()
-				for k := 0; k < g; k++ {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for i := 0; i < per; i++ {
-							if err := o.op(e, bt); err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					}()
-				}
-				wg.Wait()
+				hammer(b, g, per, func() error { return o.op(e, bt) })
 				el := time.Since(t0)
 				b.StopTimer()
 				b.ReportMetric(float64(per*g)/el.Seconds(), "ops/s")
@@ -165,25 +151,14 @@ func BenchmarkFrontDoorMoreThroughput(b *testing.B) {
 				}
 				recvd <- nil
 			}()
-			var wg sync.WaitGroup
-			for k := 0; k < g; k++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := 0; i < per; i++ {
-						err := Send(mb.Pid(), msg)
-						for errors.Is(err, ErrAgain) { // the mailbox is full: the receiver is behind
-							time.Sleep(10 * time.Microsecond)
-							err = Send(mb.Pid(), msg)
-						}
-						if err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
+			hammer(b, g, per, func() error {
+				err := Send(mb.Pid(), msg)
+				for errors.Is(err, ErrAgain) { // the mailbox is full: the receiver is behind
+					time.Sleep(10 * time.Microsecond)
+					err = Send(mb.Pid(), msg)
+				}
+				return err
+			})
 			if err := <-recvd; err != nil {
 				b.Fatal(err)
 			}

@@ -42,7 +42,7 @@ func quickBatch(t *testing.T, capacity int) (*Exec, *Batch) {
 
 // waitAll waits for wg with a generous bound (an event, not a time: the
 // bound only turns a hang into a failure).
-func waitAll(t *testing.T, wg *sync.WaitGroup, what string) {
+func waitAll(t testing.TB, wg *sync.WaitGroup, what string) {
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {
@@ -159,20 +159,10 @@ func TestBatchDoSlotsReused(t *testing.T) {
 	const g, per = 64, 2000
 	one := 1
 	run := func() {
-		var wg sync.WaitGroup
-		for k := 0; k < g; k++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; i < per; i++ {
-					if _, err := b.Do(context.Background(), &one); err != nil {
-						t.Error(err)
-						return
-					}
-				}
-			}()
-		}
-		waitAll(t, &wg, "Do calls")
+		hammer(t, g, per, func() error {
+			_, err := b.Do(context.Background(), &one)
+			return err
+		})
 	}
 	run() // warm: the slots, their channels, the goroutine stacks
 	var m0, m1 runtime.MemStats

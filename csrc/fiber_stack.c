@@ -116,12 +116,15 @@
 #include "rtcode_int.h" /* first: this file is runtime code */
 #include "fiber_int.h"
 
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -263,10 +266,6 @@ int xtc__stack_set_default(size_t bytes)
  * static executable); otherwise the spawn fails with XTC_E_INVAL
  * (xtc_proc(3)). Page-sized stacks and up are not affected: their guard
  * page catches the resolver's frame like any other overflow. */
-#include <elf.h>
-#include <link.h>
-#include <sys/auxv.h>
-
 static int main_bound_now(void)
 {
 	const char *env = getenv("LD_BIND_NOW");
