@@ -227,3 +227,63 @@ func TestSubmitBackpressureAndFiniAbortsAll(t *testing.T) {
 	assert.Equal(t, runs, cfuture.Runs()) // none ran
 	assert.Equal(t, base, q.inflight.Load())
 }
+
+// A waiter pops the completion ring in the sleeping server's place
+// (completion.go, await): with the server asleep when the waiter starts
+// to poll, and the completion made only then (a gated C function; a Send
+// made then), every Dispatch's and every Mailbox message's entry is
+// delivered by the goroutine waiting for it, exactly once. The spin is
+// made long enough that the waiter never gives up first (events, not
+// times: each wait ends when the other side got there).
+func TestCompletionWaiterPops(t *testing.T) {
+	e := startService(t, 1)
+	mb, err := e.NewMailbox(0, 16)
+	require.NoError(t, err)
+	defer mb.Close()
+	q, err := getCQ()
+	require.NoError(t, err)
+	defer func(d time.Duration) { callSpin = d }(callSpin)
+	callSpin = time.Minute
+	until := func(what string, cond func() bool) {
+		t0 := time.Now()
+		for !cond() {
+			if time.Since(t0) > time.Minute {
+				panic(what) // (not t.Fatal: called off the test goroutine)
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	asleep := func() bool { return q.asleep.Load() && !q.serving.Load() && q.inflight.Load() == 0 }
+	polling := func() bool { return q.spinners.Load() == 1 }
+	ctx := context.Background()
+	const rounds = 50
+	h0 := q.helped.Load()
+	base := cfuture.GateNow()
+	for i := base + 1; i <= base+rounds; i++ {
+		until("the server never slept", asleep)
+		f, err := Dispatch(e.Loop(0), cfuture.Gated, cfuture.Arg(i))
+		require.NoError(t, err)
+		go func() {
+			until("the waiter never polled", polling)
+			cfuture.OpenGate(i)
+		}()
+		v, err := f.Wait(ctx)
+		require.NoError(t, err)
+		require.EqualValues(t, i, v)
+	}
+	assert.EqualValues(t, rounds, q.helped.Load()-h0, "each Dispatch popped by its waiter")
+	h0 = q.helped.Load()
+	for i := 0; i < rounds; i++ {
+		until("the server never slept", asleep)
+		go func() {
+			until("the receiver never polled", polling)
+			if err := Send(mb.Pid(), []byte{byte(i)}); err != nil {
+				panic(err)
+			}
+		}()
+		b, err := mb.Recv(ctx)
+		require.NoError(t, err)
+		require.Equal(t, []byte{byte(i)}, b)
+	}
+	assert.EqualValues(t, rounds, q.helped.Load()-h0, "each message popped by its receiver")
+}

@@ -130,6 +130,9 @@ func (m *Mailbox) Recv(ctx context.Context) ([]byte, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	if len(m.msgs) == 0 { // poll, popping in the server's place (completion.go)
+		theCQ.await(m.ready)
+	}
 	select {
 	case b, ok := <-m.msgs:
 		if !ok {
@@ -145,6 +148,9 @@ func (m *Mailbox) Recv(ctx context.Context) ([]byte, error) {
 		return nil, ctx.Err()
 	}
 }
+
+// ready: a message is queued or the mailbox is gone (Recv's poll).
+func (m *Mailbox) ready() bool { return len(m.msgs) > 0 || isGone(m.gone) }
 
 // control sends one request to the relay and waits for its answer.
 func (m *Mailbox) control(op string, kind byte, v uint64) (uint64, error) {

@@ -840,6 +840,11 @@ int xtc__gofut_submit(xtc_loop_t *loop, void *fn, void *arg, xtc_cq_t *cq,
 	return rc;
 }
 
+int xtc__gocq_disarm(xtc_cq_t *cq)
+{
+	return xtc__cq_disarm(cq);
+}
+
 /* ------------------------------------------------------------------ */
 /* the mailbox relay (mailbox.go)                                       */
 /* ------------------------------------------------------------------ */

@@ -209,6 +209,9 @@ int xtc__golaunch_outcome(const xtc__golaunch_t *r, int *ran,
 /* Submit: dispatch fn on loop, its result routed into cq under tag. */
 int xtc__gofut_submit(xtc_loop_t *loop, void *fn, void *arg, xtc_cq_t *cq,
                       uint64_t tag, xtc_dispatch_handle_t **out_h);
+/* The completion queue's doorbell taken back by a Go waiter that pops in
+ * the sleeping server's place (completion.go, await): xtc__cq_disarm. */
+int xtc__gocq_disarm(xtc_cq_t *cq);
 
 /* The mailbox relay (Exec.NewMailbox; exec_gocall.c has the protocol).
  * new: the record, its "gone" settlement routed to cq under tag + 1,

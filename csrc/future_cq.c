@@ -184,6 +184,13 @@ int xtc_cq_arm(xtc_cq_t *cq)
 	return atomic_load(&rc->seq) == cq->head + 1;
 }
 
+int xtc__cq_disarm(xtc_cq_t *cq)
+{
+	if (!cq_ok(cq))
+		return XTC_E_INVAL;
+	return atomic_exchange(&cq->armed, 0) != 0;
+}
+
 int xtc_future_notify(xtc_future_t *fut, xtc_cq_t *cq, uint64_t tag)
 {
 	int rc;

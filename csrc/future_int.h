@@ -71,6 +71,12 @@ int  xtc__future_ok(const xtc_future_t *f);
 int  xtc__future_chain_cq(xtc_future_t *fut, xtc_cq_t *cq, uint64_t tag);
 void xtc__future_pair_discard(xtc_future_t *f);
 void xtc__cq_push(xtc_cq_t *cq, uint64_t tag, intptr_t value, int status);
+/* Take the doorbell back from a sleeping consumer (exchange armed with 0):
+ * 1 when it was armed, so no producer rings until the caller arms again
+ * (xtc_cq_arm); 0 when a producer rang it already. For a consumer that
+ * pops in the sleeper's place (the Go completion queue's spinning
+ * waiter). */
+int xtc__cq_disarm(xtc_cq_t *cq);
 
 /* Dispatch a coroutine-shaped function (the result is an intptr_t, as in
  * xtc_async): what the Go wrapper xtc.Submit runs. Same contract as

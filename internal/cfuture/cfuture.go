@@ -59,6 +59,25 @@ static intptr_t cfut_blocking(void *arg)
 	return (intptr_t)r * 10;
 }
 
+static _Atomic long cfut_gate;
+
+// Yields until the gate (OpenGate) reaches arg (at most ~60 s), then
+// returns arg; -1 when the bound ended it.
+static intptr_t cfut_gated(void *arg)
+{
+	int64_t end = xtc_clock_mono() + 60000000000LL;
+	atomic_fetch_add(&cfut_runs, 1);
+	while (atomic_load(&cfut_gate) < (long)(intptr_t)arg) {
+		if (xtc_clock_mono() > end)
+			return -1;
+		xtc_yield();
+	}
+	return (intptr_t)arg;
+}
+
+static void cfut_gate_open(long v) { atomic_store(&cfut_gate, v); }
+static long cfut_gate_get(void) { return atomic_load(&cfut_gate); }
+
 static void *cfut_fn(int which)
 {
 	switch (which) {
@@ -66,6 +85,7 @@ static void *cfut_fn(int which)
 	case 1: return (void *)cfut_yield3;
 	case 2: return (void *)cfut_until_cancelled;
 	case 3: return (void *)cfut_blocking;
+	case 4: return (void *)cfut_gated;
 	}
 	return NULL;
 }
@@ -82,7 +102,14 @@ var (
 	Yield3         = unsafe.Pointer(C.cfut_fn(1)) // yields 3 times, returns arg
 	UntilCancelled = unsafe.Pointer(C.cfut_fn(2)) // yields until cancelled: 99
 	Blocking       = unsafe.Pointer(C.cfut_fn(3)) // xtc_blocking_run(usleep(arg ms)): arg*10
+	Gated          = unsafe.Pointer(C.cfut_fn(4)) // yields until OpenGate(>= arg): arg
 )
+
+// OpenGate lets the Gated calls whose arg is at most v return.
+func OpenGate(v int) { C.cfut_gate_open(C.long(v)) }
+
+// GateNow is the gate's value (it only grows: use args above it).
+func GateNow() int { return int(C.cfut_gate_get()) }
 
 // Runs returns how many of the functions above have started.
 func Runs() int64 { return int64(C.cfut_runs_get()) }
