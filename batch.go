@@ -142,7 +142,6 @@ import (
 	"errors"
 	"runtime"
 	"runtime/cgo"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -217,10 +216,8 @@ type Batch struct {
 // allocation per call; Do selects on ctx.Done() itself, and only when the
 // context can end).
 type mtTable struct {
-	mu       sync.Mutex
-	free     []uint32 // LIFO
-	n        int      // slots made
-	limit    int      // the group's hand-in pool
+	free     freeSlots // its chunks are made under free.mu (grow)
+	limit    int       // the group's hand-in pool
 	chunks   []atomic.Pointer[[mtChunk]mtSlot]
 	live     atomic.Int64 // slots taken
 	spinning atomic.Bool  // a lone Do polls its slot (spin)
@@ -261,28 +258,28 @@ func (t *mtTable) slot(i uint32) *mtSlot {
 	return &t.chunks[i/mtChunk].Load()[i%mtChunk]
 }
 
-// alloc takes a free slot (ErrAgain when the pool's worth is in flight).
+// alloc takes a free slot (false when the pool's worth is in flight).
 func (t *mtTable) alloc() (uint32, bool) {
-	t.mu.Lock()
-	n := len(t.free)
-	if n == 0 {
-		c := t.n / mtChunk
-		if c >= len(t.chunks) {
-			t.mu.Unlock()
-			return 0, false
-		}
-		t.chunks[c].Store(new([mtChunk]mtSlot))
-		for j := mtChunk - 1; j >= 0; j-- {
-			t.free = append(t.free, uint32(c*mtChunk+j))
-		}
-		t.n += mtChunk
-		n = len(t.free)
+	i, err := t.free.pop(t.grow)
+	if err != nil {
+		return 0, false
 	}
-	i := t.free[n-1]
-	t.free = t.free[:n-1]
-	t.mu.Unlock()
 	t.live.Add(1)
 	return i, true
+}
+
+// errMTFull: every chunk of the table is made and its slots are taken.
+var errMTFull = errors.New("xtc: hand-in table full")
+
+// grow makes the next chunk (free.mu held).
+func (t *mtTable) grow() error {
+	c := t.free.made / mtChunk
+	if c >= len(t.chunks) {
+		return errMTFull
+	}
+	t.chunks[c].Store(new([mtChunk]mtSlot))
+	t.free.pushChunk(mtChunk)
+	return nil
 }
 
 // spin polls a lone Do's slot for up to callSpin (gocall.go: the same
@@ -297,32 +294,14 @@ func (t *mtTable) spin(s *mtSlot) {
 		return
 	}
 	defer t.spinning.Store(false)
-	t0 := time.Now()
-	last := time.Duration(0)
-	for {
-		for j := 0; j < 256; j++ {
-			if s.st.Load() == mtSettled {
-				return
-			}
-		}
-		el := time.Since(t0)
-		if el > callSpin {
-			return
-		}
-		if el-last > spinYield {
-			last = el
-			runtime.Gosched()
-		}
-	}
+	pollFor(func() bool { return s.st.Load() == mtSettled })
 }
 
 func (t *mtTable) release(i uint32) {
 	s := t.slot(i)
 	s.req, s.err = nil, nil
 	s.st.Store(mtFree)
-	t.mu.Lock()
-	t.free = append(t.free, i)
-	t.mu.Unlock()
+	t.free.push(i)
 	t.live.Add(-1)
 }
 
@@ -801,9 +780,7 @@ func (b *Batch) driverAlive() bool {
 // failPending completes the Do waiters of a group abandoned to Fini with
 // ErrClosed (never an accepted request: those completed before destroy).
 func (b *Batch) failPending() {
-	b.mt.mu.Lock()
-	n := b.mt.n
-	b.mt.mu.Unlock()
+	n := b.mt.free.count()
 	for i := 0; i < n; i++ {
 		s := b.mt.slot(uint32(i))
 		if s.st.CompareAndSwap(mtDo, mtSettled) {

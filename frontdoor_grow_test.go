@@ -32,9 +32,7 @@ func TestFrontDoorTableGrows(t *testing.T) {
 		rs = append(rs, r)
 	}
 	g := e.gc.Load()
-	g.mu.Lock()
-	assert.Equal(t, 2, g.nchunks)
-	g.mu.Unlock()
+	assert.Equal(t, 2*callChunk, g.free.count(), "two chunks made")
 	_, err = e.GoAsync(ctest.Ident(), nil)
 	assert.ErrorIs(t, err, ErrAgain, "past the hard limit")
 	_, err = e.Start()
@@ -49,8 +47,8 @@ func TestFrontDoorTableGrows(t *testing.T) {
 	v, err := e.GoInt(ctx, ctest.Ident(), 5)
 	require.NoError(t, err)
 	assert.EqualValues(t, 5, v)
-	g.mu.Lock()
-	assert.Equal(t, 2, g.nchunks)
-	assert.Equal(t, 2*callChunk, len(g.free)+int(g.live.Load()))
-	g.mu.Unlock()
+	g.free.mu.Lock()
+	assert.Equal(t, 2*callChunk, g.free.made, "two chunks made")
+	assert.Equal(t, 2*callChunk, len(g.free.free)+int(g.live.Load()))
+	g.free.mu.Unlock()
 }

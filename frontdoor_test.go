@@ -239,9 +239,9 @@ func TestFrontDoorNoGrowth(t *testing.T) {
 	runtime.ReadMemStats(&m1)
 	assert.LessOrEqual(t, runtime.NumGoroutine(), g0)
 	g := e.gc.Load()
-	g.mu.Lock()
-	free, slots := len(g.free), g.nchunks*callChunk
-	g.mu.Unlock()
+	g.free.mu.Lock()
+	free, slots := len(g.free.free), g.free.made
+	g.free.mu.Unlock()
 	assert.Equal(t, slots, free, "every slot is back on the free list")
 	t.Logf("%d calls: heap %d -> %d bytes, mallocs +%d", n, m0.HeapAlloc, m1.HeapAlloc, m1.Mallocs-m0.Mallocs)
 	// the synchronous path allocates nothing per call

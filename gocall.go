@@ -76,7 +76,6 @@ import (
 	"os"
 	"runtime"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -132,13 +131,12 @@ type goCalls struct {
 	bell   *os.File
 
 	// chunks[c] is set once, before any of its indices is handed out
-	// (under mu), and never changes: readers load it without the lock
-	chunks  []atomic.Pointer[slotChunk]
-	nchunks int // under mu
+	// (under free.mu), and never changes: readers load it without the
+	// lock
+	chunks []atomic.Pointer[slotChunk]
 	limit   int // the hard limit (callCapacity rounded up by C)
 
-	mu   sync.Mutex
-	free []uint32 // LIFO
+	free freeSlots // its chunks are made under free.mu (grow)
 
 	// serving is held by the one goroutine popping the completion stack
 	// (the server or a helper, see help); buf is its pop buffer
@@ -203,11 +201,11 @@ func (e *Exec) callTable() (*goCalls, error) {
 	return g, nil
 }
 
-// grow makes the next chunk (mu held, or the table not yet published):
-// its C records, its slots, its indices on the free list (lowest popped
-// first). ErrAgain at the hard limit.
+// grow makes the next chunk (free.mu held, or the table not yet
+// published): its C records, its slots, its indices on the free list.
+// ErrAgain at the hard limit.
 func (g *goCalls) grow() error {
-	c := g.nchunks
+	c := g.free.made / callChunk
 	if c >= len(g.chunks) {
 		return errReason("xtc_proc_spawn", ErrAgain,
 			"too many calls in flight ("+strconv.Itoa(g.limit)+")")
@@ -217,10 +215,7 @@ func (g *goCalls) grow() error {
 		return mkerr("xtc_proc_spawn", int(rc))
 	}
 	g.chunks[c].Store(&slotChunk{base: base})
-	g.nchunks++
-	for j := callChunk - 1; j >= 0; j-- {
-		g.free = append(g.free, uint32(c*callChunk+j))
-	}
+	g.free.pushChunk(callChunk)
 	return nil
 }
 
@@ -238,18 +233,10 @@ func (g *goCalls) waiter(i uint32) *atomic.Uint32 {
 }
 
 func (g *goCalls) alloc() (uint32, error) {
-	g.mu.Lock()
-	n := len(g.free)
-	if n == 0 {
-		if err := g.grow(); err != nil {
-			g.mu.Unlock()
-			return 0, err
-		}
-		n = len(g.free)
+	i, err := g.free.pop(g.grow)
+	if err != nil {
+		return 0, err
 	}
-	i := g.free[n-1]
-	g.free = g.free[:n-1]
-	g.mu.Unlock()
 	g.live.Add(1)
 	return i, nil
 }
@@ -258,9 +245,7 @@ func (g *goCalls) alloc() (uint32, error) {
 // settled and read, or abandoned and settled).
 func (g *goCalls) release(i uint32) {
 	g.slot(i).st.Store(slotFree)
-	g.mu.Lock()
-	g.free = append(g.free, i)
-	g.mu.Unlock()
+	g.free.push(i)
 	g.e.calls.Add(-1)
 	if g.live.Add(-1) == 0 && g.closed.Load() {
 		g.kick()
@@ -430,28 +415,9 @@ func (g *goCalls) deliver(i uint32) {
 	}
 }
 
-// spin polls the waiter word of record i for up to callSpin. It holds
-// its P (runtime.Gosched wakes an idle P's thread each time: a futex
-// storm on this guest), except for one yield every spinYield so that a
-// goroutine queued behind it is not held up for the whole spin.
+// spin polls the waiter word of record i for up to callSpin (pollFor).
 func (g *goCalls) spin(w *atomic.Uint32) bool {
-	t0 := time.Now()
-	last := time.Duration(0)
-	for {
-		for j := 0; j < 256; j++ {
-			if w.Load() == C.XTC__GW_DONE {
-				return true
-			}
-		}
-		el := time.Since(t0)
-		if el > callSpin {
-			return false
-		}
-		if el-last > spinYield {
-			last = el
-			runtime.Gosched()
-		}
-	}
+	return pollFor(func() bool { return w.Load() == C.XTC__GW_DONE })
 }
 
 // callStats: records submitted, settled through the ring, settled to a
