@@ -132,8 +132,8 @@ func (m *Mailbox) Recv(ctx context.Context) ([]byte, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if len(m.msgs) == 0 { // poll, popping in the server's place (completion.go)
-		theCQ.await(m.ready)
+	if q := theCQ; q != nil && len(m.msgs) == 0 { // poll, popping in the server's place (completion.go)
+		q.await(m.ready)
 	}
 	select {
 	case b, ok := <-m.msgs:

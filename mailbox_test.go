@@ -143,3 +143,14 @@ func TestMailboxFlowControl(t *testing.T) {
 	assert.LessOrEqual(t, st.Peak, 16)
 	assert.Positive(t, job.Again(), "the sender saw ErrAgain")
 }
+
+// A zero Mailbox (not made by NewMailbox) has nothing to receive: Recv
+// waits for ctx and returns its error, whether or not the process's
+// completion queue exists yet.
+func TestMailboxZeroRecv(t *testing.T) {
+	var m Mailbox
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	_, err := m.Recv(ctx)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+}
