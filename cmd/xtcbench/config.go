@@ -29,6 +29,7 @@ type Config struct {
 	TailReps   int             // repetitions per tail point (interleaved)
 	Polled     bool            // add the polled-ingress xtc contenders
 	Coop       bool            // add the cooperative pair (yield points, no interrupt)
+	GoIngress  string          // how the Go rows hear of arrivals (ingress.go)
 	FairDur    time.Duration   // fairness run length (per side)
 	FairWindow time.Duration   // fairness sampling window
 	HogProbes  int             // number of 1 ms sleeps of the probe
@@ -57,6 +58,7 @@ func defaultConfig(mode string) Config {
 		MicroReps:  3,
 		TailReps:   3,
 		Coop:       true,
+		GoIngress:  IngressGoroutine,
 		MicroScale: 1,
 		Seed:       1,
 		Progress:   "auto",
@@ -128,6 +130,10 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	slices := fs.String("slices", "", "fixed xtc preemption slices (default 50us,200us)")
 	tailReps := fs.Int("tail-reps", 0, "repetitions per tail point, interleaved, median kept (default 3)")
 	polled := fs.Bool("polled", false, "also run the xtc contenders with polled ingress (diagnostic)")
+	goIngress := fs.String("go-ingress", IngressGoroutine, "how the Go rows of the tail section hear of arrivals: "+
+		IngressGoroutine+" (a generator goroutine spinning on one of Go's Ps), "+
+		IngressNetpoll+" (a spinning generator thread outside Go, heard through the netpoller, as from a network) or "+
+		IngressNetpollSleep+" (the same thread sleeping until each arrival: the load leaves the whole machine to the service)")
 	coop := fs.Bool("coop", true, "also run the first slice kept by yield points instead of interrupts, in xtc (clock-checked slices) and Go (runtime.Gosched)")
 	fairDur := fs.Duration("fair-dur", 0, "fairness run length per side (short 2s, full 10s)")
 	fairWin := fs.Duration("fair-window", 0, "fairness sampling window (default 100ms)")
@@ -207,6 +213,14 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	}
 	c.Polled = *polled
 	c.Coop = *coop
+	known := false
+	for _, k := range Ingresses {
+		known = known || k == *goIngress
+	}
+	if !known {
+		return nil, fmt.Errorf("--go-ingress %q: want one of %s", *goIngress, strings.Join(Ingresses, ", "))
+	}
+	c.GoIngress = *goIngress
 	if set["fair-dur"] {
 		if *fairDur <= 0 {
 			return nil, errors.New("--fair-dur must be > 0")

@@ -53,9 +53,10 @@ func TestParseOverridesWinOverMode(t *testing.T) {
 		"--carriers", "3", "--out", "x/y", "--no-plots", "--seed", "7",
 		"--hog-probes", "9", "--hog-slice", "250us", "--fair-dur", "1s",
 		"--fair-window", "50ms", "--reps", "2", "--micro-scale", "0.5",
-		"--progress", "off")
+		"--progress", "off", "--go-ingress", "netpoll-sleep")
 	require.NoError(t, err)
 	assert.Equal(t, "full", c.Mode)
+	assert.Equal(t, IngressNetpollSleep, c.GoIngress)
 	assert.Equal(t, 30*time.Millisecond, c.Point)
 	assert.Equal(t, []float64{0.2, 0.5, 0.9}, c.Loads)
 	assert.Equal(t, []string{"micro", "hog"}, c.Workloads)
@@ -108,6 +109,7 @@ func TestParseErrors(t *testing.T) {
 		"empty out":         {"--out", ""},
 		"stray argument":    {"extra"},
 		"unknown flag":      {"--nope"},
+		"unknown ingress":   {"--go-ingress", "carrier-pigeon"},
 	}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {

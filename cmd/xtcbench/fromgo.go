@@ -1,7 +1,7 @@
 package main
 
 // The tail workload served from Go through xtc's public Go API: the
-// generator and the goroutine per request of goTail, but each request
+// ingress and the goroutine per request of goTail, but each request
 // goroutine hands its C work to an executor with Exec.GoInt (what a Go
 // service calls from a net/http handler) instead of calling it by cgo.
 // Same schedule, warm-up, repetitions and stall gate as every tail
@@ -32,7 +32,7 @@ import (
 // interrupts. It returns the completion stamps, the generator lag, the
 // calls refused (ErrAgain or another error) and why the run failed ("" ok).
 func xtcGoTail(s *Schedule, iters []uint64, carriers int, slice time.Duration,
-	coopChunk uint64, drain time.Duration) (done, lag []int64, refused int64, why string) {
+	coopChunk uint64, drain time.Duration, ingress string) (done, lag []int64, refused int64, why string) {
 	n := s.N()
 	done = make([]int64, n)
 	lag = make([]int64, n)
@@ -74,38 +74,26 @@ func xtcGoTail(s *Schedule, iters []uint64, carriers int, slice time.Duration,
 	var wg sync.WaitGroup
 	var nref atomic.Int64
 	wg.Add(n)
-	genDone := make(chan struct{})
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		base := time.Now().Add(2 * time.Millisecond)
-		for i := 0; i < n; i++ {
-			target := time.Duration(s.Arrival[i])
-			var now time.Duration
-			for {
-				if now = time.Since(base); now >= target {
-					break
-				}
-			}
-			lag[i] = int64(now - target)
-			arg := int64(iters[i])
-			if coopChunk > 0 {
-				arg |= int64(coopChunk) << 40
-			}
-			go func(i int) {
-				defer wg.Done()
-				if _, err := e.GoInt(ctx, fn, arg); err != nil {
-					if !errors.Is(err, context.Canceled) {
-						nref.Add(1)
-					}
-					return
-				}
-				done[i] = int64(time.Since(base))
-			}(i)
+	var base time.Time
+	lag, err = replay(ingress, s, &base, func(i int) {
+		arg := int64(iters[i])
+		if coopChunk > 0 {
+			arg |= int64(coopChunk) << 40
 		}
-		close(genDone)
-	}()
-	<-genDone
+		go func() {
+			defer wg.Done()
+			if _, err := e.GoInt(ctx, fn, arg); err != nil {
+				if !errors.Is(err, context.Canceled) {
+					nref.Add(1)
+				}
+				return
+			}
+			done[i] = int64(time.Since(base))
+		}()
+	})
+	if err != nil {
+		why = "arrivals: " + err.Error()
+	}
 	// a bounded drain, as for the C-driven xtc runs; what is left then
 	// is cancelled (its requests count as not completed)
 	ended := make(chan struct{})

@@ -621,6 +621,18 @@ func writeTail(w io.Writer, r *Results) {
 		"SLO = 200× the mean service time (as in the paper); \"meets SLO\" needs p99 of all "+
 		"requests ≤ SLO and every request completed.\n\n",
 		cfg.Seed, cfg.Carriers, cfg.Carriers, cfg.Carriers+1, cfg.Carriers, cfg.Point)
+	switch cfg.GoIngress {
+	case IngressNetpoll, IngressNetpollSleep:
+		how := "spinning until each arrival"
+		if cfg.GoIngress == IngressNetpollSleep {
+			how = "sleeping until each arrival"
+		}
+		fmt.Fprintf(w, "The Go rows here (--go-ingress %s) hear of their arrivals as a server hears "+
+			"of requests from a network: a generator thread outside Go, %s, rings an eventfd that "+
+			"a reader goroutine waits on in the netpoller, and the reader starts one goroutine "+
+			"per request; GOMAXPROCS stays %d, the generator's thread being outside Go.\n\n",
+			cfg.GoIngress, how, cfg.Carriers+1)
+	}
 	fmt.Fprintf(w, "A repetition whose generator issued arrivals late (%v; %s) measured the "+
 		"machine and is not kept when a clean one exists. For xtc the report also counts the "+
 		"carriers' wake-ups that came 1 ms or more after a producer rang a parked carrier "+

@@ -1,9 +1,10 @@
 package main
 
 // A diagnostic of the from-Go tail rows (fromgo.go): where a short
-// request's sojourn goes. It replays an A1 schedule with the generator of
-// goTail and xtcGoTail (a goroutine locked to its thread, spinning until
-// each arrival, one goroutine per request) and stamps every stage of each
+// request's sojourn goes. It replays an A1 schedule with the ingress of
+// goTail and xtcGoTail (by default a goroutine locked to its thread,
+// spinning until each arrival; by mode, the other ingresses of ingress.go)
+// and one goroutine per request, and stamps every stage of each
 // request on CLOCK_MONOTONIC:
 //
 //	arrival -> gostart   the request goroutine's first run
@@ -104,7 +105,9 @@ type threadUse struct {
 // stagesReplay runs s once: mode "xtcgo" (Exec.GoInt on one carrier with
 // a 50 us slice, involuntary preemption, as the xtcgo row) or "gocgo"
 // (the kernel by plain cgo from the request goroutine), either with
-// "-yield" (the generator yields its P after each request).
+// "-yield" (the generator yields its P after each request) or with
+// "-netpoll" / "-netpoll-sleep" (the arrivals of --go-ingress of that
+// name, from a generator thread outside Go).
 func stagesReplay(s *Schedule, iters []uint64, mode string) (*stageRun, error) {
 	n := s.N()
 	if C.xs_alloc(C.int64_t(n)) != 0 {
@@ -118,6 +121,15 @@ func stagesReplay(s *Schedule, iters []uint64, mode string) (*stageRun, error) {
 	// that parks in the netpoller lets its P run the new goroutine
 	yield := strings.HasSuffix(mode, "-yield")
 	mode = strings.TrimSuffix(mode, "-yield")
+	// "-netpoll" / "-netpoll-sleep": the arrivals come from a generator
+	// thread outside Go through the netpoller (ingress.go, --go-ingress)
+	ingress := IngressGoroutine
+	for _, k := range []string{IngressNetpollSleep, IngressNetpoll} {
+		if strings.HasSuffix(mode, "-"+k) {
+			ingress, mode = k, strings.TrimSuffix(mode, "-"+k)
+			break
+		}
+	}
 	var e *xtc.Exec
 	fn := unsafe.Pointer(C.xs_kernel_fn())
 	ctx := context.Background()
@@ -143,7 +155,11 @@ func stagesReplay(s *Schedule, iters []uint64, mode string) (*stageRun, error) {
 	} else if mode != "gocgo" {
 		return nil, fmt.Errorf("mode %q: xtcgo or gocgo", mode)
 	}
-	prev := runtime.GOMAXPROCS(2) // carriers + 1, as the tail rows
+	procs := 2 // carriers + 1, as the tail rows
+	if v, err := strconv.Atoi(os.Getenv("XTCBENCH_STAGES_PROCS")); err == nil && v > 0 {
+		procs = v
+	}
+	prev := runtime.GOMAXPROCS(procs)
 	defer runtime.GOMAXPROCS(prev)
 	// Go's clock and C's are both CLOCK_MONOTONIC: one offset maps them
 	ca := int64(C.xs_now())
@@ -156,48 +172,67 @@ func stagesReplay(s *Schedule, iters []uint64, mode string) (*stageRun, error) {
 	var ru0, ru1 syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	var genCPU int64
+	startReq := func(i int) {
+		if e != nil {
+			go func() {
+				r.gostart[i] = now()
+				_, _ = e.GoInt(ctx, fn, int64(i))
+				r.ret[i] = now()
+				wg.Done()
+			}()
+		} else {
+			go func() {
+				r.gostart[i] = now()
+				C.xs_cgo(C.intptr_t(i))
+				r.ret[i] = now()
+				wg.Done()
+			}()
+		}
+	}
 	genDone := make(chan struct{})
-	go func() {
-		if !yield {
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			names[syscall.Gettid()] = "generator"
+	if ingress != IngressGoroutine {
+		// the generator thread is not Go's; its CPU is left out by
+		// the rusage difference less its own clock (not read here:
+		// the figure then includes it, said in the report)
+		var base time.Time
+		lag, err := replay(ingress, s, &base, startReq)
+		if err != nil {
+			return nil, err
 		}
-		cpu0 := threadCPUNs()
-		base := now() + 2e6
+		cb := c0 + int64(base.Sub(t0))
 		for i := 0; i < n; i++ {
-			target := base + s.Arrival[i]
-			var t int64
-			for {
-				if t = now(); t >= target {
-					break
-				}
-			}
-			r.arrival[i], r.lag[i] = target, t-target
-			if e != nil {
-				go func(i int) {
-					r.gostart[i] = now()
-					_, _ = e.GoInt(ctx, fn, int64(i))
-					r.ret[i] = now()
-					wg.Done()
-				}(i)
-			} else {
-				go func(i int) {
-					r.gostart[i] = now()
-					C.xs_cgo(C.intptr_t(i))
-					r.ret[i] = now()
-					wg.Done()
-				}(i)
-			}
-			if yield {
-				runtime.Gosched()
-			}
-		}
-		if !yield { // (a yielding generator changes threads)
-			genCPU = threadCPUNs() - cpu0
+			r.arrival[i], r.lag[i] = cb+s.Arrival[i], lag[i]
 		}
 		close(genDone)
-	}()
+	} else {
+		go func() {
+			if !yield {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				names[syscall.Gettid()] = "generator"
+			}
+			cpu0 := threadCPUNs()
+			base := now() + 2e6
+			for i := 0; i < n; i++ {
+				target := base + s.Arrival[i]
+				var t int64
+				for {
+					if t = now(); t >= target {
+						break
+					}
+				}
+				r.arrival[i], r.lag[i] = target, t-target
+				startReq(i)
+				if yield {
+					runtime.Gosched()
+				}
+			}
+			if !yield { // (a yielding generator changes threads)
+				genCPU = threadCPUNs() - cpu0
+			}
+			close(genDone)
+		}()
+	}
 	<-genDone
 	wg.Wait()
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)

@@ -18,9 +18,15 @@ import (
 //
 //	cd cmd/xtcbench && XTCBENCH_STAGES=1 go test -run TestFromGoStages -v .
 //
-// XTCBENCH_STAGES_LOAD (default 0.1), _REPS (3), _MODES (xtcgo,gocgo) and
-// _TRACE=file (a runtime/trace of each mode's first repetition, to
-// file.<mode>) change it. No assertion on the figures.
+// XTCBENCH_STAGES_LOAD (default 0.1), _REPS (3), _MODES (xtcgo,gocgo),
+// _PROCS (GOMAXPROCS, default 2) and _TRACE=file (a runtime/trace of each
+// mode's first repetition, to file.<mode>) change it. A mode is xtcgo or
+// gocgo, then optionally -yield (the generator goroutine yields its P
+// after each request) or an ingress of --go-ingress: -netpoll (a spinning
+// generator thread outside Go, heard through the netpoller) or
+// -netpoll-sleep (the same thread sleeping until each arrival). With the
+// netpoll ingresses the CPU per request includes the generator thread's.
+// No assertion on the figures.
 func TestFromGoStages(t *testing.T) {
 	if os.Getenv("XTCBENCH_STAGES") == "" {
 		t.Skip("diagnostic: set XTCBENCH_STAGES=1")

@@ -248,63 +248,47 @@ func summarizeRun(s *Schedule, done, lag []int64, p *TailPoint, warm time.Durati
 	p.MeetsSLO = p.Completed == p.N && p.All.P99 <= p.SLO
 }
 
-// goTail replays the schedule on Go's runtime: a generator goroutine spins
-// until each arrival and starts one goroutine per request (what a Go
-// server does per incoming request). The workers get `carriers` Ps and the
-// generator one more, as the xtc generator has its own thread. The
-// generator goroutine is locked to its OS thread (LockOSThread), like
-// xtc's generator pthread, so both runtimes are fed alike; Go still has no
-// way to give it priority, and when the kernel deschedules it the arrivals
-// it owes queue up, which the generator-lag column shows.
-func goTail(s *Schedule, iters []uint64, cgo bool, carriers int, y goSched) (done, lag []int64) {
+// goTail replays the schedule on Go's runtime: one goroutine per request
+// (what a Go server does per incoming request), started by the ingress
+// (ingress.go; by default a generator thread outside Go, heard through the
+// netpoller). The workers get `carriers` Ps plus one, the machine's
+// default GOMAXPROCS on 2 vCPUs with one carrier, and the same for every
+// Go row. Go has no way to give the request goroutines priority over each
+// other; a long one holds its P (or, in cgo, its M) until it ends.
+func goTail(s *Schedule, iters []uint64, cgo bool, carriers int, y goSched,
+	ingress string) (done, lag []int64, err error) {
 	prev := runtime.GOMAXPROCS(carriers + 1)
 	defer runtime.GOMAXPROCS(prev)
 	n := s.N()
 	done = make([]int64, n)
-	lag = make([]int64, n)
 	for i := range done {
 		done[i] = -1
 	}
 	var wg sync.WaitGroup
 	wg.Add(n)
-	genDone := make(chan struct{})
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		base := time.Now().Add(2 * time.Millisecond)
-		for i := 0; i < n; i++ {
-			target := time.Duration(s.Arrival[i])
-			var now time.Duration
-			for {
-				if now = time.Since(base); now >= target {
-					break
+	var base time.Time
+	lag, err = replay(ingress, s, &base, func(i int) {
+		it := iters[i]
+		if cgo {
+			go func() {
+				cSpin(it)
+				done[i] = int64(time.Since(base))
+				wg.Done()
+			}()
+		} else {
+			go func() {
+				if y.chunk > 0 {
+					keep(goSpinSched(it, y))
+				} else {
+					keep(goSpin(it))
 				}
-			}
-			lag[i] = int64(now - target)
-			it := iters[i]
-			if cgo {
-				go func(i int) {
-					cSpin(it)
-					done[i] = int64(time.Since(base))
-					wg.Done()
-				}(i)
-			} else {
-				go func(i int) {
-					if y.chunk > 0 {
-						keep(goSpinSched(it, y))
-					} else {
-						keep(goSpin(it))
-					}
-					done[i] = int64(time.Since(base))
-					wg.Done()
-				}(i)
-			}
+				done[i] = int64(time.Since(base))
+				wg.Done()
+			}()
 		}
-		close(genDone)
-	}()
-	<-genDone
+	})
 	wg.Wait()
-	return done, lag
+	return done, lag, err
 }
 
 // drainBound is how long an xtc run may take to finish its backlog after
@@ -416,15 +400,19 @@ func runOne(cfg *Config, c Contender, s *Schedule, cIters, goIters []uint64,
 		if c.Coop {
 			y = goSched{chunk: coopChunk(cal.GoItersPerNs), slice: c.Slice}
 		}
-		done, lag := goTail(s, goIters, false, cfg.Carriers, y)
+		done, lag, err := goTail(s, goIters, false, cfg.Carriers, y, cfg.GoIngress)
 		p.Status = StatusOK.String()
 		summarizeRun(s, done, lag, &p, warm)
+		if err != nil {
+			p.Why = "arrivals: " + err.Error()
+		}
 	case "xtcgo":
 		var chunk uint64
 		if c.Coop {
 			chunk = coopChunk(cal.CItersPerNs)
 		}
-		done, lag, refused, why := xtcGoTail(s, cIters, cfg.Carriers, c.Slice, chunk, drainBound(cfg))
+		done, lag, refused, why := xtcGoTail(s, cIters, cfg.Carriers, c.Slice, chunk,
+			drainBound(cfg), cfg.GoIngress)
 		p.Status = StatusOK.String()
 		summarizeRun(s, done, lag, &p, warm)
 		p.Dropped = refused
@@ -435,9 +423,12 @@ func runOne(cfg *Config, c Contender, s *Schedule, cIters, goIters []uint64,
 			p.Why = why
 		}
 	case "gocgo":
-		done, lag := goTail(s, cIters, true, cfg.Carriers, goSched{})
+		done, lag, err := goTail(s, cIters, true, cfg.Carriers, goSched{}, cfg.GoIngress)
 		p.Status = StatusOK.String()
 		summarizeRun(s, done, lag, &p, warm)
+		if err != nil {
+			p.Why = "arrivals: " + err.Error()
+		}
 	}
 	p.Wall = time.Since(t0).Seconds()
 	return p

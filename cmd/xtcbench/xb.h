@@ -32,6 +32,16 @@ const char *xb_feature_why(int bit); /* why a bit is missing, "" if present */
 const char *xb_xtc_version(void);
 const char *xb_io_backend(void);
 
+/* A spin-wait's pause (the generators' waits). */
+static inline void xb_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__asm__ volatile("pause");
+#elif defined(__aarch64__)
+	__asm__ volatile("yield");
+#endif
+}
+
 /* Busy work shared by every contender that runs C work. */
 uint64_t xb_spin(uint64_t iters);
 double   xb_calibrate(void); /* iterations per ns of xb_spin */
@@ -70,6 +80,22 @@ enum {
 	XB_MICRO_FANOUT = 6,
 };
 int xb_micro(int which, int64_t n, double *ns_per_op, char *why);
+
+/* ---- arrivals for the Go rows, made outside Go (xb_ingress.c) ---- */
+/* A generator pthread spins (or, with sleep, sleeps) until each arrival
+ * (ns after its base),
+ * publishes the count in *xb_gen_tail and, when *xb_gen_armed is set,
+ * clears it and rings the eventfd xb_gen_fd (non-blocking; the Go side
+ * owns and closes it, after xb_gen_free). xb_gen_free joins the thread and
+ * copies the lag of each arrival out. */
+typedef struct xb_gen xb_gen_t;
+xb_gen_t *xb_gen_new(const int64_t *arrival, int64_t n, int sleep, char *why);
+int       xb_gen_fd(xb_gen_t *g);
+int64_t   xb_gen_base(xb_gen_t *g);
+int64_t  *xb_gen_tail(xb_gen_t *g);
+int32_t  *xb_gen_armed(xb_gen_t *g);
+int       xb_gen_start(xb_gen_t *g, int64_t start_in_ns, char *why);
+void      xb_gen_free(xb_gen_t *g, int64_t *lag_out);
 
 /* ---- tail latency: one open-loop run ---- */
 #define XB_INGRESS_SUBMIT 0 /* xtc_exec_submit, callback spawns the proc */

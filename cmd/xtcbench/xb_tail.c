@@ -42,15 +42,6 @@
 
 #if XB_HAVE_EXEC
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__asm__ volatile("pause");
-#elif defined(__aarch64__)
-	__asm__ volatile("yield");
-#endif
-}
-
 /* The polled ingress: one single-producer single-consumer ring of
  * request indices per carrier, filled by the generator and drained by a
  * dispatcher proc on that carrier. */
@@ -174,14 +165,14 @@ static void *tail_gen(void *arg)
 	while (atomic_load_explicit(&r->ready, memory_order_acquire) <
 	           t->carriers &&
 	       xb_now() < wait_until)
-		cpu_relax();
+		xb_cpu_relax();
 	r->base = xb_now() + 1000000; /* first arrivals 1 ms from now */
 
 	for (int64_t i = 0; i < t->n; i++) {
 		int64_t target = r->base + t->arrival[i];
 		int64_t now;
 		while ((now = xb_now()) < target)
-			cpu_relax();
+			xb_cpu_relax();
 		t->lag[i] = now - target;
 		for (;;) {
 			int c = (int)(i % t->carriers);
@@ -195,7 +186,7 @@ static void *tail_gen(void *arg)
 				goto stop;
 			}
 			t->spawn_retries++;
-			cpu_relax();
+			xb_cpu_relax();
 		}
 		if (r->gen_rc)
 			goto stop;
