@@ -247,6 +247,10 @@ type Future struct {
 
 	onDone func() // set before the work starts; run once at completion
 	op     string // the operation named by a failure ("" = xtc_dispatch)
+	// viaCQ: completed through the process-wide completion queue
+	// (Dispatch), whose ring Wait may poll; the front door's futures
+	// (GoAsync) are completed by the call table's server instead
+	viaCQ bool
 }
 
 // Dispatch runs the C function fn(arg) as a new fiber on loop l and returns
@@ -274,7 +278,7 @@ func Dispatch(l *Loop, fn unsafe.Pointer, arg unsafe.Pointer) (*Future, error) {
 		q.inflight.Add(-1)
 		return nil, &Error{Op: "xtc_dispatch", Code: ErrAgain}
 	}
-	f := &Future{done: make(chan struct{})}
+	f := &Future{done: make(chan struct{}), viaCQ: true}
 	q.mu.Lock()
 	q.next++
 	tag := q.next
@@ -336,7 +340,7 @@ func (f *Future) Wait(ctx context.Context) (int64, error) {
 		// poll only as the one Dispatch in flight (as Exec.Go's
 		// caller spins only as its table's one live call): with more,
 		// the spinner holds a P that the others' deliveries need
-		if q := theCQ; q != nil && f.op == "" && q.inflight.Load() <= 1 {
+		if q := theCQ; q != nil && f.viaCQ && q.inflight.Load() <= 1 {
 			q.await(f.Ready)
 		}
 	}

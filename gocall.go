@@ -134,7 +134,7 @@ type goCalls struct {
 	// (under free.mu), and never changes: readers load it without the
 	// lock
 	chunks []atomic.Pointer[slotChunk]
-	limit   int // the hard limit (callCapacity rounded up by C)
+	limit  int // the hard limit (callCapacity rounded up by C)
 
 	free freeSlots // its chunks are made under free.mu (grow)
 
@@ -266,6 +266,14 @@ func (g *goCalls) result(i uint32, op string) (int64, error) {
 		return v, withNomemReason(mkerr(op, st))
 	}
 	return v, nil
+}
+
+// take reads a settled record and hands its slot back: the end of every
+// synchronous call that was not abandoned.
+func (g *goCalls) take(i uint32, op string) (int64, error) {
+	v, err := g.result(i, op)
+	g.release(i)
+	return v, err
 }
 
 // serve is the completion stack's consumer of last resort: it parks in
@@ -522,9 +530,7 @@ func (e *Exec) callSync(ctx context.Context, fn unsafe.Pointer, arg C.uintptr_t,
 		ok := g.spin(g.waiter(i))
 		g.spinners.Add(-1)
 		if ok || C.xtc__gocall_unspin(g.t, C.uint32_t(i)) == 1 {
-			v, err := g.result(i, op)
-			g.release(i)
-			return v, err
+			return g.take(i, op)
 		}
 		g.awaited.Add(1) // it comes through the stack now
 	}
@@ -551,17 +557,14 @@ func (e *Exec) callSync(ctx context.Context, fn unsafe.Pointer, arg C.uintptr_t,
 				return 0, ctx.Err()
 			}
 			<-s.ch
-			v, err := g.result(i, op)
-			g.release(i)
+			v, err := g.take(i, op)
 			if err == nil {
 				return v, nil // it returned before the kill landed
 			}
 			return 0, ctx.Err()
 		}
 	}
-	v, err := g.result(i, op)
-	g.release(i)
-	return v, err
+	return g.take(i, op)
 }
 
 // callAsync starts one call and returns its CallResult (GoAsync with
