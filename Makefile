@@ -142,6 +142,9 @@ FUZZ_TARGETS ?= FuzzDownExitDecode:50000x FuzzOsprocServe:40000x \
 # FUZZTIME=5s (or 2000x) overrides every target's budget
 FUZZTIME ?=
 go-test:
+	@# every Go file of the tree gofmt'd (cmd/xtcbench included)
+	@out=$$("$$($(GO) env GOROOT)/bin/gofmt" -l .); if [ -n "$$out" ]; then \
+		echo "not gofmt'd (run gofmt -w):"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test $(GOTESTFLAGS) ./...
 	@# cmd/xtcbench is a module of its own
