@@ -73,9 +73,9 @@ func xtcGoTail(s *Schedule, iters []uint64, carriers int, slice time.Duration,
 	defer cancel()
 	var wg sync.WaitGroup
 	var nref atomic.Int64
-	wg.Add(n)
 	var base time.Time
 	lag, err = replay(ingress, s, &base, func(i int) {
+		wg.Add(1) // per started request (goTail)
 		arg := int64(iters[i])
 		if coopChunk > 0 {
 			arg |= int64(coopChunk) << 40

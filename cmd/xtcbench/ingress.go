@@ -47,7 +47,10 @@ var Ingresses = []string{IngressGoroutine, IngressNetpoll, IngressNetpollSleep}
 // replay calls start(i) on one goroutine for each arrival of s, at its
 // time, and returns each arrival's lag (ns late) once every arrival was
 // started. *base is set before the first arrival: completion stamps are
-// time.Since(*base), on the arrivals' clock.
+// time.Since(*base), on the arrivals' clock. An error from the netpoll
+// kinds means either that the generator could not be made (nothing was
+// started) or that its eventfd failed (every arrival was still started,
+// by polling): callers count their requests in start.
 func replay(kind string, s *Schedule, base *time.Time, start func(i int)) (lag []int64, err error) {
 	if kind == IngressGoroutine {
 		return replayGoroutine(s, base, start), nil

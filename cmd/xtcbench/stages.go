@@ -167,12 +167,12 @@ func stagesReplay(s *Schedule, iters []uint64, mode string) (*stageRun, error) {
 	c0 := (ca + int64(C.xs_now())) / 2 // C's clock at t0, within the cgo calls' skew
 	now := func() int64 { return c0 + int64(time.Since(t0)) }
 	var wg sync.WaitGroup
-	wg.Add(n)
 	before := readThreads()
 	var ru0, ru1 syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	var genCPU int64
 	startReq := func(i int) {
+		wg.Add(1)
 		if e != nil {
 			go func() {
 				r.gostart[i] = now()
@@ -189,22 +189,20 @@ func stagesReplay(s *Schedule, iters []uint64, mode string) (*stageRun, error) {
 			}()
 		}
 	}
-	genDone := make(chan struct{})
+	var replayErr error
 	if ingress != IngressGoroutine {
-		// the generator thread is not Go's; its CPU is left out by
-		// the rusage difference less its own clock (not read here:
-		// the figure then includes it, said in the report)
+		// the generator thread is not Go's and its CPU is not
+		// subtracted: the CPU per request includes it
+		// (TestFromGoStages says so)
 		var base time.Time
-		lag, err := replay(ingress, s, &base, startReq)
-		if err != nil {
-			return nil, err
-		}
+		var lag []int64
+		lag, replayErr = replay(ingress, s, &base, startReq)
 		cb := c0 + int64(base.Sub(t0))
 		for i := 0; i < n; i++ {
 			r.arrival[i], r.lag[i] = cb+s.Arrival[i], lag[i]
 		}
-		close(genDone)
 	} else {
+		genDone := make(chan struct{})
 		go func() {
 			if !yield {
 				runtime.LockOSThread()
@@ -232,9 +230,12 @@ func stagesReplay(s *Schedule, iters []uint64, mode string) (*stageRun, error) {
 			}
 			close(genDone)
 		}()
+		<-genDone
 	}
-	<-genDone
-	wg.Wait()
+	wg.Wait() // the requests that started (startReq counts them)
+	if replayErr != nil {
+		return nil, replayErr
+	}
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
 	r.threads = threadDelta(before, readThreads(), names)
 	r.cpuNs = ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano() - genCPU

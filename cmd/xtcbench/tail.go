@@ -264,10 +264,12 @@ func goTail(s *Schedule, iters []uint64, cgo bool, carriers int, y goSched,
 	for i := range done {
 		done[i] = -1
 	}
+	// counted per started request: a generator that failed to start
+	// starts none, and then nothing is waited for
 	var wg sync.WaitGroup
-	wg.Add(n)
 	var base time.Time
 	lag, err = replay(ingress, s, &base, func(i int) {
+		wg.Add(1)
 		it := iters[i]
 		if cgo {
 			go func() {
