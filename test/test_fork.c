@@ -227,6 +227,16 @@ int main(void)
 #if defined(__SANITIZE_THREAD__)
 	return 77; /* TSan does not support fork from a multi-threaded process */
 #endif
+#if defined(__SANITIZE_ADDRESS__)
+	/* Nor does this ASan (GCC 12's libsanitizer) lock its allocator
+	 * around fork: a parent thread inside malloc at the fork leaves a
+	 * size class's mutex held in the child, whose first malloc of that
+	 * class then waits forever. Seen under load: the child's carrier
+	 * stuck in SizeClassAllocator64::GetFromAllocator (class 21) from
+	 * xtc__timer_arm's realloc, the hang guard's exit 102. The plain,
+	 * ucontext and no-policy builds run this test. */
+	return 77;
+#endif
 	RUN(test_fork_with_runtime_threads);
 	return failures ? 1 : 0;
 }
