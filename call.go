@@ -72,7 +72,12 @@ func WithClass(c *Class) CallOption { return func(o *callOpts) { o.class = c } }
 // (ExecClassCreate on one of the executor's loops), in that class.
 func WithLoopClass(c *ExecClass) CallOption { return func(o *callOpts) { o.lclass = c } }
 
-// WithLoop runs the call on executor loop i (default: the loops in turn).
+// WithLoop runs the call on executor loop i. By default a call goes to
+// the loop with the fewest of the executor's calls in flight, the loop of
+// the previous call on a tie: sequential calls stay on one awake carrier
+// (the others park), and a short call does not queue behind a long one
+// while another loop has none. Only calls of this front door are counted:
+// a loop kept busy by procs spawned otherwise looks idle to it.
 func WithLoop(i int) CallOption { return func(o *callOpts) { o.loop = i } }
 
 // WithName names the call's proc (stall and overflow reports).
@@ -106,7 +111,18 @@ func (r *CallResult) Done() <-chan struct{} { return r.f.done }
 // Wait returns the C function's result once the proc ended, or ctx.Err()
 // when ctx ends first (the work goes on: Kill stops it). ErrAborted when
 // the proc was killed or the executor finalised before it returned.
-func (r *CallResult) Wait(ctx context.Context) (int64, error) { return r.f.Wait(ctx) }
+func (r *CallResult) Wait(ctx context.Context) (int64, error) {
+	r.await()
+	return r.f.Wait(ctx)
+}
+
+// await polls a little for the result before the caller parks on Done
+// (goCalls.await).
+func (r *CallResult) await() {
+	if r.g != nil {
+		r.g.await(r.f.Ready)
+	}
+}
 
 // Kill stops the call: not started yet, it never runs; running, it stops
 // at its next slice end in code declared preemptible (with preemption on;
@@ -203,20 +219,37 @@ func (e *Exec) start(fn unsafe.Pointer, arg C.uintptr_t, opts []CallOption) (*Ca
 	return e.callAsync(fn, arg, opts, false)
 }
 
-// place resolves a call's options: the executor loop, the class on it and
-// the proc's name.
-func (e *Exec) place(opts []CallOption) (int, C.xtc_exec_class_t, string, error) {
+// callPlace is where a call runs: its executor loop (-1: not chosen yet,
+// the front door picks the least loaded when it submits), its class on
+// that loop and its proc's name.
+type callPlace struct {
+	li    int
+	class *Class // executor-wide: its per-loop class is the chosen loop's
+	cls   C.xtc_exec_class_t
+	name  string
+}
+
+// on places the call on loop li.
+func (p *callPlace) on(li int) {
+	p.li = li
+	if p.class != nil {
+		p.cls = p.class.per[li].c
+	}
+}
+
+// place resolves a call's options: the executor loop if they name one,
+// the class and the proc's name.
+func (e *Exec) place(opts []CallOption) (callPlace, error) {
 	const op = "xtc_proc_spawn"
-	var cls C.xtc_exec_class_t
+	p := callPlace{li: -1}
 	if e == nil || e.closed.Load() {
-		return 0, cls, "", errClosed(op)
+		return p, errClosed(op)
 	}
 	if e.shutting.Load() {
-		return 0, cls, "", errClosed(op)
+		return p, errClosed(op)
 	}
 	if len(opts) == 0 { // the common call: no allocation for the options
-		i := int(e.rr.Add(1)-1) % len(e.loops)
-		return i, cls, "", nil
+		return p, nil
 	}
 	o := callOpts{loop: -1}
 	for _, f := range opts {
@@ -224,11 +257,11 @@ func (e *Exec) place(opts []CallOption) (int, C.xtc_exec_class_t, string, error)
 	}
 	switch {
 	case o.class != nil && o.lclass != nil:
-		return 0, cls, "", errReason(op, ErrInval, "WithClass and WithLoopClass together")
+		return p, errReason(op, ErrInval, "WithClass and WithLoopClass together")
 	case o.lclass != nil:
 		l := o.lclass.l
 		if l == nil || l.owner != e {
-			return 0, cls, "", errReason(op, ErrInval, "class of another executor's loop")
+			return p, errReason(op, ErrInval, "class of another executor's loop")
 		}
 		li := -1
 		for i, x := range e.loops {
@@ -237,23 +270,20 @@ func (e *Exec) place(opts []CallOption) (int, C.xtc_exec_class_t, string, error)
 			}
 		}
 		if o.loop >= 0 && o.loop != li {
-			return 0, cls, "", errReason(op, ErrInval, "WithLoop disagrees with the class's loop")
+			return p, errReason(op, ErrInval, "WithLoop disagrees with the class's loop")
 		}
-		return li, o.lclass.c, o.name, nil
+		return callPlace{li: li, cls: o.lclass.c, name: o.name}, nil
 	case o.class != nil:
 		if o.class.e != e {
-			return 0, cls, "", errReason(op, ErrInval, "class of another executor")
+			return p, errReason(op, ErrInval, "class of another executor")
 		}
 	}
-	i := o.loop
-	if i >= len(e.loops) {
-		return 0, cls, "", errReason(op, ErrInval, "loop index out of range")
+	if o.loop >= len(e.loops) {
+		return p, errReason(op, ErrInval, "loop index out of range")
 	}
-	if i < 0 {
-		i = int(e.rr.Add(1)-1) % len(e.loops)
+	p.class, p.name = o.class, o.name
+	if o.loop >= 0 {
+		p.on(o.loop)
 	}
-	if o.class != nil {
-		cls = o.class.per[i].c
-	}
-	return i, cls, o.name, nil
+	return p, nil
 }

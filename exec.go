@@ -146,7 +146,6 @@ type Exec struct {
 	panicv any // first panic of a Submit function
 
 	run      atomic.Pointer[ExecRun] // the current run (Start)
-	rr       atomic.Uint32           // round-robin cursor of Go calls
 	calls    atomic.Int64            // Go calls whose proc has not ended
 	shutting atomic.Bool             // Close/Shutdown began: no new calls
 

@@ -195,6 +195,7 @@ func (f *Fn) step(ctx context.Context, op string, kind C.int, slice time.Duratio
 	}
 	f.busy = s
 	f.mu.Unlock()
+	r.await()
 	select {
 	case <-r.Done():
 	case <-ctx.Done():
@@ -571,6 +572,7 @@ func Launch(ctx context.Context, e *Exec, fn, arg unsafe.Pointer, timeout time.D
 		free()
 		return 0, err
 	}
+	r.await()
 	select {
 	case <-r.Done():
 	case <-ctx.Done():

@@ -36,9 +36,18 @@ func BenchmarkFrontDoorRoundTrip(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	// the default executor, a loop per CPU: a lone caller's calls stay on
+	// one carrier (goCalls.pick)
+	eAll := startService(b, 0)
+	goIntAll := func() {
+		if _, err := eAll.GoInt(ctx, ctest.Ident(), 1); err != nil {
+			b.Fatal(err)
+		}
+	}
 	variants := []rtVariant{
 		{"cgo call (empty C function)", func() { ctest.GocbDepth() }, false, nil},
 		{"Exec.GoInt", goInt, false, nil},
+		{"Exec.GoInt, a loop per CPU", goIntAll, false, nil},
 		{"Exec.GoInt, 100us gap", goInt, true, nil},
 		{"Exec.GoInt, carrier SetSpin(50us)", goInt, false, func() {
 			e.SetSpin(50 * time.Microsecond) // reset by the next variant

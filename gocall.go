@@ -15,6 +15,12 @@ package xtc
 //     slots together, under the free list's lock), up to callCapacity
 //     calls in flight; past that a call returns ErrAgain. No allocation
 //     per call on the synchronous path.
+//   - placement: a call that names no loop goes to the loop with the
+//     fewest of the table's calls in flight, the previous call's loop on
+//     a tie (pick: C keeps one count per loop, on its own cache line, and
+//     Go reads them without a call). A lone caller keeps one carrier
+//     awake and lets the others park; a short call does not queue behind
+//     a long one while another loop has none.
 //   - submit: one cgo call fills record i and pushes it on the chosen
 //     carrier's submission ring; the carrier drains its ring in batches
 //     on its own stack and starts each call as a proc of its loop (class,
@@ -31,6 +37,9 @@ package xtc
 //     2-vCPU guest a 50 us carrier spin took the CPU the caller needed,
 //     GoInt p50 69-88 us against 35-37 us without it, load 12-13; it
 //     helps only when a CPU is free for it).
+//     An asynchronous call's waiter (CallResult.Wait, the steps of Fn and
+//     Launch) polls the same way under the same rule, for its delivery
+//     rather than its record, helping the sleeping server (await).
 //     Every other call gets its index through the completion stack, which
 //     one goroutine per table serves: it pops settled indices in batches
 //     (one cgo call per batch) and hands each to its waiter's channel; it
@@ -147,6 +156,12 @@ type goCalls struct {
 	asleep  atomic.Bool     // the server waits in the netpoller
 	helped  atomic.Uint64   // deliveries made by help (tests)
 
+	// the per-loop counts of calls in flight (C, one cache line each) and
+	// the loop picked last (pick)
+	loads  unsafe.Pointer
+	nloops int
+	last   atomic.Int32
+
 	live     atomic.Int64 // slots taken
 	awaited  atomic.Int64 // calls whose settlement will come through the stack
 	spinners atomic.Int32
@@ -174,6 +189,8 @@ func (e *Exec) callTable() (*goCalls, error) {
 		return nil, mkerr("xtc_proc_spawn", int(rc))
 	}
 	n := int(C.xtc__gocalls_cap(t))
+	var nl C.int
+	loads := unsafe.Pointer(C.xtc__gocalls_loads(t, &nl))
 	fd := C.xtc__gocalls_fd(t)
 	C.xtc__gocalls_release_fd(t) // the os.File owns it from here
 	g := &goCalls{
@@ -185,6 +202,8 @@ func (e *Exec) callTable() (*goCalls, error) {
 		limit:  n,
 		exited: make(chan struct{}),
 		head:   (*atomic.Uintptr)(C.xtc__gocalls_head(t)),
+		loads:  loads,
+		nloops: int(nl),
 		armed:  (*atomic.Int32)(C.xtc__gocalls_armed(t)),
 	}
 	if err := g.grow(); err != nil { // chunk 0, made with the table
@@ -219,6 +238,42 @@ func (g *goCalls) grow() error {
 	return nil
 }
 
+// load is loop li's count of calls in flight (an atomic load of C memory).
+func (g *goCalls) load(li int) int32 {
+	return (*atomic.Int32)(unsafe.Add(g.loads, uintptr(li)*unsafe.Sizeof(C.xtc__gocall_load_t{}))).Load()
+}
+
+// pick places a call that names no loop: the loop with the fewest calls
+// in flight, the last one picked on a tie (its carrier is the one awake).
+// Round robin, the first rule, sent a lone goroutine's sequential calls
+// to both carriers of a 2-CPU machine in turn, and both spun for the next
+// one beside the spinning caller: BenchmarkFrontDoorThroughput
+// G=1/carriers=2 made 27-34 k calls/s against 0.48-0.59 M on one carrier
+// (0.51-0.53 M now), G=64/carriers=2 0.39-0.41 M/s (0.67-0.72 M now).
+// The counts are read
+// without a lock, so goroutines picking at once may pick the same loop;
+// the next calls see the difference.
+func (g *goCalls) pick() int {
+	if g.nloops <= 1 {
+		return 0
+	}
+	last := int(g.last.Load())
+	best, bn := last, g.load(last)
+	for k := 1; k < g.nloops && bn > 0; k++ {
+		j := last + k
+		if j >= g.nloops {
+			j -= g.nloops
+		}
+		if c := g.load(j); c < bn {
+			best, bn = j, c
+		}
+	}
+	if best != last {
+		g.last.Store(int32(best))
+	}
+	return best
+}
+
 func (g *goCalls) slot(i uint32) *callSlot {
 	return &g.chunks[i/callChunk].Load().slots[i%callChunk]
 }
@@ -247,6 +302,12 @@ func (g *goCalls) release(i uint32) {
 	g.slot(i).st.Store(slotFree)
 	g.free.push(i)
 	g.e.calls.Add(-1)
+	g.unhold()
+}
+
+// unhold drops one hold on the table (a slot, or an await's): the server
+// frees the table once the executor closed and nothing holds it.
+func (g *goCalls) unhold() {
 	if g.live.Add(-1) == 0 && g.closed.Load() {
 		g.kick()
 	}
@@ -423,6 +484,39 @@ func (g *goCalls) deliver(i uint32) {
 	}
 }
 
+// await polls for up to callSpin until ready() (an asynchronous call's
+// result delivered: GoAsync's Wait, a step of Fn or Launch), delivering
+// in the sleeping server's place (help), when its call is the table's
+// one live call and a spinner's place is free. A short call on an awake
+// carrier then comes back without the netpoller's wake-up of the server:
+// measured with BenchmarkFrontDoorRoundTrip, GoAsync + Wait p50 22-48 us
+// and a one-slice LaunchFn 38-59 us before, each two handoffs (the
+// carrier's eventfd write, the netpoller's wake of the server) where the
+// synchronous call's spin has none. The await holds the table like a
+// slot (live), so that a Fini meanwhile cannot free it under the poll.
+func (g *goCalls) await(ready func() bool) {
+	if callSpin <= 0 || g.live.Load() != 1 || ready() {
+		return
+	}
+	if g.spinners.Add(1) > g.maxSpin {
+		g.spinners.Add(-1)
+		return
+	}
+	defer g.spinners.Add(-1)
+	g.live.Add(1)
+	defer g.unhold()
+	if g.closed.Load() {
+		return // the table may be on its way out: the channel waits
+	}
+	pollFor(func() bool {
+		if ready() {
+			return true
+		}
+		g.help()
+		return ready()
+	})
+}
+
 // spin polls the waiter word of record i for up to callSpin (pollFor).
 func (g *goCalls) spin(w *atomic.Uint32) bool {
 	return pollFor(func() bool { return w.Load() == C.XTC__GW_DONE })
@@ -447,7 +541,7 @@ func (e *Exec) callStats() (submitted, ring, spun, fallback uint64) {
 // With res (an asynchronous call), spawn says to start the proc from this
 // thread so that its pid is known at return (GoAsync); res.mu is held
 // meanwhile, so a settlement that arrives first waits for it.
-func (e *Exec) submitCall(op string, fn unsafe.Pointer, arg C.uintptr_t, li int, cls C.xtc_exec_class_t, name string, st uint32, res *CallResult, wantSpin, spawn bool) (*goCalls, uint32, bool, error) {
+func (e *Exec) submitCall(op string, fn unsafe.Pointer, arg C.uintptr_t, p callPlace, st uint32, res *CallResult, wantSpin, spawn bool) (*goCalls, uint32, bool, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.closed.Load() || e.shutting.Load() {
@@ -461,6 +555,9 @@ func (e *Exec) submitCall(op string, fn unsafe.Pointer, arg C.uintptr_t, li int,
 	if err != nil {
 		return nil, 0, false, err
 	}
+	if p.li < 0 {
+		p.on(g.pick())
+	}
 	s := g.slot(i)
 	if st == slotSync && s.ch == nil {
 		s.ch = make(chan struct{}, 1)
@@ -469,7 +566,7 @@ func (e *Exec) submitCall(op string, fn unsafe.Pointer, arg C.uintptr_t, li int,
 	if res != nil {
 		res.mu.Lock()
 		defer res.mu.Unlock()
-		res.g, res.idx = g, int32(i)
+		res.g, res.idx, res.loop = g, int32(i), p.li
 	}
 	s.st.Store(st)
 	// Spin only as the table's one live call: a call whose executor is
@@ -481,20 +578,20 @@ func (e *Exec) submitCall(op string, fn unsafe.Pointer, arg C.uintptr_t, li int,
 		spin = 1
 	}
 	var cname *C.char
-	if name != "" {
-		cname = C.CString(name) // copied into the record
+	if p.name != "" {
+		cname = C.CString(p.name) // copied into the record
 		defer C.free(unsafe.Pointer(cname))
 	}
 	e.calls.Add(1)
 	var rc C.int
 	if spawn {
 		var pid C.xtc_pid_t
-		rc = C.xtc__gocall_spawn(g.t, C.uint32_t(i), C.int(li), fn, arg, cls, cname, &pid)
+		rc = C.xtc__gocall_spawn(g.t, C.uint32_t(i), C.int(p.li), fn, arg, p.cls, cname, &pid)
 		if rc == 0 {
 			res.pid = pidFromC(pid)
 		}
 	} else {
-		rc = C.xtc__gocall_submit(g.t, C.uint32_t(i), C.int(li), fn, arg, cls, cname, C.int(spin))
+		rc = C.xtc__gocall_submit(g.t, C.uint32_t(i), C.int(p.li), fn, arg, p.cls, cname, C.int(spin))
 	}
 	if rc < 0 {
 		s.res = nil
@@ -514,14 +611,14 @@ func (e *Exec) submitCall(op string, fn unsafe.Pointer, arg C.uintptr_t, li int,
 // callSync runs one call and waits for it (Exec.Go, GoInt).
 func (e *Exec) callSync(ctx context.Context, fn unsafe.Pointer, arg C.uintptr_t, opts []CallOption) (int64, error) {
 	const op = "xtc.Exec.Go"
-	li, cls, name, err := e.place(opts)
+	p, err := e.place(opts)
 	if err != nil {
 		return 0, err
 	}
 	if fn == nil {
 		return 0, errReason("xtc_proc_spawn", ErrInval, "nil C function")
 	}
-	g, i, spun, err := e.submitCall("xtc_proc_spawn", fn, arg, li, cls, name, slotSync, nil, true, false)
+	g, i, spun, err := e.submitCall("xtc_proc_spawn", fn, arg, p, slotSync, nil, true, false)
 	if err != nil {
 		return 0, err
 	}
@@ -571,15 +668,15 @@ func (e *Exec) callSync(ctx context.Context, fn unsafe.Pointer, arg C.uintptr_t,
 // spawn: the pid known at return; the steps of Fn and Launch through the
 // carrier's ring).
 func (e *Exec) callAsync(fn unsafe.Pointer, arg C.uintptr_t, opts []CallOption, spawn bool) (*CallResult, error) {
-	li, cls, name, err := e.place(opts)
+	p, err := e.place(opts)
 	if err != nil {
 		return nil, err
 	}
 	if fn == nil {
 		return nil, errReason("xtc_proc_spawn", ErrInval, "nil C function")
 	}
-	r := &CallResult{f: &Future{done: make(chan struct{}), op: "xtc.Exec.Go"}, loop: li, idx: -1}
-	if _, _, _, err := e.submitCall("xtc_proc_spawn", fn, arg, li, cls, name, slotAsync, r, false, spawn); err != nil {
+	r := &CallResult{f: &Future{done: make(chan struct{}), op: "xtc.Exec.Go"}, loop: p.li, idx: -1}
+	if _, _, _, err := e.submitCall("xtc_proc_spawn", fn, arg, p, slotAsync, r, false, spawn); err != nil {
 		return nil, err
 	}
 	return r, nil

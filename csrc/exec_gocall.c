@@ -59,6 +59,13 @@
  * array would move records under readers; a completion ring needs a
  * slot per record, so it would have to grow with them.
  *
+ * Placement is the Go side's (gocall.go, pick): it reads one count per
+ * loop of the calls in flight, raised here by the submission (or spawn)
+ * that places a call on the loop and lowered by its settlement, each on
+ * its own cache line so that carriers settling on different loops do not
+ * share one. A count that ignores the loop's other work (procs spawned
+ * otherwise) is the price of keeping the carrier's ready queue private.
+ *
  * Kill: the killer stores the kill word, then reads the state; the start
  * stores STARTED (after the pid), then reads the kill word (both seq_cst):
  * one of them sees the other, so a started proc is always killed, by the
@@ -99,6 +106,7 @@ typedef struct gocall {
 	_Atomic uint32_t state;
 	_Atomic uint32_t kill;
 	uint32_t idx;
+	int li;       /* the loop it was placed on (its load counter) */
 	int finished;
 	intptr_t (*fn)(void *);
 	void *arg;
@@ -132,6 +140,10 @@ struct xtc__gocalls {
 	_Atomic uint32_t hi;                    /* records ever used: [0, hi) */
 	_Atomic uint64_t submitted, fallback;
 	_Alignas(64) _Atomic uint64_t n_ring, n_spun;
+	/* calls in flight per loop (the Go side's placement reads them):
+	 * one cache line each, n_loops of them */
+	xtc__gocall_load_t *load;
+	int n_loops;
 };
 
 static int tab_ok(const xtc__gocalls_t *t)
@@ -195,8 +207,20 @@ int xtc__gocalls_create(xtc_exec_t *e, uint32_t cap, xtc__gocalls_t **out)
 	t->mask = n - 1;
 	t->exec = e;
 	t->magic = GC_MAGIC;
+	t->n_loops = xtc_exec_n_loops(e);
+	if (t->n_loops < 1) {
+		free(t);
+		return XTC_E_INVAL;
+	}
+	if (posix_memalign((void **)&t->load, 64,
+	                   (size_t)t->n_loops * sizeof(*t->load)) != 0) {
+		free(t);
+		return XTC_E_NOMEM;
+	}
+	memset(t->load, 0, (size_t)t->n_loops * sizeof(*t->load));
 	/* the first chunk now, so that a table that exists can take a call */
 	if (chunk_get(t, 0) == NULL) {
+		free(t->load);
 		free(t);
 		return XTC_E_NOMEM;
 	}
@@ -204,6 +228,7 @@ int xtc__gocalls_create(xtc_exec_t *e, uint32_t cap, xtc__gocalls_t **out)
 	if (t->fd < 0) {
 		int err = errno;
 		free(atomic_load(&t->chunk[0]));
+		free(t->load);
 		free(t);
 		return err == ENOMEM ? XTC_E_NOMEM : XTC_E_IO;
 	}
@@ -220,6 +245,7 @@ void xtc__gocalls_destroy(xtc__gocalls_t *t)
 		close(t->fd);
 	for (uint32_t c = 0; c < GC_CHUNKS; c++)
 		free(atomic_load(&t->chunk[c]));
+	free(t->load);
 	free(t);
 }
 
@@ -310,6 +336,7 @@ static void settle(gocall_t *r, intptr_t value, int status)
 	r->d.value = value;
 	r->d.status = status;
 	atomic_fetch_sub_explicit(&t->inflight, 1, memory_order_relaxed);
+	__atomic_fetch_sub(&t->load[r->li].n, 1, __ATOMIC_RELAXED);
 	/* a spinning caller may reuse the record once it sees DONE; one that
 	 * waits for the completion stack only after the pop (so the push may
 	 * still link it) */
@@ -429,6 +456,7 @@ static int rec_claim(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
 	r->arg = (void *)arg;
 	r->cls = cls;
 	r->loop = loop;
+	r->li = loop_idx;
 	r->finished = 0;
 	r->result = 0;
 	r->d.value = 0;
@@ -457,6 +485,7 @@ int xtc__gocall_submit(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
 	if (rc != XTC_OK)
 		return rc;
 	prev = atomic_fetch_add_explicit(&t->inflight, 1, memory_order_relaxed);
+	__atomic_fetch_add(&t->load[loop_idx].n, 1, __ATOMIC_RELAXED);
 	granted = spin && prev == 0;
 	__atomic_store_n(&r->d.waiter, granted ? XTC__GW_SPIN : XTC__GW_RING,
 	                 __ATOMIC_RELAXED);
@@ -473,6 +502,7 @@ int xtc__gocall_submit(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
 	if (rc != XTC_OK) {
 		atomic_store(&r->state, XTC__GC_FREE);
 		atomic_fetch_sub_explicit(&t->inflight, 1, memory_order_relaxed);
+		__atomic_fetch_sub(&t->load[loop_idx].n, 1, __ATOMIC_RELAXED);
 		return rc;
 	}
 	atomic_fetch_add_explicit(&t->submitted, 1, memory_order_relaxed);
@@ -495,6 +525,7 @@ int xtc__gocall_spawn(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
 	if (rc != XTC_OK)
 		return rc;
 	atomic_fetch_add_explicit(&t->inflight, 1, memory_order_relaxed);
+	__atomic_fetch_add(&t->load[loop_idx].n, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&r->d.waiter, XTC__GW_RING, __ATOMIC_RELAXED);
 	atomic_store(&r->state, XTC__GC_QUEUED);
 	memset(&o, 0, sizeof(o));
@@ -505,6 +536,7 @@ int xtc__gocall_spawn(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
 	if (rc != XTC_OK) {
 		atomic_store(&r->state, XTC__GC_FREE);
 		atomic_fetch_sub_explicit(&t->inflight, 1, memory_order_relaxed);
+		__atomic_fetch_sub(&t->load[loop_idx].n, 1, __ATOMIC_RELAXED);
 		return rc;
 	}
 	/* the proc may have ended already: the caller keeps the record until
@@ -614,6 +646,14 @@ void *xtc__gocalls_head(xtc__gocalls_t *t)
 void *xtc__gocalls_armed(xtc__gocalls_t *t)
 {
 	return tab_ok(t) ? (void *)&t->armed : NULL;
+}
+
+xtc__gocall_load_t *xtc__gocalls_loads(xtc__gocalls_t *t, int *n)
+{
+	if (!tab_ok(t) || n == NULL)
+		return NULL;
+	*n = t->n_loops;
+	return t->load;
 }
 
 int xtc__gocall_pid(const xtc__gocalls_t *t, uint32_t idx, xtc_pid_t *out)

@@ -11,7 +11,8 @@
  * submission ring falls back to the inbox (no refusal); submissions the
  * executor's fini dropped unrun are settled ABORTED by xtc__gocalls_settle;
  * class calls run in their class; a call spawned from the caller's thread
- * has its pid at return; bad arguments. Every wait is bounded by
+ * has its pid at return; the per-loop counts of calls in flight follow
+ * submissions and settlements; bad arguments. Every wait is bounded by
  * events (a generous deadline ends a hung test), never a timing assertion.
  */
 #include <poll.h>
@@ -372,6 +373,13 @@ static void test_exactly_once(void)
 	CHECK_EQ(st.submitted, NCALLS);
 	CHECK_EQ(st.ring + st.spun, NCALLS);
 	CHECK_EQ(st.ring, atomic_load(&c.popped));
+	{ /* every call settled: no loop's count drifted */
+		int nl = 0;
+		xtc__gocall_load_t *ld = xtc__gocalls_loads(c.t, &nl);
+		REQUIRE(ld != NULL && nl == 2);
+		CHECK_EQ(__atomic_load_n(&ld[0].n, __ATOMIC_RELAXED), 0);
+		CHECK_EQ(__atomic_load_n(&ld[1].n, __ATOMIC_RELAXED), 0);
+	}
 	stop_exec(e, th);
 	CHECK(xtc_exec_fini(e) == XTC_OK);
 	CHECK(xtc__gocalls_settle(c.t) == 0);
@@ -638,6 +646,41 @@ static void test_head_armed(void)
 	xtc__gocalls_destroy(t);
 }
 
+/* the per-loop counts the Go side places calls by: raised by a
+ * submission or spawn on that loop, lowered by its settlement, untouched
+ * by a refused submission */
+static void test_loads(void)
+{
+	xtc_exec_t *e = NULL;
+	xtc__gocalls_t *t = NULL;
+	xtc__gocall_load_t *ld;
+	xtc_pid_t pid;
+	int n = 0;
+
+	REQUIRE(xtc_exec_init(&e, 3) == XTC_OK);
+	REQUIRE(xtc__gocalls_create(e, 16, &t) == XTC_OK);
+	CHECK(xtc__gocalls_loads(NULL, &n) == NULL);
+	CHECK(xtc__gocalls_loads(t, NULL) == NULL);
+	ld = xtc__gocalls_loads(t, &n);
+	REQUIRE(ld != NULL);
+	CHECK_EQ(n, 3);
+	CHECK(((uintptr_t)ld % 64) == 0 && sizeof(*ld) == 64);
+	CHECK(xtc__gocall_submit(t, 0, 1, (void *)f_ident, 1, NULL, NULL, 0) == 0);
+	CHECK(xtc__gocall_submit(t, 1, 1, (void *)f_ident, 2, NULL, NULL, 0) == 0);
+	CHECK(xtc__gocall_spawn(t, 2, 2, (void *)f_ident, 3, NULL, NULL, &pid) == XTC_OK);
+	CHECK(xtc__gocall_submit(t, 3, 3, (void *)f_ident, 4, NULL, NULL, 0) == XTC_E_INVAL);
+	CHECK(xtc__gocall_submit(t, 4, -1, (void *)f_ident, 4, NULL, NULL, 0) == XTC_E_INVAL);
+	CHECK_EQ(__atomic_load_n(&ld[0].n, __ATOMIC_RELAXED), 0);
+	CHECK_EQ(__atomic_load_n(&ld[1].n, __ATOMIC_RELAXED), 2);
+	CHECK_EQ(__atomic_load_n(&ld[2].n, __ATOMIC_RELAXED), 1);
+	/* never run: the fini drops them, their settlement lowers the counts */
+	CHECK(xtc_exec_fini(e) == XTC_OK);
+	(void)xtc__gocalls_settle(t);
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ(__atomic_load_n(&ld[i].n, __ATOMIC_RELAXED), 0);
+	xtc__gocalls_destroy(t);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -653,5 +696,6 @@ int main(int argc, char **argv)
 	RUN(test_spawn);
 	RUN(test_growth);
 	RUN(test_head_armed);
+	RUN(test_loads);
 	return failures ? 1 : 0;
 }

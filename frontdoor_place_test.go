@@ -1,0 +1,75 @@
+//go:build cgo
+
+package xtc
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xtc-go/xtc/internal/ctest"
+)
+
+// A call that names no loop goes to the loop with the fewest calls in
+// flight, the previous call's loop on a tie (goCalls.pick): one
+// goroutine's sequential calls stay on one carrier, and a call made
+// while a long one holds a loop goes to another loop, in the class of
+// the loop it lands on.
+func TestFrontDoorPlacement(t *testing.T) {
+	e, err := ExecInit(2)
+	require.NoError(t, err)
+	e.SetServiceMode(true)
+	cls, err := e.NewClass(3, 0) // classes are made before Start
+	require.NoError(t, err)
+	run, err := e.Start()
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		require.NoError(t, e.Stop())
+		require.NoError(t, run.Wait(context.Background()))
+		require.NoError(t, e.Fini())
+	})
+	ctx := context.Background()
+	wait := func(r *CallResult) int64 {
+		t.Helper()
+		v, err := r.Wait(ctx)
+		require.NoError(t, err)
+		return v
+	}
+
+	first, err := e.GoAsync(ctest.ShortFn(), nil)
+	require.NoError(t, err)
+	require.EqualValues(t, 7, wait(first))
+	for i := 0; i < 50; i++ {
+		r, err := e.GoAsync(ctest.ShortFn(), nil)
+		require.NoError(t, err)
+		require.EqualValues(t, 7, wait(r))
+		require.Equal(t, first.loop, r.loop, "call %d: a sequential call left the idle loop it had", i)
+	}
+
+	// a long call holds one loop: the calls made meanwhile go to the other
+	stop := ctest.NewFlag()
+	defer stop.Free()
+	long, err := e.GoAsync(ctest.CoopSpinFn(), stop.Ptr())
+	require.NoError(t, err)
+	busy := long.loop
+	require.True(t, busy == 0 || busy == 1)
+	runs0 := cls.OnLoop(1 - busy).Runs()
+	for i := 0; i < 20; i++ {
+		r, err := e.GoAsync(ctest.ShortFn(), nil, WithClass(cls))
+		require.NoError(t, err)
+		require.EqualValues(t, 7, wait(r))
+		require.Equal(t, 1-busy, r.loop, "call %d queued behind the long call", i)
+	}
+	require.Greater(t, cls.OnLoop(1-busy).Runs(), runs0, "the calls ran in the class's piece of the loop they landed on")
+	stop.Set()
+	require.Greater(t, wait(long), int64(0))
+
+	// a named loop is still obeyed, busy or not
+	r, err := e.GoAsync(ctest.ShortFn(), nil, WithLoop(busy))
+	require.NoError(t, err)
+	require.EqualValues(t, 7, wait(r))
+	require.Equal(t, busy, r.loop)
+	_, err = e.GoAsync(ctest.ShortFn(), nil, WithLoop(2))
+	require.ErrorIs(t, err, ErrInval)
+}
