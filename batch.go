@@ -294,7 +294,7 @@ func (t *mtTable) spin(s *mtSlot) {
 		return
 	}
 	defer t.spinning.Store(false)
-	pollFor(func() bool { return s.st.Load() == mtSettled })
+	pollFor(callSpin, func() bool { return s.st.Load() == mtSettled })
 }
 
 func (t *mtTable) release(i uint32) {

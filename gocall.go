@@ -112,6 +112,16 @@ type slotChunk struct {
 // the carrier on a 2-vCPU machine.
 var callSpin = 10 * time.Microsecond
 
+// callSpinWake replaces callSpin when the call's carrier was parked at
+// the submission: the round trip is then its wake-up (13 us p50, p99
+// 40-50 us on the 2-vCPU guest), and a caller that gave up after 10 us
+// parked too and waited for the server's delivery on top (calls 100 us
+// apart: p90 24-53 us, p99 81-105 us with 10 us; p90 15-16 us, p99 42-44
+// us with 50 us, 3 alternated rounds). The executor is idle then (the
+// spin is granted only to its one live call), so the longer poll holds
+// no other call back.
+var callSpinWake = 50 * time.Microsecond
+
 // serverSpin is how long the completion server polls the stack (yielding
 // its P between polls) before it arms the doorbell and parks.
 var serverSpin = 10 * time.Microsecond
@@ -508,7 +518,7 @@ func (g *goCalls) await(ready func() bool) {
 	if g.closed.Load() {
 		return // the table may be on its way out: the channel waits
 	}
-	pollFor(func() bool {
+	pollFor(callSpin, func() bool {
 		if ready() {
 			return true
 		}
@@ -517,9 +527,9 @@ func (g *goCalls) await(ready func() bool) {
 	})
 }
 
-// spin polls the waiter word of record i for up to callSpin (pollFor).
-func (g *goCalls) spin(w *atomic.Uint32) bool {
-	return pollFor(func() bool { return w.Load() == C.XTC__GW_DONE })
+// spin polls the waiter word of record i for up to d (pollFor).
+func (g *goCalls) spin(w *atomic.Uint32, d time.Duration) bool {
+	return pollFor(d, func() bool { return w.Load() == C.XTC__GW_DONE })
 }
 
 // callStats: records submitted, settled through the ring, settled to a
@@ -535,25 +545,26 @@ func (e *Exec) callStats() (submitted, ring, spun, fallback uint64) {
 }
 
 // submit takes a slot and queues fn(arg) on loop li in class cls; st is
-// the slot's waiter kind. Returns the slot and whether the spin was
-// granted. e.mu is held for reading (no Fini meanwhile).
+// the slot's waiter kind. Returns the slot and how long to poll its
+// record (0: the spin was not granted). e.mu is held for reading (no
+// Fini meanwhile).
 //
 // With res (an asynchronous call), spawn says to start the proc from this
 // thread so that its pid is known at return (GoAsync); res.mu is held
 // meanwhile, so a settlement that arrives first waits for it.
-func (e *Exec) submitCall(op string, fn unsafe.Pointer, arg C.uintptr_t, p callPlace, st uint32, res *CallResult, wantSpin, spawn bool) (*goCalls, uint32, bool, error) {
+func (e *Exec) submitCall(op string, fn unsafe.Pointer, arg C.uintptr_t, p callPlace, st uint32, res *CallResult, wantSpin, spawn bool) (*goCalls, uint32, time.Duration, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.closed.Load() || e.shutting.Load() {
-		return nil, 0, false, errClosed(op)
+		return nil, 0, 0, errClosed(op)
 	}
 	g, err := e.callTable()
 	if err != nil {
-		return nil, 0, false, err
+		return nil, 0, 0, err
 	}
 	i, err := g.alloc()
 	if err != nil {
-		return nil, 0, false, err
+		return nil, 0, 0, err
 	}
 	if p.li < 0 {
 		p.on(g.pick())
@@ -600,12 +611,16 @@ func (e *Exec) submitCall(op string, fn unsafe.Pointer, arg C.uintptr_t, p callP
 		if spawn { // the proc's stack: say which limit refused it
 			err = withNomemReason(err)
 		}
-		return nil, 0, false, err
+		return nil, 0, 0, err
 	}
-	if rc != 1 {
-		g.awaited.Add(1)
+	switch rc {
+	case 1:
+		return g, i, callSpin, nil
+	case 2: // the carrier was parked: poll for its wake-up
+		return g, i, callSpinWake, nil
 	}
-	return g, i, rc == 1, nil
+	g.awaited.Add(1)
+	return g, i, 0, nil
 }
 
 // callSync runs one call and waits for it (Exec.Go, GoInt).
@@ -618,13 +633,13 @@ func (e *Exec) callSync(ctx context.Context, fn unsafe.Pointer, arg C.uintptr_t,
 	if fn == nil {
 		return 0, errReason("xtc_proc_spawn", ErrInval, "nil C function")
 	}
-	g, i, spun, err := e.submitCall("xtc_proc_spawn", fn, arg, p, slotSync, nil, true, false)
+	g, i, spin, err := e.submitCall("xtc_proc_spawn", fn, arg, p, slotSync, nil, true, false)
 	if err != nil {
 		return 0, err
 	}
-	if spun {
+	if spin > 0 {
 		g.spinners.Add(1)
-		ok := g.spin(g.waiter(i))
+		ok := g.spin(g.waiter(i), spin)
 		g.spinners.Add(-1)
 		if ok || C.xtc__gocall_unspin(g.t, C.uint32_t(i)) == 1 {
 			return g.take(i, op)

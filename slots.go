@@ -59,12 +59,12 @@ func (f *freeSlots) count() int {
 	return f.made
 }
 
-// pollFor polls done() for up to callSpin and reports whether it turned
+// pollFor polls done() for up to d and reports whether it turned
 // true. It holds its P (runtime.Gosched wakes an idle P's thread each
 // time: a futex storm on this guest), except for one yield every
 // spinYield so that a goroutine queued behind it is not held up for the
 // whole spin; the clock is read every 256 polls.
-func pollFor(done func() bool) bool {
+func pollFor(d time.Duration, done func() bool) bool {
 	t0 := time.Now()
 	last := time.Duration(0)
 	for {
@@ -74,7 +74,7 @@ func pollFor(done func() bool) bool {
 			}
 		}
 		el := time.Since(t0)
-		if el > callSpin {
+		if el > d {
 			return false
 		}
 		if el-last > spinYield {
