@@ -5,6 +5,7 @@ package xtc
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -29,7 +30,10 @@ func TestFrontDoorPlacement(t *testing.T) {
 		require.NoError(t, run.Wait(context.Background()))
 		require.NoError(t, e.Fini())
 	})
-	ctx := context.Background()
+	// a wait that fails the test instead of hanging it (a call placed
+	// behind the never-yielding long call below would never run)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	wait := func(r *CallResult) int64 {
 		t.Helper()
 		v, err := r.Wait(ctx)
@@ -47,23 +51,27 @@ func TestFrontDoorPlacement(t *testing.T) {
 		require.Equal(t, first.loop, r.loop, "call %d: a sequential call left the idle loop it had", i)
 	}
 
-	// a long call holds one loop: the calls made meanwhile go to the other
-	stop := ctest.NewFlag()
-	defer stop.Free()
-	long, err := e.GoAsync(ctest.CoopSpinFn(), stop.Ptr())
-	require.NoError(t, err)
-	busy := long.loop
-	require.True(t, busy == 0 || busy == 1)
-	runs0 := cls.OnLoop(1 - busy).Runs()
-	for i := 0; i < 20; i++ {
-		r, err := e.GoAsync(ctest.ShortFn(), nil, WithClass(cls))
+	// a long call holds one loop (each in turn: the Go side reads every
+	// loop's count at its own offset): the calls made meanwhile go to the
+	// other, in the class's piece of the loop they land on
+	for busy := 0; busy < 2; busy++ {
+		stop := ctest.NewFlag()
+		defer stop.Free()
+		defer stop.Set() // first: a failed case still ends the long call
+		long, err := e.GoAsync(ctest.CoopSpinFn(), stop.Ptr(), WithLoop(busy))
 		require.NoError(t, err)
-		require.EqualValues(t, 7, wait(r))
-		require.Equal(t, 1-busy, r.loop, "call %d queued behind the long call", i)
+		runs0 := cls.OnLoop(1 - busy).Runs()
+		for i := 0; i < 20; i++ {
+			r, err := e.GoAsync(ctest.ShortFn(), nil, WithClass(cls))
+			require.NoError(t, err)
+			require.EqualValues(t, 7, wait(r))
+			require.Equal(t, 1-busy, r.loop, "call %d queued behind the long call on loop %d", i, busy)
+		}
+		require.Greater(t, cls.OnLoop(1-busy).Runs(), runs0)
+		stop.Set()
+		require.Greater(t, wait(long), int64(0))
 	}
-	require.Greater(t, cls.OnLoop(1-busy).Runs(), runs0, "the calls ran in the class's piece of the loop they landed on")
-	stop.Set()
-	require.Greater(t, wait(long), int64(0))
+	busy := 1
 
 	// a named loop is still obeyed, busy or not
 	r, err := e.GoAsync(ctest.ShortFn(), nil, WithLoop(busy))
