@@ -98,6 +98,9 @@ func TestFrontDoorExactlyOnce(t *testing.T) {
 	g := e.gc.Load()
 	require.NotNil(t, g)
 	assert.EqualValues(t, 0, g.live.Load())
+	for li := 0; li < g.nloops; li++ { // placement's counts did not drift
+		assert.EqualValues(t, 0, g.load(li), "loop %d", li)
+	}
 	require.NoError(t, e.Close())
 	// the completion server exits with the executor
 	select {
