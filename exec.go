@@ -193,7 +193,8 @@ func (e *Exec) takePanic() any {
 // NewExec creates an executor with n loops (n <= 0: one per CPU) for a
 // service, configured by opts (WithPreempt, WithStallWatch, ...): once
 // started it serves until Close or Shutdown, idle or not (service mode
-// on, unless WithServiceMode(false)). Create its classes (NewClass), batch
+// on, unless WithServiceMode(false); steal backoff on, see
+// SetStealBackoff). Create its classes (NewClass), batch
 // groups (NewBatch) and mailboxes before Start. An option with a bad value
 // or one this build or machine cannot honour fails NewExec (ErrInval,
 // ErrNosys; the reason names the option). ExecInit is the thin
@@ -542,7 +543,11 @@ func (e *Exec) EagerRebalance() bool {
 }
 
 // SetStealBackoff grows an idle loop's steal-poll interval from 1 ms to
-// 32 ms (saves idle CPU on large, mostly idle executors).
+// 32 ms (saves idle CPU: each poll wakes a parked carrier). On by default
+// for NewExec, off for ExecInit (the C default). Off, an idle carrier
+// finds migratable work queued on a busy peer within 1 ms; on, within
+// 32 ms after a long idle spell (WithEagerRebalance wakes a peer at once
+// instead).
 func (e *Exec) SetStealBackoff(on bool) {
 	_ = e.withC("", func(c *C.xtc_exec_t) C.int { C.xtc_exec_set_steal_backoff(c, cbool(on)); return 0 })
 }

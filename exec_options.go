@@ -159,7 +159,8 @@ func WithEagerRebalance() ExecOption {
 }
 
 // WithStealBackoff grows an idle loop's steal-poll interval from 1 ms to
-// 32 ms (large, mostly idle executors).
+// 32 ms. NewExec does so anyway (kept for the programs that asked for it);
+// e.SetStealBackoff(false) after NewExec brings the 1 ms poll back.
 func WithStealBackoff() ExecOption {
 	return func(c *execConfig) error { c.backoff = true; return nil }
 }

@@ -327,6 +327,12 @@ func TestExecOptionsApplied(t *testing.T) {
 	require.NoError(t, err)
 	defer e2.Close()
 	assert.True(t, e2.ServiceMode(), "NewExec serves by default")
+	assert.True(t, e2.StealBackoff(), "NewExec's idle carriers poll for steals at most every 32 ms")
+	assert.False(t, e2.EagerRebalance())
+	e3, err := ExecInit(1)
+	require.NoError(t, err)
+	defer e3.Fini()
+	assert.False(t, e3.StealBackoff(), "ExecInit keeps the C default")
 }
 
 // The C-memory contract (doc.go, "C memory, one rule"): Go returns only

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/xtc-go/xtc/internal/cfuture"
 	"github.com/xtc-go/xtc/internal/ctest"
 )
@@ -252,21 +254,29 @@ func BenchmarkFrontDoorThroughputCgo(b *testing.B) {
 //
 //	go test -run '^$' -bench BenchmarkFrontDoorIdleCPU -benchtime 1x .
 func BenchmarkFrontDoorIdleCPU(b *testing.B) {
-	e := startService(b, 1)
-	ctx := context.Background()
-	for i := 0; i < 10000; i++ {
-		e.GoInt(ctx, ctest.Ident(), 1)
+	for _, carriers := range []int{1, 0} { // 0: a loop per CPU
+		b.Run(fmt.Sprintf("carriers=%d", carriers), func(b *testing.B) {
+			e, err := NewExec(carriers) // what a service gets
+			require.NoError(b, err)
+			_, err = e.Start()
+			require.NoError(b, err)
+			b.Cleanup(func() { require.NoError(b, e.Close()) })
+			ctx := context.Background()
+			for i := 0; i < 10000; i++ {
+				e.GoInt(ctx, ctest.Ident(), 1)
+			}
+			time.Sleep(200 * time.Millisecond)
+			cpu := func() time.Duration {
+				var ru syscall.Rusage
+				syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+				return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+			}
+			c0, t0 := cpu(), time.Now()
+			time.Sleep(time.Second)
+			frac := float64(cpu()-c0) / float64(time.Since(t0))
+			b.Logf("idle executor of %d loops: %.2f%% of a CPU over 1 s", len(e.loops), 100*frac)
+			b.ReportMetric(100*frac, "idle-cpu-%")
+			logLoad(b)
+		})
 	}
-	time.Sleep(200 * time.Millisecond)
-	cpu := func() time.Duration {
-		var ru syscall.Rusage
-		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	c0, t0 := cpu(), time.Now()
-	time.Sleep(time.Second)
-	frac := float64(cpu()-c0) / float64(time.Since(t0))
-	b.Logf("idle executor: %.2f%% of a CPU over 1 s", 100*frac)
-	b.ReportMetric(100*frac, "idle-cpu-%")
-	logLoad(b)
 }
