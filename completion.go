@@ -167,11 +167,11 @@ func (q *completionQueue) release(took bool) {
 	q.serving.Store(false)
 }
 
-// await polls for up to callSpin until ready() (its completion was
-// delivered), popping in the sleeping server's place; true when ready.
+// await polls for up to d until ready() (its completion was delivered),
+// popping in the sleeping server's place; true when ready.
 // One waiter spins at a time: a spin holds a P that the server and the
 // other waiters may need.
-func (q *completionQueue) await(ready func() bool) bool {
+func (q *completionQueue) await(ready func() bool, d time.Duration) bool {
 	if callSpin <= 0 || !q.spinners.CompareAndSwap(0, 1) {
 		return ready()
 	}
@@ -191,7 +191,7 @@ func (q *completionQueue) await(ready func() bool) bool {
 			break
 		}
 		el := time.Since(t0)
-		if el > callSpin {
+		if el > d {
 			break
 		}
 		if !held && el-last > spinYield {
@@ -251,6 +251,9 @@ type Future struct {
 	// (Dispatch), whose ring Wait may poll; the front door's futures
 	// (GoAsync) are completed by the call table's server instead
 	viaCQ bool
+	// wake: its loop was parked at the dispatch (Wait polls for up to
+	// callSpinWake instead of callSpin)
+	wake bool
 }
 
 // Dispatch runs the C function fn(arg) as a new fiber on loop l and returns
@@ -288,7 +291,11 @@ func Dispatch(l *Loop, fn unsafe.Pointer, arg unsafe.Pointer) (*Future, error) {
 	// returns: f.mu makes complete wait until h is recorded.
 	f.mu.Lock()
 	err = l.withC("xtc_dispatch", func(c *C.xtc_loop_t) C.int {
-		return C.xtc__gofut_submit(c, fn, arg, q.cq, C.uint64_t(tag), &f.h)
+		rc := C.xtc__gofut_submit(c, fn, arg, q.cq, C.uint64_t(tag), &f.h)
+		if rc == 1 { // the loop was parked: Wait polls for its wake-up
+			f.wake, rc = true, 0
+		}
+		return rc
 	})
 	f.mu.Unlock()
 	if err != nil {
@@ -341,7 +348,11 @@ func (f *Future) Wait(ctx context.Context) (int64, error) {
 		// caller spins only as its table's one live call): with more,
 		// the spinner holds a P that the others' deliveries need
 		if q := theCQ; q != nil && f.viaCQ && q.inflight.Load() <= 1 {
-			q.await(f.Ready)
+			d := callSpin
+			if f.wake {
+				d = max(d, callSpinWake)
+			}
+			q.await(f.Ready, d)
 		}
 	}
 	if done := ctx.Done(); done != nil {

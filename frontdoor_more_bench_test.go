@@ -82,12 +82,32 @@ func BenchmarkFrontDoorMoreRoundTrip(b *testing.B) {
 				b.Fatal(err)
 			}
 		}},
+		// 100 us between calls: the carrier has parked each time
+		{name: "Exec.GoInt, 100us gap", gap: true, op: func() {
+			if _, err := e.GoInt(ctx, ctest.Ident(), 1); err != nil {
+				b.Fatal(err)
+			}
+		}},
+		{name: "Dispatch + Wait, 100us gap", gap: true, op: func() {
+			f, err := Dispatch(l, cfuture.AddOne, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := f.Wait(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}},
+		{name: "Batch.Do, 100us gap", gap: true, op: func() {
+			if _, err := bt.Do(ctx, 1); err != nil {
+				b.Fatal(err)
+			}
+		}},
 	}
 	p50s, p99s := roundTrips(variants, 5, 2000, nil)
 	for k, v := range variants {
 		m, lo, hi := medSpread(p50s[k])
 		m99, lo99, hi99 := medSpread(p99s[k])
-		b.Logf("%-24s p50 %9v [%v..%v]  p99 %9v [%v..%v]", v.name, m, lo, hi, m99, lo99, hi99)
+		b.Logf("%-28s p50 %9v [%v..%v]  p99 %9v [%v..%v]", v.name, m, lo, hi, m99, lo99, hi99)
 	}
 	logLoad(b)
 }

@@ -133,7 +133,7 @@ func (m *Mailbox) Recv(ctx context.Context) ([]byte, error) {
 		ctx = context.Background()
 	}
 	if q := theCQ; q != nil && len(m.msgs) == 0 { // poll, popping in the server's place (completion.go)
-		q.await(m.ready)
+		q.await(m.ready, callSpin)
 	}
 	select {
 	case b, ok := <-m.msgs:

@@ -872,6 +872,9 @@ int xtc__gofut_submit(xtc_loop_t *loop, void *fn, void *arg, xtc_cq_t *cq,
                       uint64_t tag, xtc_dispatch_handle_t **out_h)
 {
 	xtc_future_t *f = NULL;
+	/* read before the dispatch wakes it (a hint, as the call's grant) */
+	int parked = loop != NULL &&
+	    atomic_load_explicit(&loop->sleeping, memory_order_relaxed) != 0;
 	int rc = xtc__dispatch_coro(loop, (xtc_coro_fn)fn, arg, &f, out_h);
 
 	if (rc != 0)
@@ -881,8 +884,9 @@ int xtc__gofut_submit(xtc_loop_t *loop, void *fn, void *arg, xtc_cq_t *cq,
 		xtc_dispatch_cancel(*out_h);
 		*out_h = NULL;
 		xtc_future_drop(f);
+		return rc;
 	}
-	return rc;
+	return parked;
 }
 
 int xtc__gocq_disarm(xtc_cq_t *cq)

@@ -219,7 +219,9 @@ void *xtc__golaunch_drive_fn(void);
 int xtc__golaunch_outcome(const xtc__golaunch_t *r, int *ran,
                           intptr_t *result);
 
-/* Submit: dispatch fn on loop, its result routed into cq under tag. */
+/* Submit: dispatch fn on loop, its result routed into cq under tag. 0, or
+ * 1 when the loop's owner was parked (the result is a wake-up away: the Go
+ * waiter polls longer), or a negative XTC_E_*. */
 int xtc__gofut_submit(xtc_loop_t *loop, void *fn, void *arg, xtc_cq_t *cq,
                       uint64_t tag, xtc_dispatch_handle_t **out_h);
 /* The completion queue's doorbell taken back by a Go waiter that pops in

@@ -704,6 +704,43 @@ static void test_loads(void)
 	xtc__gocalls_destroy(t);
 }
 
+/* Submit's C half (completion.go, Dispatch): the result comes back
+ * through the cq under its tag; the return says 1 when the loop was
+ * parked (the Go waiter polls longer), else 0 */
+static intptr_t co_plus_one(void *a) { return (intptr_t)a + 1; }
+
+static void test_gofut(void)
+{
+	pthread_t th;
+	xtc_exec_t *e = start_exec(1, &th);
+	xtc_cq_t *cq = NULL;
+	xtc_dispatch_handle_t *h = NULL;
+	int parked = 0, rc;
+
+	REQUIRE(xtc_cq_create(64, &cq) == XTC_OK);
+	for (int k = 0; k < 100 && !parked; k++) {
+		xtc_cq_entry_t ent;
+		int64_t dl = now_ns() + 30 * SEC;
+
+		while (!atomic_load(&xtc_exec_loop(e, 0)->sleeping) &&
+		       now_ns() < dl)
+			usleep(200);
+		rc = xtc__gofut_submit(xtc_exec_loop(e, 0), (void *)co_plus_one,
+		                       (void *)(intptr_t)k, cq, 1000 + (uint64_t)k, &h);
+		REQUIRE(rc == 0 || rc == 1);
+		parked = rc == 1;
+		while (xtc_cq_pop(cq, &ent, 1) == 0 && now_ns() < dl)
+			sched_yield();
+		CHECK_EQ(ent.tag, 1000 + (uint64_t)k);
+		CHECK_EQ(ent.value, k + 1);
+		CHECK_EQ(ent.status, 0);
+	}
+	CHECK(parked);
+	stop_exec(e, th);
+	CHECK(xtc_exec_fini(e) == XTC_OK);
+	CHECK(xtc_cq_destroy(cq) == XTC_OK);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -720,5 +757,6 @@ int main(int argc, char **argv)
 	RUN(test_growth);
 	RUN(test_head_armed);
 	RUN(test_loads);
+	RUN(test_gofut);
 	return failures ? 1 : 0;
 }
