@@ -136,8 +136,7 @@ struct xtc__gocalls {
 	_Alignas(64) _Atomic(gocall_t *) chead; /* settlements (LIFO) */
 	_Alignas(64) gocall_t *cpriv;           /* the consumer's, oldest first */
 	_Atomic int armed;
-	_Alignas(64) _Atomic int64_t inflight; /* submitted, not settled */
-	_Atomic uint32_t hi;                    /* records ever used: [0, hi) */
+	_Alignas(64) _Atomic uint32_t hi;       /* records ever used: [0, hi) */
 	_Atomic uint64_t submitted, fallback;
 	_Alignas(64) _Atomic uint64_t n_ring, n_spun;
 	/* calls in flight per loop (the Go side's placement reads them):
@@ -335,7 +334,6 @@ static void settle(gocall_t *r, intptr_t value, int status)
 	} while (!atomic_compare_exchange_weak(&r->state, &s, XTC__GC_DONE));
 	r->d.value = value;
 	r->d.status = status;
-	atomic_fetch_sub_explicit(&t->inflight, 1, memory_order_relaxed);
 	__atomic_fetch_sub(&t->load[r->li].n, 1, __ATOMIC_RELAXED);
 	/* a spinning caller may reuse the record once it sees DONE; one that
 	 * waits for the completion stack only after the pop (so the push may
@@ -484,8 +482,9 @@ int xtc__gocall_submit(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
 	rc = rec_claim(t, idx, loop_idx, fn, arg, cls, name, &r);
 	if (rc != XTC_OK)
 		return rc;
-	prev = atomic_fetch_add_explicit(&t->inflight, 1, memory_order_relaxed);
-	__atomic_fetch_add(&t->load[loop_idx].n, 1, __ATOMIC_RELAXED);
+	/* the loop's count is the grant's test (the Go side asks only as the
+	 * table's one live call): one RMW per submission and settlement */
+	prev = __atomic_fetch_add(&t->load[loop_idx].n, 1, __ATOMIC_RELAXED);
 	granted = spin && prev == 0;
 	/* a parked carrier: its wake-up (13 us p50 on the 2-vCPU guest) is
 	 * the round trip, and the caller polls longer for it (gocall.go) */
@@ -506,7 +505,6 @@ int xtc__gocall_submit(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
 	}
 	if (rc != XTC_OK) {
 		atomic_store(&r->state, XTC__GC_FREE);
-		atomic_fetch_sub_explicit(&t->inflight, 1, memory_order_relaxed);
 		__atomic_fetch_sub(&t->load[loop_idx].n, 1, __ATOMIC_RELAXED);
 		return rc;
 	}
@@ -529,7 +527,6 @@ int xtc__gocall_spawn(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
 	rc = rec_claim(t, idx, loop_idx, fn, arg, cls, name, &r);
 	if (rc != XTC_OK)
 		return rc;
-	atomic_fetch_add_explicit(&t->inflight, 1, memory_order_relaxed);
 	__atomic_fetch_add(&t->load[loop_idx].n, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&r->d.waiter, XTC__GW_RING, __ATOMIC_RELAXED);
 	atomic_store(&r->state, XTC__GC_QUEUED);
@@ -540,7 +537,6 @@ int xtc__gocall_spawn(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
 	rc = xtc__proc_spawn_hooked(r->loop, gc_body, r, &o, gc_exit, r, &pid);
 	if (rc != XTC_OK) {
 		atomic_store(&r->state, XTC__GC_FREE);
-		atomic_fetch_sub_explicit(&t->inflight, 1, memory_order_relaxed);
 		__atomic_fetch_sub(&t->load[loop_idx].n, 1, __ATOMIC_RELAXED);
 		return rc;
 	}

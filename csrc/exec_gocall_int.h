@@ -107,9 +107,10 @@ xtc__gocall_done_t *xtc__gocalls_done(const xtc__gocalls_t *t, uint32_t idx);
  * cls (NULL: the default lane), named name (NULL: none; copied by the
  * spawn). spin != 0 asks to poll the record instead of being sent its
  * index: granted (return 1, or 2 when the loop's carrier was parked, so
- * that the result is a wake-up away) only when no other call of the
- * table is in flight (an idle executor: the result is close), else 0 and
- * the index will come through the completion stack. A negative XTC_E_* when nothing was queued
+ * that the result is a wake-up away) only when no other call is in
+ * flight on its loop (an idle carrier: the result is close; the Go side
+ * asks only as the table's one live call), else 0 and the index will
+ * come through the completion stack. A negative XTC_E_* when nothing was queued
  * (XTC_E_INVAL: bad arguments, XTC_E_NOMEM: its chunk could not be made);
  * the record is then still the caller's. */
 int xtc__gocall_submit(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
