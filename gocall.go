@@ -166,8 +166,8 @@ type goCalls struct {
 	asleep  atomic.Bool     // the server waits in the netpoller
 	helped  atomic.Uint64   // deliveries made by help (tests)
 
-	// the per-loop counts of calls in flight (C, one cache line each) and
-	// the loop picked last (pick)
+	// the per-loop counts of calls in flight (C: int32s) and the loop
+	// picked last (pick)
 	loads  unsafe.Pointer
 	nloops int
 	last   atomic.Int32
@@ -250,7 +250,7 @@ func (g *goCalls) grow() error {
 
 // load is loop li's count of calls in flight (an atomic load of C memory).
 func (g *goCalls) load(li int) int32 {
-	return (*atomic.Int32)(unsafe.Add(g.loads, uintptr(li)*unsafe.Sizeof(C.xtc__gocall_load_t{}))).Load()
+	return (*atomic.Int32)(unsafe.Add(g.loads, uintptr(li)*4)).Load()
 }
 
 // pick places a call that names no loop: the loop with the fewest calls

@@ -61,10 +61,12 @@
  *
  * Placement is the Go side's (gocall.go, pick): it reads one count per
  * loop of the calls in flight, raised here by the submission (or spawn)
- * that places a call on the loop and lowered by its settlement, each on
- * its own cache line so that carriers settling on different loops do not
- * share one. A count that ignores the loop's other work (procs spawned
- * otherwise) is the price of keeping the carrier's ready queue private.
+ * that places a call on the loop and lowered by its settlement. They sit
+ * on the submitters' line, which every submission writes anyway; the
+ * carriers of a many-loop executor share it when they settle (one line
+ * each was slower for every call, see the struct). A count that ignores
+ * the loop's other work (procs spawned otherwise) is the price of keeping
+ * the carrier's ready queue private.
  *
  * Kill: the killer stores the kill word, then reads the state; the start
  * stores STARTED (after the pid), then reads the kill word (both seq_cst):
@@ -106,7 +108,6 @@ typedef struct gocall {
 	_Atomic uint32_t state;
 	_Atomic uint32_t kill;
 	uint32_t idx;
-	int li;       /* the loop it was placed on (its load counter) */
 	int finished;
 	intptr_t (*fn)(void *);
 	void *arg;
@@ -118,6 +119,10 @@ typedef struct gocall {
 	xtc__post_t post;     /* the inbox fallback */
 	struct gocall *cnext; /* the completion stack's link */
 	char name[XTC_PROC_NAME_MAX];
+	/* last, in the tail's padding: the fields above keep the lines they
+	 * had (placed after idx, it moved cls to the second line and cost
+	 * GoInt's round trip 0.4 us p50) */
+	int li; /* the loop it was placed on (its count in load[]) */
 } __attribute__((aligned(64))) gocall_t;
 
 #define GC_CHUNK_SHIFT 10
@@ -136,13 +141,17 @@ struct xtc__gocalls {
 	_Alignas(64) _Atomic(gocall_t *) chead; /* settlements (LIFO) */
 	_Alignas(64) gocall_t *cpriv;           /* the consumer's, oldest first */
 	_Atomic int armed;
+	_Alignas(64) _Atomic uint64_t n_ring, n_spun;
+	int n_loops;
+	/* the submitters' line: then the calls in flight per loop (the Go
+	 * side's placement reads them), n_loops of them from the same line
+	 * on. A line of its own per count, tried first, cost GoInt's round
+	 * trip 0.3-0.4 us p50 on the 2-vCPU guest (1.55-1.70 against
+	 * 1.22-1.32 us here, 3 alternated runs): one more line moving
+	 * between the caller and the carrier on every call */
 	_Alignas(64) _Atomic uint32_t hi;       /* records ever used: [0, hi) */
 	_Atomic uint64_t submitted, fallback;
-	_Alignas(64) _Atomic uint64_t n_ring, n_spun;
-	/* calls in flight per loop (the Go side's placement reads them):
-	 * one cache line each, n_loops of them */
-	xtc__gocall_load_t *load;
-	int n_loops;
+	int32_t load[];                         /* atomic */
 };
 
 static int tab_ok(const xtc__gocalls_t *t)
@@ -193,6 +202,7 @@ int xtc__gocalls_create(xtc_exec_t *e, uint32_t cap, xtc__gocalls_t **out)
 {
 	xtc__gocalls_t *t;
 	uint32_t n = 1;
+	int nl;
 
 	if (out == NULL || e == NULL)
 		return XTC_E_INVAL;
@@ -200,26 +210,18 @@ int xtc__gocalls_create(xtc_exec_t *e, uint32_t cap, xtc__gocalls_t **out)
 		return XTC_E_RANGE;
 	while (n < cap)
 		n <<= 1;
-	t = calloc(1, sizeof(*t));
+	nl = xtc_exec_n_loops(e);
+	if (nl < 1)
+		return XTC_E_INVAL;
+	t = calloc(1, sizeof(*t) + (size_t)nl * sizeof(t->load[0]));
 	if (t == NULL)
 		return XTC_E_NOMEM;
 	t->mask = n - 1;
 	t->exec = e;
 	t->magic = GC_MAGIC;
-	t->n_loops = xtc_exec_n_loops(e);
-	if (t->n_loops < 1) {
-		free(t);
-		return XTC_E_INVAL;
-	}
-	if (posix_memalign((void **)&t->load, 64,
-	                   (size_t)t->n_loops * sizeof(*t->load)) != 0) {
-		free(t);
-		return XTC_E_NOMEM;
-	}
-	memset(t->load, 0, (size_t)t->n_loops * sizeof(*t->load));
+	t->n_loops = nl;
 	/* the first chunk now, so that a table that exists can take a call */
 	if (chunk_get(t, 0) == NULL) {
-		free(t->load);
 		free(t);
 		return XTC_E_NOMEM;
 	}
@@ -227,7 +229,6 @@ int xtc__gocalls_create(xtc_exec_t *e, uint32_t cap, xtc__gocalls_t **out)
 	if (t->fd < 0) {
 		int err = errno;
 		free(atomic_load(&t->chunk[0]));
-		free(t->load);
 		free(t);
 		return err == ENOMEM ? XTC_E_NOMEM : XTC_E_IO;
 	}
@@ -244,7 +245,6 @@ void xtc__gocalls_destroy(xtc__gocalls_t *t)
 		close(t->fd);
 	for (uint32_t c = 0; c < GC_CHUNKS; c++)
 		free(atomic_load(&t->chunk[c]));
-	free(t->load);
 	free(t);
 }
 
@@ -334,7 +334,7 @@ static void settle(gocall_t *r, intptr_t value, int status)
 	} while (!atomic_compare_exchange_weak(&r->state, &s, XTC__GC_DONE));
 	r->d.value = value;
 	r->d.status = status;
-	__atomic_fetch_sub(&t->load[r->li].n, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_sub(&t->load[r->li], 1, __ATOMIC_RELAXED);
 	/* a spinning caller may reuse the record once it sees DONE; one that
 	 * waits for the completion stack only after the pop (so the push may
 	 * still link it) */
@@ -484,7 +484,7 @@ int xtc__gocall_submit(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
 		return rc;
 	/* the loop's count is the grant's test (the Go side asks only as the
 	 * table's one live call): one RMW per submission and settlement */
-	prev = __atomic_fetch_add(&t->load[loop_idx].n, 1, __ATOMIC_RELAXED);
+	prev = __atomic_fetch_add(&t->load[loop_idx], 1, __ATOMIC_RELAXED);
 	granted = spin && prev == 0;
 	/* a parked carrier: its wake-up (13 us p50 on the 2-vCPU guest) is
 	 * the round trip, and the caller polls longer for it (gocall.go) */
@@ -505,7 +505,7 @@ int xtc__gocall_submit(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
 	}
 	if (rc != XTC_OK) {
 		atomic_store(&r->state, XTC__GC_FREE);
-		__atomic_fetch_sub(&t->load[loop_idx].n, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_sub(&t->load[loop_idx], 1, __ATOMIC_RELAXED);
 		return rc;
 	}
 	atomic_fetch_add_explicit(&t->submitted, 1, memory_order_relaxed);
@@ -527,7 +527,7 @@ int xtc__gocall_spawn(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
 	rc = rec_claim(t, idx, loop_idx, fn, arg, cls, name, &r);
 	if (rc != XTC_OK)
 		return rc;
-	__atomic_fetch_add(&t->load[loop_idx].n, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&t->load[loop_idx], 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&r->d.waiter, XTC__GW_RING, __ATOMIC_RELAXED);
 	atomic_store(&r->state, XTC__GC_QUEUED);
 	memset(&o, 0, sizeof(o));
@@ -537,7 +537,7 @@ int xtc__gocall_spawn(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
 	rc = xtc__proc_spawn_hooked(r->loop, gc_body, r, &o, gc_exit, r, &pid);
 	if (rc != XTC_OK) {
 		atomic_store(&r->state, XTC__GC_FREE);
-		__atomic_fetch_sub(&t->load[loop_idx].n, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_sub(&t->load[loop_idx], 1, __ATOMIC_RELAXED);
 		return rc;
 	}
 	/* the proc may have ended already: the caller keeps the record until
@@ -649,7 +649,7 @@ void *xtc__gocalls_armed(xtc__gocalls_t *t)
 	return tab_ok(t) ? (void *)&t->armed : NULL;
 }
 
-xtc__gocall_load_t *xtc__gocalls_loads(xtc__gocalls_t *t, int *n)
+int32_t *xtc__gocalls_loads(xtc__gocalls_t *t, int *n)
 {
 	if (!tab_ok(t) || n == NULL)
 		return NULL;

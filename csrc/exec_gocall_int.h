@@ -71,13 +71,6 @@ typedef struct xtc__gocall_done {
 
 typedef struct xtc__gocalls xtc__gocalls_t;
 
-/* One loop's count of the table's calls in flight (submitted or spawned,
- * not settled), alone on its cache line: the Go side reads them to place
- * a call (gocall.go, pick). */
-typedef struct xtc__gocall_load {
-	_Alignas(64) int32_t n; /* atomic */
-} xtc__gocall_load_t;
-
 /* records per chunk */
 #define XTC__GOCALLS_CHUNK 1024u
 
@@ -162,11 +155,13 @@ void *xtc__gocalls_head(xtc__gocalls_t *t);
  * before it stops (store 1, then re-check the head: the Dekker of
  * xtc__gocalls_arm). */
 void *xtc__gocalls_armed(xtc__gocalls_t *t);
-/* The per-loop counts of calls in flight: *n of them (the executor's
- * loops), valid for the table's life; NULL on a bad table. Each count is
- * raised by the submission (or spawn) that places a call on its loop and
- * lowered by the call's settlement. */
-xtc__gocall_load_t *xtc__gocalls_loads(xtc__gocalls_t *t, int *n);
+/* The per-loop counts of the table's calls in flight (submitted or
+ * spawned, not settled; atomic int32s, read by the Go side to place a
+ * call: gocall.go, pick): *n of them (the executor's loops), valid for the
+ * table's life; NULL on a bad table. Each count is raised by the
+ * submission (or spawn) that places a call on its loop and lowered by the
+ * call's settlement. */
+int32_t *xtc__gocalls_loads(xtc__gocalls_t *t, int *n);
 /* The pid of record idx's proc once a carrier started it (XTC_PID_NONE
  * before, and after a settlement that never started it); only while
  * the caller owns idx. */
