@@ -17,8 +17,8 @@ package xtc
 //     per call on the synchronous path.
 //   - placement: a call that names no loop goes to the loop with the
 //     fewest of the table's calls in flight, the previous call's loop on
-//     a tie (pick: C keeps one count per loop, on its own cache line, and
-//     Go reads them without a call). A lone caller keeps one carrier
+//     a tie (pick: C keeps one count per loop, on the line submissions
+//     write anyway, and Go reads them without a call). A lone caller keeps one carrier
 //     awake and lets the others park; a short call does not queue behind
 //     a long one while another loop has none.
 //   - submit: one cgo call fills record i and pushes it on the chosen
