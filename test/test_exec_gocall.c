@@ -733,6 +733,8 @@ static void test_gofut(void)
 		CHECK_EQ(ent.tag, 1000 + (uint64_t)k);
 		CHECK_EQ(ent.value, k + 1);
 		CHECK_EQ(ent.status, 0);
+		xtc_dispatch_handle_free(h); /* the Go side's, at completion */
+		h = NULL;
 	}
 	CHECK(parked);
 	stop_exec(e, th);
