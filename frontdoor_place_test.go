@@ -18,18 +18,12 @@ import (
 // while a long one holds a loop goes to another loop, in the class of
 // the loop it lands on.
 func TestFrontDoorPlacement(t *testing.T) {
-	e, err := ExecInit(2)
-	require.NoError(t, err)
-	e.SetServiceMode(true)
+	e := startedExec(t, 2, 0)
 	cls, err := e.NewClass(3, 0) // classes are made before Start
 	require.NoError(t, err)
-	run, err := e.Start()
+	_, err = e.Start()
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		require.NoError(t, e.Stop())
-		require.NoError(t, run.Wait(context.Background()))
-		require.NoError(t, e.Fini())
-	})
+	defer func() { require.NoError(t, e.Close()) }()
 	// a wait that fails the test instead of hanging it (a call placed
 	// behind the never-yielding long call below would never run)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -56,8 +50,8 @@ func TestFrontDoorPlacement(t *testing.T) {
 	// other, in the class's piece of the loop they land on
 	for busy := 0; busy < 2; busy++ {
 		stop := ctest.NewFlag()
-		defer stop.Free()
-		defer stop.Set() // first: a failed case still ends the long call
+		t.Cleanup(stop.Free) // after the Close below: nothing reads it then
+		defer stop.Set()     // a failed case still ends the long call
 		long, err := e.GoAsync(ctest.CoopSpinFn(), stop.Ptr(), WithLoop(busy))
 		require.NoError(t, err)
 		runs0 := cls.OnLoop(1 - busy).Runs()
