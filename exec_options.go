@@ -41,7 +41,6 @@ type execConfig struct {
 	stallFn     StallFunc
 	stallFnSet  bool
 	eager       bool
-	backoff     bool
 }
 
 func (c *execConfig) apply(opts []ExecOption) error {
@@ -162,7 +161,7 @@ func WithEagerRebalance() ExecOption {
 // 32 ms. NewExec does so anyway (kept for the programs that asked for it);
 // e.SetStealBackoff(false) after NewExec brings the 1 ms poll back.
 func WithStealBackoff() ExecOption {
-	return func(c *execConfig) error { c.backoff = true; return nil }
+	return func(*execConfig) error { return nil }
 }
 
 // PreemptConfig is an executor's preemption as configured, and whether it

@@ -690,7 +690,7 @@ func (e *Exec) callAsync(fn unsafe.Pointer, arg C.uintptr_t, opts []CallOption, 
 	if fn == nil {
 		return nil, errReason("xtc_proc_spawn", ErrInval, "nil C function")
 	}
-	r := &CallResult{f: &Future{done: make(chan struct{}), op: "xtc.Exec.Go"}, loop: p.li, idx: -1}
+	r := &CallResult{f: &Future{done: make(chan struct{}), op: "xtc.Exec.Go"}, idx: -1} // loop: submitCall
 	if _, _, _, err := e.submitCall("xtc_proc_spawn", fn, arg, p, slotAsync, r, false, spawn); err != nil {
 		return nil, err
 	}

@@ -141,6 +141,13 @@ static int await_ring(consumer_t *c, uint32_t i)
 	return 1;
 }
 
+/* until loop 0's carrier parks (its sleeping word), or the deadline */
+static void wait_parked(xtc_exec_t *e, int64_t dl)
+{
+	while (!atomic_load(&xtc_exec_loop(e, 0)->sleeping) && now_ns() < dl)
+		usleep(200);
+}
+
 /* ---- C functions run as calls ----------------------------------------- */
 
 static intptr_t f_ident(void *a) { return (intptr_t)a; }
@@ -235,9 +242,7 @@ static void test_value(void)
 		int two = 0;
 		for (int k = 0; k < 100 && !two; k++) {
 			dl = now_ns() + 30 * SEC;
-			while (!atomic_load(&xtc_exec_loop(e, 0)->sleeping) &&
-			       now_ns() < dl)
-				usleep(200);
+			wait_parked(e, dl);
 			rc = xtc__gocall_submit(t, 8, 0, (void *)f_ident,
 			                        (uintptr_t)43, NULL, NULL, 1);
 			REQUIRE(rc == 1 || rc == 2);
@@ -721,9 +726,7 @@ static void test_gofut(void)
 		xtc_cq_entry_t ent;
 		int64_t dl = now_ns() + 30 * SEC;
 
-		while (!atomic_load(&xtc_exec_loop(e, 0)->sleeping) &&
-		       now_ns() < dl)
-			usleep(200);
+		wait_parked(e, dl);
 		rc = xtc__gofut_submit(xtc_exec_loop(e, 0), (void *)co_plus_one,
 		                       (void *)(intptr_t)k, cq, 1000 + (uint64_t)k, &h);
 		REQUIRE(rc == 0 || rc == 1);
