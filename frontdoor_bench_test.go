@@ -248,6 +248,60 @@ func BenchmarkFrontDoorThroughputCgo(b *testing.B) {
 	}
 }
 
+// processCPU is the process's CPU time so far (user + system).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// A call from a goroutine started for it (what a handler is: net/http
+// starts one per connection, errgroup one per task), 64 in flight, one
+// carrier. Next to the same goroutines making the plain cgo call, it
+// counts what the front door adds, the new goroutine's stack included: a
+// call path deeper than the 2 KB a goroutine starts with copied the
+// stack on every call (0.9 us of CPU per call; gocall.go, stackFrugal).
+//
+//	go test -run '^$' -bench BenchmarkFrontDoorPerGoroutine -benchtime 200000x .
+func BenchmarkFrontDoorPerGoroutine(b *testing.B) {
+	e := startService(b, 1)
+	fn := ctest.Ident()
+	cctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, v := range []struct {
+		name string
+		call func()
+	}{
+		{"cgo", func() { ctest.GocbDepth() }},
+		{"GoInt", func() { _, _ = e.GoInt(context.Background(), fn, 1) }},
+		{"GoInt, a ctx that can end", func() { _, _ = e.GoInt(cctx, fn, 1) }},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			sem := make(chan struct{}, 64)
+			var wg sync.WaitGroup
+			run := func(n int) {
+				for i := 0; i < n; i++ {
+					sem <- struct{}{}
+					wg.Add(1)
+					go func() {
+						v.call()
+						<-sem
+						wg.Done()
+					}()
+				}
+				wg.Wait()
+			}
+			run(1000) // warm: the table, its slots' channels
+			b.ResetTimer()
+			c0, t0 := processCPU(), time.Now()
+			run(b.N)
+			el, cpu := time.Since(t0), processCPU()-c0
+			b.ReportMetric(float64(b.N)/el.Seconds(), "calls/s")
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/call")
+		})
+	}
+}
+
 // Idle cost: after a burst of calls the executor, its carrier and the
 // completion server go quiet; the process's CPU time over the next second
 // (after a 200 ms settle, so every spin has ended) as a fraction of one CPU.
@@ -266,14 +320,9 @@ func BenchmarkFrontDoorIdleCPU(b *testing.B) {
 				e.GoInt(ctx, ctest.Ident(), 1)
 			}
 			time.Sleep(200 * time.Millisecond)
-			cpu := func() time.Duration {
-				var ru syscall.Rusage
-				syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-				return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-			}
-			c0, t0 := cpu(), time.Now()
+			c0, t0 := processCPU(), time.Now()
 			time.Sleep(time.Second)
-			frac := float64(cpu()-c0) / float64(time.Since(t0))
+			frac := float64(processCPU()-c0) / float64(time.Since(t0))
 			b.Logf("idle executor of %d loops: %.2f%% of a CPU over 1 s", len(e.loops), 100*frac)
 			b.ReportMetric(100*frac, "idle-cpu-%")
 			logLoad(b)

@@ -67,6 +67,21 @@ package xtc
 //     dropped unrun (ErrAborted); the server frees the table once every
 //     slot came back, and exits.
 //
+//   - stackFrugal: a handler's goroutine is new, on the runtime's
+//     smallest stack (2 KB, of which the runtime keeps 928 bytes), and a
+//     call whose frames do not fit copies the whole stack to one twice
+//     the size. The synchronous path did on every call (GoInt, 4 frames
+//     of 90-450 bytes, and cgo's pointer checks under the submission), a
+//     copy that cost ~0.9 us of CPU per request in xtcbench's A1 from Go
+//     (5.5 % of the samples) and 1.5-2 us per call from new goroutines
+//     (BenchmarkFrontDoorPerGoroutine). So the submission and the wait
+//     are sibling calls (beginSync, endSync), the rare branches are out of
+//     line (makeCallTable, submitC, refused, cancelSync), and the per-call
+//     C functions take the table, the kernel and the class as uintptr_t
+//     (gobridge_int.h: no cgoCheckPointer per argument). The call now
+//     leaves room for a caller frame or two (TestFrontDoorStackFrugal);
+//     a plain cgo call leaves more (~700 bytes).
+//
 // Rules kept: Go code never runs on a fiber stack (the server and the
 // waiters are plain goroutines; carriers never call Go for a call), and no
 // preemption signal is armed on a Go thread (only cgo calls that push on
@@ -146,6 +161,7 @@ type callSlot struct {
 type goCalls struct {
 	e      *Exec
 	t      *C.xtc__gocalls_t
+	tu     C.uintptr_t // t for the per-call adapters (gobridge_int.h)
 	stride uintptr
 	bell   *os.File
 
@@ -180,12 +196,18 @@ type goCalls struct {
 	exited   chan struct{}
 }
 
-// calls returns the executor's table, making it on first use (e.mu held
-// for reading by the caller, so Fini cannot run meanwhile).
+// callTable returns the executor's table, making it on first use (e.mu
+// held for reading by the caller, so Fini cannot run meanwhile). The
+// fast path is inlined: the maker's frame is not on every call's stack
+// (stackFrugal).
 func (e *Exec) callTable() (*goCalls, error) {
 	if g := e.gc.Load(); g != nil {
 		return g, nil
 	}
+	return e.makeCallTable()
+}
+
+func (e *Exec) makeCallTable() (*goCalls, error) {
 	e.gcMu.Lock()
 	defer e.gcMu.Unlock()
 	if g := e.gc.Load(); g != nil {
@@ -206,6 +228,7 @@ func (e *Exec) callTable() (*goCalls, error) {
 	g := &goCalls{
 		e:      e,
 		t:      t,
+		tu:     C.uintptr_t(uintptr(unsafe.Pointer(t))),
 		stride: uintptr(C.xtc__gocalls_stride()),
 		bell:   os.NewFile(uintptr(fd), "xtc-calls"),
 		chunks: make([]atomic.Pointer[slotChunk], (n+callChunk-1)/callChunk),
@@ -383,7 +406,7 @@ func (g *goCalls) serve() {
 func (g *goCalls) drain() int {
 	total := 0
 	for {
-		n := int(C.xtc__gocalls_pop(g.t, &g.buf[0], C.int(len(g.buf))))
+		n := int(C.xtc__gocalls_pop_u(g.tu, &g.buf[0], C.int(len(g.buf))))
 		for _, i := range g.buf[:n] {
 			g.deliver(uint32(i))
 		}
@@ -552,7 +575,8 @@ func (e *Exec) callStats() (submitted, ring, spun, fallback uint64) {
 // With res (an asynchronous call), spawn says to start the proc from this
 // thread so that its pid is known at return (GoAsync); res.mu is held
 // meanwhile, so a settlement that arrives first waits for it.
-func (e *Exec) submitCall(op string, fn unsafe.Pointer, arg C.uintptr_t, p callPlace, st uint32, res *CallResult, wantSpin, spawn bool) (*goCalls, uint32, time.Duration, error) {
+func (e *Exec) submitCall(fn unsafe.Pointer, arg C.uintptr_t, p *callPlace, st uint32, res *CallResult, wantSpin, spawn bool) (*goCalls, uint32, time.Duration, error) {
+	const op = "xtc_proc_spawn"
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.closed.Load() || e.shutting.Load() {
@@ -588,30 +612,16 @@ func (e *Exec) submitCall(op string, fn unsafe.Pointer, arg C.uintptr_t, p callP
 	if wantSpin && callSpin > 0 && g.live.Load() == 1 && g.spinners.Load() < g.maxSpin {
 		spin = 1
 	}
-	var cname *C.char
-	if p.name != "" {
-		cname = C.CString(p.name) // copied into the record
-		defer C.free(unsafe.Pointer(cname))
-	}
 	e.calls.Add(1)
 	var rc C.int
-	if spawn {
-		var pid C.xtc_pid_t
-		rc = C.xtc__gocall_spawn(g.t, C.uint32_t(i), C.int(p.li), fn, arg, p.cls, cname, &pid)
-		if rc == 0 {
-			res.pid = pidFromC(pid)
-		}
+	if p.name == "" && !spawn { // the common call, with no frame more
+		rc = C.xtc__gocall_submit_u(g.tu, C.uint32_t(i), C.int(p.li),
+			C.uintptr_t(uintptr(fn)), arg, C.uintptr_t(uintptr(unsafe.Pointer(p.cls))), nil, C.int(spin))
 	} else {
-		rc = C.xtc__gocall_submit(g.t, C.uint32_t(i), C.int(p.li), fn, arg, p.cls, cname, C.int(spin))
+		rc = g.submitC(i, p, fn, arg, spin, res, spawn)
 	}
 	if rc < 0 {
-		s.res = nil
-		g.release(i)
-		err := mkerr(op, int(rc))
-		if spawn { // the proc's stack: say which limit refused it
-			err = withNomemReason(err)
-		}
-		return nil, 0, 0, err
+		return nil, 0, 0, g.refused(i, op, rc, spawn)
 	}
 	switch rc {
 	case 1:
@@ -623,25 +633,71 @@ func (e *Exec) submitCall(op string, fn unsafe.Pointer, arg C.uintptr_t, p callP
 	return g, i, 0, nil
 }
 
-// callSync runs one call and waits for it (Exec.Go, GoInt).
+// submitC hands record i to C when the call has a name or spawns:
+// pushed on its loop's ring (the return is then submit's grant: 0, 1, or
+// 2 for a parked carrier) or, with spawn, started as a proc from this
+// thread (res.pid set). Negative: refused.
+func (g *goCalls) submitC(i uint32, p *callPlace, fn unsafe.Pointer, arg C.uintptr_t, spin int, res *CallResult, spawn bool) C.int {
+	var cname *C.char
+	if p.name != "" {
+		cname = C.CString(p.name) // copied into the record
+		defer C.free(unsafe.Pointer(cname))
+	}
+	if !spawn {
+		return C.xtc__gocall_submit_u(g.tu, C.uint32_t(i), C.int(p.li),
+			C.uintptr_t(uintptr(fn)), arg, C.uintptr_t(uintptr(unsafe.Pointer(p.cls))), cname, C.int(spin))
+	}
+	var pid C.xtc_pid_t
+	rc := C.xtc__gocall_spawn(g.t, C.uint32_t(i), C.int(p.li), fn, arg, p.cls, cname, &pid)
+	if rc == 0 {
+		res.pid = pidFromC(pid)
+	}
+	return rc
+}
+
+// refused hands back the slot of a submission C refused and says why.
+func (g *goCalls) refused(i uint32, op string, rc C.int, spawn bool) error {
+	g.slot(i).res = nil
+	g.release(i)
+	err := mkerr(op, int(rc))
+	if spawn { // the proc's stack: say which limit refused it
+		err = withNomemReason(err)
+	}
+	return err
+}
+
+// callSync runs one call and waits for it (Exec.Go, GoInt). The
+// submission and the wait are two calls made from here, so the frames of
+// one are off the stack while the other runs (stackFrugal).
 func (e *Exec) callSync(ctx context.Context, fn unsafe.Pointer, arg C.uintptr_t, opts []CallOption) (int64, error) {
-	const op = "xtc.Exec.Go"
+	g, i, spin, err := e.beginSync(fn, arg, opts)
+	if err != nil {
+		return 0, err
+	}
+	return g.endSync(ctx, i, spin)
+}
+
+// beginSync places and submits a synchronous call.
+func (e *Exec) beginSync(fn unsafe.Pointer, arg C.uintptr_t, opts []CallOption) (*goCalls, uint32, time.Duration, error) {
 	p, err := e.place(opts)
 	if err != nil {
-		return 0, err
+		return nil, 0, 0, err
 	}
 	if fn == nil {
-		return 0, errReason("xtc_proc_spawn", ErrInval, "nil C function")
+		return nil, 0, 0, errReason("xtc_proc_spawn", ErrInval, "nil C function")
 	}
-	g, i, spin, err := e.submitCall("xtc_proc_spawn", fn, arg, p, slotSync, nil, true, false)
-	if err != nil {
-		return 0, err
-	}
+	return e.submitCall(fn, arg, &p, slotSync, nil, true, false)
+}
+
+// endSync waits for synchronous call i: it polls its record for spin,
+// else waits for its delivery; a ctx that ends first kills the call.
+func (g *goCalls) endSync(ctx context.Context, i uint32, spin time.Duration) (int64, error) {
+	const op = "xtc.Exec.Go"
 	if spin > 0 {
 		g.spinners.Add(1)
 		ok := g.spin(g.waiter(i), spin)
 		g.spinners.Add(-1)
-		if ok || C.xtc__gocall_unspin(g.t, C.uint32_t(i)) == 1 {
+		if ok || C.xtc__gocall_unspin_u(g.tu, C.uint32_t(i)) == 1 {
 			return g.take(i, op)
 		}
 		g.awaited.Add(1) // it comes through the stack now
@@ -657,26 +713,31 @@ func (e *Exec) callSync(ctx context.Context, fn unsafe.Pointer, arg C.uintptr_t,
 		select {
 		case <-s.ch:
 		case <-done:
-			// Kill, then wait for the settlement: Go returns only once the
-			// call's C side is gone (doc.go, "C memory, one rule"), so the
-			// caller may free the argument right away. The kill lands at the
-			// kernel's next slice (its next yield without involuntary
-			// preemption). A call killed before it started never runs fn
-			// (nor touches arg): leave at once, the server frees the slot at
-			// the settlement (also when the executor is not started yet).
-			if C.xtc__gocall_kill_unstarted(g.t, C.uint32_t(i)) == 1 &&
-				s.st.CompareAndSwap(slotSync, slotAbandoned) {
-				return 0, ctx.Err()
-			}
-			<-s.ch
-			v, err := g.take(i, op)
-			if err == nil {
-				return v, nil // it returned before the kill landed
-			}
-			return 0, ctx.Err()
+			return g.cancelSync(ctx, i, op)
 		}
 	}
 	return g.take(i, op)
+}
+
+// cancelSync ends call i whose ctx ended first. Kill, then wait for the
+// settlement: Go returns only once the call's C side is gone (doc.go, "C
+// memory, one rule"), so the caller may free the argument right away. The
+// kill lands at the kernel's next slice (its next yield without
+// involuntary preemption). A call killed before it started never runs fn
+// (nor touches arg): leave at once, the server frees the slot at the
+// settlement (also when the executor is not started yet).
+func (g *goCalls) cancelSync(ctx context.Context, i uint32, op string) (int64, error) {
+	s := g.slot(i)
+	if C.xtc__gocall_kill_unstarted(g.t, C.uint32_t(i)) == 1 &&
+		s.st.CompareAndSwap(slotSync, slotAbandoned) {
+		return 0, ctx.Err()
+	}
+	<-s.ch
+	v, err := g.take(i, op)
+	if err == nil {
+		return v, nil // it returned before the kill landed
+	}
+	return 0, ctx.Err()
 }
 
 // callAsync starts one call and returns its CallResult (GoAsync with
@@ -691,7 +752,7 @@ func (e *Exec) callAsync(fn unsafe.Pointer, arg C.uintptr_t, opts []CallOption, 
 		return nil, errReason("xtc_proc_spawn", ErrInval, "nil C function")
 	}
 	r := &CallResult{f: &Future{done: make(chan struct{}), op: "xtc.Exec.Go"}, idx: -1} // loop: submitCall
-	if _, _, _, err := e.submitCall("xtc_proc_spawn", fn, arg, p, slotAsync, r, false, spawn); err != nil {
+	if _, _, _, err := e.submitCall(fn, arg, &p, slotAsync, r, false, spawn); err != nil {
 		return nil, err
 	}
 	return r, nil

@@ -29,6 +29,32 @@
 #include "xtc_exec.h"
 #include "exec_gocall_int.h"
 
+/* The front door's per-call functions with the table, the C function and
+ * the class as uintptr_t. cgo checks every pointer argument whose type
+ * may hold Go pointers (GODEBUG cgocheck=1, the default) with a runtime
+ * call: three per submission, and their frames were the deepest on the
+ * calling goroutine's stack (gocall.go, stackFrugal). These pointers are
+ * C memory by construction, never Go's. */
+static inline int xtc__gocall_submit_u(uintptr_t t, uint32_t idx, int loop_idx,
+                                       uintptr_t fn, uintptr_t arg,
+                                       uintptr_t cls, const char *name,
+                                       int spin)
+{
+	return xtc__gocall_submit((xtc__gocalls_t *)t, idx, loop_idx,
+	                          (void *)fn, arg, (xtc_exec_class_t)cls,
+	                          name, spin);
+}
+
+static inline int xtc__gocall_unspin_u(uintptr_t t, uint32_t idx)
+{
+	return xtc__gocall_unspin((xtc__gocalls_t *)t, idx);
+}
+
+static inline int xtc__gocalls_pop_u(uintptr_t t, uint32_t *out, int max)
+{
+	return xtc__gocalls_pop((xtc__gocalls_t *)t, out, max);
+}
+
 /* Bracket a C->Go call made on a carrier stack (raises the Go-callback
  * guard: no switch, park or preemption on this thread while it is up). */
 void xtc__gobridge_cb_enter(void);
