@@ -15,8 +15,8 @@ import (
 	"github.com/xtc-go/xtc/internal/ctest"
 )
 
-// TestFrontDoorStackFrugal: a GoInt from a goroutine that has just
-// started (a handler's, one per request) fits in the runtime's smallest
+// TestFrontDoorStackFrugal: a GoInt or a Batch.Do from a goroutine that
+// has just started (a handler's, one per request) fits in the runtime's smallest
 // goroutine stack with room for the caller's own frames, so the call
 // copies no stack (gocall.go, stackFrugal). The probe: a stack that grew
 // was copied elsewhere, so the address of a frame after the call differs
@@ -42,7 +42,15 @@ func TestFrontDoorStackFrugal(t *testing.T) {
 	}
 	require.True(t, strings.Contains(os.Getenv("GODEBUG"), "adaptivestackstart=0"))
 	e := startedExec(t, 1, 0)
-	_, err := e.Start()
+	bt, err := e.NewBatch(BatchOpts{Capacity: 4096, MaxActive: 64, ResourceCapacity: 64,
+		Step: func(items []BatchItem, res []BatchResult) error {
+			for i := range res {
+				res[i].State = BatchDone
+			}
+			return nil
+		}})
+	require.NoError(t, err)
+	_, err = e.Start()
 	require.NoError(t, err)
 	fn := ctest.Ident()
 	cctx, cancel := context.WithCancel(context.Background())
@@ -54,6 +62,8 @@ func TestFrontDoorStackFrugal(t *testing.T) {
 		{"plain cgo (the probe's check)", func() error { ctest.GocbDepth(); return nil }},
 		{"GoInt, Background", func() error { _, err := e.GoInt(context.Background(), fn, 1); return err }},
 		{"GoInt, a ctx that can end", func() error { _, err := e.GoInt(cctx, fn, 1); return err }},
+		{"Batch.Do, Background", func() error { _, err := bt.Do(context.Background(), 1); return err }},
+		{"Batch.Do, a ctx that can end", func() error { _, err := bt.Do(cctx, 1); return err }},
 	}
 	// on a fresh goroutine under one frame of the caller's own (the
 	// probe's closures and frugalFrame: ~250 bytes)
