@@ -29,8 +29,12 @@ package xtc
 //     (no other call of the table in flight, nor settled and waiting for
 //     its delivery) and a spinner's place free
 //     (at most max(1, GOMAXPROCS/2) spin at once) polls its record's
-//     waiter word for up to callSpin: the settlement is then a store the
-//     caller sees, with no ring entry, no doorbell and no goroutine wake.
+//     waiter word: the settlement is then a store the caller sees, with
+//     no ring entry, no doorbell and no goroutine wake. It polls for
+//     callSpin once the carrier has started the call (the record's
+//     started word) and for callSpinWake at most before that (a carrier
+//     waking up, or descheduled by the host: the back-to-back round
+//     trip's p99).
 //     The carrier's own spin before it parks is the executor's (adaptive,
 //     plus SetSpin): a longer carrier spin by default was measured and
 //     rejected (BenchmarkFrontDoorRoundTrip's SetSpin row: on the loaded
@@ -120,21 +124,25 @@ type slotChunk struct {
 }
 
 // callSpin is how long a caller that found the executor idle polls its
-// record before it parks: a short call on an awake carrier comes back in
-// 1-3 us; longer spins held the caller's P from the goroutines behind it
-// (with GOMAXPROCS 2 and a busy load generator on the other P, a 50 us
-// spin delayed every request that arrived meanwhile) and took a CPU from
-// the carrier on a 2-vCPU machine.
+// record once the carrier has started the call (the record's started
+// word): a short call comes back in 1-3 us; longer spins held the
+// caller's P from the goroutines behind it (with GOMAXPROCS 2 and a busy
+// load generator on the other P, a 50 us spin delayed every request that
+// arrived meanwhile) and took a CPU from the carrier on a 2-vCPU machine.
 var callSpin = 10 * time.Microsecond
 
-// callSpinWake replaces callSpin when the call's carrier was parked at
-// the submission: the round trip is then its wake-up (13 us p50, p99
-// 40-50 us on the 2-vCPU guest), and a caller that gave up after 10 us
-// parked too and waited for the server's delivery on top (calls 100 us
-// apart: p90 24-53 us, p99 81-105 us with 10 us; p90 15-16 us, p99 42-44
-// us with 50 us, 3 alternated rounds). The executor is idle then (the
-// spin is granted only to its one live call), so the longer poll holds
-// no other call back.
+// callSpinWake bounds the poll while the call is not started yet: the
+// carrier is waking up (13 us p50, p99 40-50 us on the 2-vCPU guest) or
+// was descheduled, and a caller that gave up after 10 us parked and then
+// waited for the server's delivery on top (30-60 us more). Measured with
+// calls 100 us apart (the carrier parked): p90 24-53 us, p99 81-105 us
+// with a 10 us poll; p90 15-16 us, p99 42-44 us with 50 us. Back to back
+// (BenchmarkFrontDoorRoundTrip, 3 alternated rounds, load 1.7), GoInt's
+// p99 was 46-74 us with a flat 10 us poll and 17-50 us with 50 us; the
+// started word keeps that without a flat 50 us poll's cost: 50 us of a
+// CPU on every call whose function runs longer. The executor is idle
+// then (the spin is granted only to its one live call), so the poll
+// holds no other call back.
 var callSpinWake = 50 * time.Microsecond
 
 // serverSpin is how long the completion server polls the stack (yielding
@@ -550,9 +558,33 @@ func (g *goCalls) await(ready func() bool) {
 	})
 }
 
-// spin polls the waiter word of record i for up to d (pollFor).
-func (g *goCalls) spin(w *atomic.Uint32, d time.Duration) bool {
-	return pollFor(d, func() bool { return w.Load() == C.XTC__GW_DONE })
+// spin polls the waiter word of record i until the call is settled
+// (true) or for callSpin after the carrier started it, callSpinWake at
+// most (false). Like pollFor it yields its P every spinYield.
+func (g *goCalls) spin(i uint32) bool {
+	d := g.done(i)
+	w := (*atomic.Uint32)(unsafe.Pointer(&d.waiter))
+	started := (*atomic.Uint32)(unsafe.Pointer(&d.started))
+	t0 := time.Now()
+	var last, since time.Duration
+	for {
+		for j := 0; j < 256; j++ {
+			if w.Load() == C.XTC__GW_DONE {
+				return true
+			}
+		}
+		el := time.Since(t0)
+		if since == 0 && started.Load() != 0 {
+			since = max(el, 1)
+		}
+		if el > callSpinWake || (since > 0 && el-since > callSpin) {
+			return false
+		}
+		if el-last > spinYield {
+			last = el
+			runtime.Gosched()
+		}
+	}
 }
 
 // callStats: records submitted, settled through the ring, settled to a
@@ -568,27 +600,27 @@ func (e *Exec) callStats() (submitted, ring, spun, fallback uint64) {
 }
 
 // submit takes a slot and queues fn(arg) on loop li in class cls; st is
-// the slot's waiter kind. Returns the slot and how long to poll its
-// record (0: the spin was not granted). e.mu is held for reading (no
+// the slot's waiter kind. Returns the slot and whether to poll its
+// record (the spin was granted). e.mu is held for reading (no
 // Fini meanwhile).
 //
 // With res (an asynchronous call), spawn says to start the proc from this
 // thread so that its pid is known at return (GoAsync); res.mu is held
 // meanwhile, so a settlement that arrives first waits for it.
-func (e *Exec) submitCall(fn unsafe.Pointer, arg C.uintptr_t, p *callPlace, st uint32, res *CallResult, wantSpin, spawn bool) (*goCalls, uint32, time.Duration, error) {
+func (e *Exec) submitCall(fn unsafe.Pointer, arg C.uintptr_t, p *callPlace, st uint32, res *CallResult, wantSpin, spawn bool) (*goCalls, uint32, bool, error) {
 	const op = "xtc_proc_spawn"
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.closed.Load() || e.shutting.Load() {
-		return nil, 0, 0, errClosed(op)
+		return nil, 0, false, errClosed(op)
 	}
 	g, err := e.callTable()
 	if err != nil {
-		return nil, 0, 0, err
+		return nil, 0, false, err
 	}
 	i, err := g.alloc()
 	if err != nil {
-		return nil, 0, 0, err
+		return nil, 0, false, err
 	}
 	if p.li < 0 {
 		p.on(g.pick())
@@ -621,16 +653,13 @@ func (e *Exec) submitCall(fn unsafe.Pointer, arg C.uintptr_t, p *callPlace, st u
 		rc = g.submitC(i, p, fn, arg, spin, res, spawn)
 	}
 	if rc < 0 {
-		return nil, 0, 0, g.refused(i, op, rc, spawn)
+		return nil, 0, false, g.refused(i, op, rc, spawn)
 	}
-	switch rc {
-	case 1:
-		return g, i, callSpin, nil
-	case 2: // the carrier was parked: poll for its wake-up
-		return g, i, callSpinWake, nil
+	if rc > 0 { // granted (2: the carrier was parked; spin bounds either)
+		return g, i, true, nil
 	}
 	g.awaited.Add(1)
-	return g, i, 0, nil
+	return g, i, false, nil
 }
 
 // submitC hands record i to C when the call has a name or spawns:
@@ -678,24 +707,25 @@ func (e *Exec) callSync(ctx context.Context, fn unsafe.Pointer, arg C.uintptr_t,
 }
 
 // beginSync places and submits a synchronous call.
-func (e *Exec) beginSync(fn unsafe.Pointer, arg C.uintptr_t, opts []CallOption) (*goCalls, uint32, time.Duration, error) {
+func (e *Exec) beginSync(fn unsafe.Pointer, arg C.uintptr_t, opts []CallOption) (*goCalls, uint32, bool, error) {
 	p, err := e.place(opts)
 	if err != nil {
-		return nil, 0, 0, err
+		return nil, 0, false, err
 	}
 	if fn == nil {
-		return nil, 0, 0, errReason("xtc_proc_spawn", ErrInval, "nil C function")
+		return nil, 0, false, errReason("xtc_proc_spawn", ErrInval, "nil C function")
 	}
 	return e.submitCall(fn, arg, &p, slotSync, nil, true, false)
 }
 
-// endSync waits for synchronous call i: it polls its record for spin,
-// else waits for its delivery; a ctx that ends first kills the call.
-func (g *goCalls) endSync(ctx context.Context, i uint32, spin time.Duration) (int64, error) {
+// endSync waits for synchronous call i: it polls its record when the
+// spin was granted, else waits for its delivery; a ctx that ends first
+// kills the call.
+func (g *goCalls) endSync(ctx context.Context, i uint32, spin bool) (int64, error) {
 	const op = "xtc.Exec.Go"
-	if spin > 0 {
+	if spin {
 		g.spinners.Add(1)
-		ok := g.spin(g.waiter(i), spin)
+		ok := g.spin(i)
 		g.spinners.Add(-1)
 		if ok || C.xtc__gocall_unspin_u(g.tu, C.uint32_t(i)) == 1 {
 			return g.take(i, op)

@@ -397,6 +397,7 @@ static void gc_start(gocall_t *r)
 	/* the proc runs after this drain: r is still the caller's */
 	r->pid = pid;
 	(void)atomic_compare_exchange_strong(&r->state, &q, XTC__GC_STARTED);
+	__atomic_store_n(&r->d.started, 1, __ATOMIC_RELAXED);
 	if (atomic_load(&r->kill))
 		(void)xtc_exit_pid(pid, XTC_E_ABORTED);
 }
@@ -459,6 +460,7 @@ static int rec_claim(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
 	r->result = 0;
 	r->d.value = 0;
 	r->d.status = 0;
+	__atomic_store_n(&r->d.started, 0, __ATOMIC_RELAXED);
 	r->pid = XTC_PID_NONE;
 	if (name != NULL) {
 		strncpy(r->name, name, sizeof(r->name) - 1);

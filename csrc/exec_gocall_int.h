@@ -62,11 +62,15 @@ enum {
 
 /* The part of a record the caller reads without a call (at offset 0 of
  * every record, stride xtc__gocalls_stride): the waiter word, then the
- * status (0 or XTC_E_*) and the C function's value. */
+ * status (0 or XTC_E_*) and the C function's value; started turns 1 when
+ * the carrier has taken the call off its ring and spawned its proc (a
+ * spinning caller then knows the wait left is the function's own, not
+ * a carrier waking up or descheduled: gocall.go, spin). */
 typedef struct xtc__gocall_done {
 	uint32_t waiter; /* atomic */
 	int32_t status;
 	int64_t value;
+	uint32_t started; /* atomic, relaxed: a hint */
 } xtc__gocall_done_t;
 
 typedef struct xtc__gocalls xtc__gocalls_t;

@@ -226,6 +226,8 @@ static void test_value(void)
 	CHECK(i == 5);
 	CHECK(waiter_of(t, 5) == XTC__GW_DONE);
 	CHECK(done_of(t, 5)->status == 0 && done_of(t, 5)->value == 41);
+	/* the carrier started it: the spinning caller's hint */
+	CHECK(__atomic_load_n(&done_of(t, 5)->started, __ATOMIC_RELAXED) == 1);
 
 	/* nothing else in flight: the spin is granted, nothing is pushed */
 	rc = xtc__gocall_submit(t, 6, 0, (void *)f_ident, (uintptr_t)42, NULL, NULL, 1);
@@ -292,8 +294,22 @@ static void test_kill_before_start(void)
 	CHECK(i == 0);
 	CHECK(done_of(t, 0)->status == XTC_E_ABORTED);
 	CHECK(atomic_load(&ran_count) == 0);
+	/* never started, and a reused record starts unstarted again */
+	CHECK(__atomic_load_n(&done_of(t, 0)->started, __ATOMIC_RELAXED) == 0);
+	CHECK(xtc__gocall_submit(t, 0, 0, (void *)f_count, (uintptr_t)1, NULL, NULL, 0) == 0);
+	dl = now_ns() + 30 * SEC;
+	while (xtc__gocalls_pop(t, &i, 1) == 0 && now_ns() < dl)
+		sched_yield();
+	CHECK(i == 0 && done_of(t, 0)->status == 0);
+	CHECK(__atomic_load_n(&done_of(t, 0)->started, __ATOMIC_RELAXED) == 1);
+	/* reused while no carrier runs: not started (the claim resets it) */
 	stop_exec(e, th);
+	CHECK(xtc__gocall_submit(t, 0, 0, (void *)f_count, (uintptr_t)1, NULL, NULL, 0) == 0);
+	CHECK(__atomic_load_n(&done_of(t, 0)->started, __ATOMIC_RELAXED) == 0);
 	CHECK(xtc_exec_fini(e) == XTC_OK);
+	CHECK(xtc__gocalls_settle(t) >= 0);
+	CHECK(xtc__gocalls_pop(t, &i, 1) == 1 && i == 0);
+	CHECK(done_of(t, 0)->status == XTC_E_ABORTED);
 	xtc__gocalls_destroy(t);
 }
 
