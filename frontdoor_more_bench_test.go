@@ -28,11 +28,12 @@ import (
 //
 //	go test -run '^$' -bench 'BenchmarkFrontDoorMore' -benchtime 20000x .
 
-// moreExec starts a one-carrier executor with a Batch group and a
-// Mailbox of its own.
-func moreExec(b *testing.B) (*Exec, *Batch, *Mailbox) {
+// moreExec starts a one-carrier executor with a Batch group (whose Step
+// finishes every member at once) and a Mailbox of its own; closed at the
+// end of the test.
+func moreExec(tb testing.TB) (*Exec, *Batch, *Mailbox) {
 	e, err := NewExec(1)
-	require.NoError(b, err)
+	require.NoError(tb, err)
 	bt, err := e.NewBatch(BatchOpts{Capacity: 4096, MaxActive: 64, ResourceCapacity: 64,
 		Step: func(items []BatchItem, res []BatchResult) error {
 			for i := range res {
@@ -40,12 +41,12 @@ func moreExec(b *testing.B) (*Exec, *Batch, *Mailbox) {
 			}
 			return nil
 		}})
-	require.NoError(b, err)
+	require.NoError(tb, err)
 	mb, err := e.NewMailbox(0, 4096)
-	require.NoError(b, err)
+	require.NoError(tb, err)
 	_, err = e.Start()
-	require.NoError(b, err)
-	b.Cleanup(func() { require.NoError(b, e.Close()) })
+	require.NoError(tb, err)
+	tb.Cleanup(func() { require.NoError(tb, e.Close()) })
 	return e, bt, mb
 }
 

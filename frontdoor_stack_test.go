@@ -41,17 +41,7 @@ func TestFrontDoorStackFrugal(t *testing.T) {
 		return
 	}
 	require.True(t, strings.Contains(os.Getenv("GODEBUG"), "adaptivestackstart=0"))
-	e := startedExec(t, 1, 0)
-	bt, err := e.NewBatch(BatchOpts{Capacity: 4096, MaxActive: 64, ResourceCapacity: 64,
-		Step: func(items []BatchItem, res []BatchResult) error {
-			for i := range res {
-				res[i].State = BatchDone
-			}
-			return nil
-		}})
-	require.NoError(t, err)
-	_, err = e.Start()
-	require.NoError(t, err)
+	e, bt, _ := moreExec(t)
 	fn := ctest.Ident()
 	cctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

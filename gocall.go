@@ -565,26 +565,13 @@ func (g *goCalls) spin(i uint32) bool {
 	d := g.done(i)
 	w := (*atomic.Uint32)(unsafe.Pointer(&d.waiter))
 	started := (*atomic.Uint32)(unsafe.Pointer(&d.started))
-	t0 := time.Now()
-	var last, since time.Duration
-	for {
-		for j := 0; j < 256; j++ {
-			if w.Load() == C.XTC__GW_DONE {
-				return true
-			}
-		}
-		el := time.Since(t0)
+	var since time.Duration // when the start was seen (0: not yet)
+	return pollWhile(func(el time.Duration) bool {
 		if since == 0 && started.Load() != 0 {
 			since = max(el, 1)
 		}
-		if el > callSpinWake || (since > 0 && el-since > callSpin) {
-			return false
-		}
-		if el-last > spinYield {
-			last = el
-			runtime.Gosched()
-		}
-	}
+		return el <= callSpinWake && (since == 0 || el-since <= callSpin)
+	}, func() bool { return w.Load() == C.XTC__GW_DONE })
 }
 
 // callStats: records submitted, settled through the ring, settled to a
@@ -647,8 +634,7 @@ func (e *Exec) submitCall(fn unsafe.Pointer, arg C.uintptr_t, p *callPlace, st u
 	e.calls.Add(1)
 	var rc C.int
 	if p.name == "" && !spawn { // the common call, with no frame more
-		rc = C.xtc__gocall_submit_u(g.tu, C.uint32_t(i), C.int(p.li),
-			C.uintptr_t(uintptr(fn)), arg, C.uintptr_t(uintptr(unsafe.Pointer(p.cls))), nil, C.int(spin))
+		rc = g.push(i, p, fn, arg, nil, spin)
 	} else {
 		rc = g.submitC(i, p, fn, arg, spin, res, spawn)
 	}
@@ -662,6 +648,13 @@ func (e *Exec) submitCall(fn unsafe.Pointer, arg C.uintptr_t, p *callPlace, st u
 	return g, i, false, nil
 }
 
+// push fills record i and pushes it on its loop's ring (xtc__gocall_submit;
+// inlined, so the common call has no frame more).
+func (g *goCalls) push(i uint32, p *callPlace, fn unsafe.Pointer, arg C.uintptr_t, name *C.char, spin int) C.int {
+	return C.xtc__gocall_submit_u(g.tu, C.uint32_t(i), C.int(p.li),
+		C.uintptr_t(uintptr(fn)), arg, C.uintptr_t(uintptr(unsafe.Pointer(p.cls))), name, C.int(spin))
+}
+
 // submitC hands record i to C when the call has a name or spawns:
 // pushed on its loop's ring (the return is then submit's grant: 0, 1, or
 // 2 for a parked carrier) or, with spawn, started as a proc from this
@@ -673,8 +666,7 @@ func (g *goCalls) submitC(i uint32, p *callPlace, fn unsafe.Pointer, arg C.uintp
 		defer C.free(unsafe.Pointer(cname))
 	}
 	if !spawn {
-		return C.xtc__gocall_submit_u(g.tu, C.uint32_t(i), C.int(p.li),
-			C.uintptr_t(uintptr(fn)), arg, C.uintptr_t(uintptr(unsafe.Pointer(p.cls))), cname, C.int(spin))
+		return g.push(i, p, fn, arg, cname, spin)
 	}
 	var pid C.xtc_pid_t
 	rc := C.xtc__gocall_spawn(g.t, C.uint32_t(i), C.int(p.li), fn, arg, p.cls, cname, &pid)

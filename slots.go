@@ -65,6 +65,12 @@ func (f *freeSlots) count() int {
 // spinYield so that a goroutine queued behind it is not held up for the
 // whole spin; the clock is read every 256 polls.
 func pollFor(d time.Duration, done func() bool) bool {
+	return pollWhile(func(el time.Duration) bool { return el <= d }, done)
+}
+
+// pollWhile is pollFor with a bound decided at each clock read: it gives
+// up once more(el) is false, el being the time since the poll began.
+func pollWhile(more func(el time.Duration) bool, done func() bool) bool {
 	t0 := time.Now()
 	last := time.Duration(0)
 	for {
@@ -74,7 +80,7 @@ func pollFor(d time.Duration, done func() bool) bool {
 			}
 		}
 		el := time.Since(t0)
-		if el > d {
+		if !more(el) {
 			return false
 		}
 		if el-last > spinYield {
