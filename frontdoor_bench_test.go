@@ -216,7 +216,7 @@ func BenchmarkFrontDoorThroughput(b *testing.B) {
 				b.StopTimer()
 				b.ReportMetric(float64(per*g)/el.Seconds(), "calls/s")
 				sub, ring, spun, fb := e.callStats()
-				b.Logf("submitted %d: through the ring %d, to a spinner %d, inbox fallback %d", sub, ring, spun, fb)
+				b.Logf("submitted %d: through the ring %d, to a spinner %d, past a full ring %d", sub, ring, spun, fb)
 			})
 		}
 	}

@@ -250,3 +250,43 @@ func TestFrontDoorNoGrowth(t *testing.T) {
 	// the synchronous path allocates nothing per call
 	assert.Less(t, m1.Mallocs-m0.Mallocs, uint64(n/100))
 }
+
+// Calls past a full submission ring wait in the carrier's overflow: none
+// is refused, and once the executor runs each settles once with its own
+// value (the overflow's order and pacing are the C tests':
+// test_exec_gocall's test_fallback, test_exec's test_submit_node).
+func TestFrontDoorOverflow(t *testing.T) {
+	const N = 6000 // the ring holds 4096
+	e := startedExec(t, 1, 0)
+	defer e.Close()
+	var wg sync.WaitGroup
+	var bad atomic.Int64
+	for i := 0; i < N; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			v, err := e.GoInt(context.Background(), ctest.Ident(), int64(i))
+			if err != nil || v != int64(i) {
+				bad.Add(1)
+				t.Errorf("call %d: %d, %v", i, v, err)
+			}
+		}(i)
+	}
+	// every call is queued before the run starts
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if sub, _, _, _ := e.callStats(); sub == N {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	sub, _, _, past := e.callStats()
+	require.EqualValues(t, N, sub, "calls queued before the run")
+	assert.EqualValues(t, N-4096, past, "calls past the full ring")
+	_, err := e.Start()
+	require.NoError(t, err)
+	wg.Wait()
+	assert.Zero(t, bad.Load())
+	sub, ring, spun, _ := e.callStats()
+	assert.Equal(t, sub, ring+spun, "every submitted record settled once")
+}

@@ -575,7 +575,8 @@ func (g *goCalls) spin(i uint32) bool {
 }
 
 // callStats: records submitted, settled through the ring, settled to a
-// spinning caller, started through the inbox fallback (tests, benchmarks).
+// spinning caller, queued past a full ring (the carrier's overflow; tests,
+// benchmarks).
 func (e *Exec) callStats() (submitted, ring, spun, fallback uint64) {
 	g := e.gc.Load()
 	if g == nil || g.closed.Load() {

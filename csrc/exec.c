@@ -427,6 +427,43 @@ static int submit_once(xtc_exec_t *e, int idx, xtc_exec_fn fn, void *arg)
 	return XTC_OK;
 }
 
+static void node_run(void *arg)
+{
+	xtc__exec_node_t *n = arg;
+
+	n->fn(n);
+}
+
+/* The ring first while no overflow waits; past it (or behind a waiting
+ * overflow, so that the nodes keep their order) a Treiber push. The count
+ * is raised first (seq_cst, before the push's seq_cst CAS and the kick's
+ * load of "sleeping"): a carrier that re-checks before the node is linked
+ * sees the count, stays awake and finds the node an instant later. */
+int xtc__exec_submit_node(xtc_exec_t *e, int idx, xtc__exec_node_t *node)
+{
+	xtc__carrier_t *c;
+	xtc__exec_node_t *h;
+
+	if (!xtc__exec_ok(e) || node == NULL || node->fn == NULL || idx < 0 ||
+	    idx >= e->n)
+		return XTC_E_INVAL;
+	c = &e->c[idx];
+	if (atomic_load_explicit(&c->ovf_n, memory_order_relaxed) == 0 &&
+	    submit_once(e, idx, node_run, node) == XTC_OK)
+		return 0;
+	if (atomic_fetch_add(&c->ovf_n, 1) == 0) /* the ring's older part */
+		atomic_store_explicit(&c->ovf_mark,
+		    atomic_load_explicit(&c->sub_tail, memory_order_relaxed),
+		    memory_order_relaxed);
+	h = atomic_load_explicit(&c->ovf_in, memory_order_relaxed);
+	do {
+		node->next = h;
+	} while (!atomic_compare_exchange_weak_explicit(&c->ovf_in, &h, node,
+	    memory_order_seq_cst, memory_order_relaxed));
+	xtc__carrier_kick(c);
+	return 1;
+}
+
 int xtc_exec_submit(xtc_exec_t *e, int loop_idx, xtc_exec_fn fn, void *arg)
 {
 	if (!xtc__exec_ok(e) || fn == NULL || loop_idx >= e->n)

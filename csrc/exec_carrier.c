@@ -4,8 +4,9 @@
  * when every loop is quiescent.
  *
  * Model:
- *  1. A carrier alternates between draining its loop's submission ring (on
- *     its own stack, in paced batches) and one loop step. Out of work, it
+ *  1. A carrier alternates between draining its loop's submission ring and
+ *     the ring's overflow (on its own stack, in paced batches) and one loop
+ *     step. Out of work, it
  *     steals migratable procs, spins, then parks (Loom's carrier: one MPSC
  *     queue and one poller per carrier, spin then park).
  *  2. Parking: the carrier publishes how it sleeps in loop->sleeping and
@@ -97,12 +98,68 @@
 /* Submission ring                                                      */
 /* ------------------------------------------------------------------ */
 
-/* Owner: run up to max submissions on the carrier stack. */
+/* Owner: the overflow's oldest node, NULL when none is linked yet. The
+ * producers' list is a stack, taken whole and reversed only when the
+ * previous take is used up, so nodes run in the order they were pushed. */
+static xtc__exec_node_t *ovf_take(xtc__carrier_t *c)
+{
+	xtc__exec_node_t *n = c->ovf_head;
+
+	if (n == NULL) {
+		xtc__exec_node_t *s = atomic_exchange_explicit(&c->ovf_in,
+		    NULL, memory_order_acquire);
+
+		while (s != NULL) {
+			xtc__exec_node_t *next = s->next;
+			s->next = n;
+			n = s;
+			s = next;
+		}
+		if (n == NULL)
+			return NULL;
+	}
+	c->ovf_head = n->next;
+	return n;
+}
+
+/* Owner: run up to max overflow nodes; how many ran. */
+static int ovf_run(xtc__carrier_t *c, int max)
+{
+	xtc__exec_node_t *node;
+	int o = 0;
+
+	if (max <= 0 || atomic_load_explicit(&c->ovf_n, memory_order_relaxed) == 0)
+		return 0;
+	while (o < max && (node = ovf_take(c)) != NULL) {
+		node->fn(node);
+		o++;
+	}
+	if (o > 0) /* counted out once run, as the ring's head is */
+		atomic_fetch_sub_explicit(&c->ovf_n, o, memory_order_release);
+	return o;
+}
+
+/* Owner: run up to max submissions on the carrier stack, from the ring
+ * and the overflow (xtc__exec_submit_node), in their order: while the
+ * ring still holds what it held when the overflow began (ovf_mark), the
+ * ring first; after that, with both non-empty, each drain serves the
+ * other first in turn, so that neither plain xtc_exec_submit producers
+ * refilling the ring nor nodes joining the overflow starve the other.
+ * The overflow is paced like the ring, within the same budget: before it
+ * was, a front-door backlog past the ring went through the loop's inbox,
+ * which starts all it holds at once (A1 from Go at 70 %: tens of
+ * thousands of procs, a fresh stack each; CPU per request 14 -> 48-53 us
+ * and the backlog never drained). */
 static int ring_drain(xtc__carrier_t *c, int max)
 {
 	uint64_t head = atomic_load_explicit(&c->sub_head, memory_order_relaxed);
-	int n = 0;
+	int n = 0, first = 0, ring = 0;
 
+	if (atomic_load_explicit(&c->ovf_n, memory_order_relaxed) != 0 &&
+	    head >= atomic_load_explicit(&c->ovf_mark, memory_order_relaxed))
+		first = c->ovf_turn ^= 1;
+	if (first)
+		n = ovf_run(c, max);
 	while (n < max) {
 		xtc__rcell_t *rc = xtc__ring_peek(c->ring, sizeof(*c->ring),
 		    XTC_EXEC_SUBMIT_CAP - 1, head);
@@ -118,11 +175,14 @@ static int ring_drain(xtc__carrier_t *c, int max)
 		head++;
 		fn(arg);
 		n++;
+		ring = 1;
 	}
-	if (n > 0) { /* emptiness checks only: once per batch */
+	if (ring) /* emptiness checks only: once per batch */
 		atomic_store_explicit(&c->sub_head, head, memory_order_release);
+	if (!first)
+		n += ovf_run(c, max - n);
+	if (n > 0)
 		c->input_until = c->loop->runs + (uint64_t)n + 1;
-	}
 	return n;
 }
 
@@ -139,7 +199,9 @@ static int ring_drain(xtc__carrier_t *c, int max)
  * as it ran steps since the last drain (at least one: the ring is never
  * starved); an idle loop takes a whole batch. A backlog then waits in the
  * bounded ring, holding no stack, and producers see XTC_E_AGAIN
- * (backpressure) instead of the carrier collapsing.
+ * (backpressure) instead of the carrier collapsing. The front door's
+ * calls, which are never refused, wait past the ring in the carrier's
+ * overflow under the same budget (ring_drain).
  */
 static int drain_budget(xtc__carrier_t *c)
 {
@@ -202,7 +264,9 @@ static int stopping(xtc__carrier_t *c)
 static int spin_input(xtc__carrier_t *c)
 {
 	return atomic_load_explicit(&c->loop->inbox, memory_order_relaxed) !=
-	    NULL || ring_peek(c) || stopping(c);
+	    NULL || ring_peek(c) ||
+	    atomic_load_explicit(&c->ovf_n, memory_order_relaxed) != 0 ||
+	    stopping(c);
 }
 
 static int has_input(xtc__carrier_t *c)

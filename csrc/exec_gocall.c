@@ -18,8 +18,10 @@
  *   Go thread (one cgo call): take record i (the Go side's free list),
  *     fill it, push (start, i) on the carrier's submission ring
  *     (xtc_exec_submit: one CAS; the futex wake only if the carrier
- *     parked). A full ring falls back to the loop's inbox through the
- *     record's own post node (no refusal, no allocation).
+ *     parked). Past a full ring the record waits in the carrier's
+ *     overflow through its own node (xtc__exec_submit_node: no refusal,
+ *     no allocation, and started at the ring's pace: the loop's inbox,
+ *     used before, started a whole backlog at once, a stack each).
  *   carrier (on its own stack, a batch of submissions per drain): spawn
  *     the call as a proc of its own loop (local: no cross-thread pid or
  *     inbox traffic), in the call's class, with an exit hook.
@@ -41,9 +43,9 @@
  * xtc__gocalls_armed).
  *
  * Exactly once: every path that ends a record (the hook, a start that
- * found the kill word or failed to spawn, a post dropped by a finalised
- * loop, xtc__gocalls_settle after xtc_exec_fini for submissions the fini
- * dropped unrun) goes through settle(), and only the one that moves the
+ * found the kill word or failed to spawn, xtc__gocalls_settle after
+ * xtc_exec_fini for submissions the fini dropped unrun, in the ring or
+ * its overflow) goes through settle(), and only the one that moves the
  * state word to DONE publishes. The completion stack is intrusive (a
  * link in the record, a record on it at most once): never full, no
  * allocation, one CAS per push; the consumer takes it whole with one
@@ -94,6 +96,7 @@
 #include <unistd.h>
 
 #include "exec_gocall_int.h"
+#include "exec_int.h"
 #include "future_int.h"
 #include "preempt_int.h"
 #include "proc_int.h"
@@ -116,7 +119,7 @@ typedef struct gocall {
 	xtc_loop_t *loop;
 	xtc__gocalls_t *tab;
 	xtc_pid_t pid;
-	xtc__post_t post;     /* the inbox fallback */
+	xtc__exec_node_t node; /* its submission (ring or overflow) */
 	struct gocall *cnext; /* the completion stack's link */
 	char name[XTC_PROC_NAME_MAX];
 	/* last, in the tail's padding: the fields above keep the lines they
@@ -402,20 +405,9 @@ static void gc_start(gocall_t *r)
 		(void)xtc_exit_pid(pid, XTC_E_ABORTED);
 }
 
-static void gc_ring_fn(void *a)
+static void gc_node_fn(xtc__exec_node_t *n)
 {
-	gc_start(a);
-}
-
-static void gc_post_fn(xtc_loop_t *loop, xtc__post_t *p)
-{
-	gocall_t *r = (gocall_t *)((char *)p - offsetof(gocall_t, post));
-
-	if (loop->magic != XTC__LOOP_LIVE) {
-		settle(r, 0, XTC_E_ABORTED); /* the loop is being finalised */
-		return;
-	}
-	gc_start(r);
+	gc_start((gocall_t *)((char *)n - offsetof(gocall_t, node)));
 }
 
 /* ------------------------------------------------------------------ */
@@ -497,13 +489,11 @@ int xtc__gocall_submit(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
 	                 __ATOMIC_RELAXED);
 	/* published by the ring's (or the inbox's) release */
 	atomic_store_explicit(&r->state, XTC__GC_QUEUED, memory_order_relaxed);
-	rc = xtc_exec_submit(t->exec, loop_idx, gc_ring_fn, r);
-	if (rc == XTC_E_AGAIN) {
-		r->post.fn = gc_post_fn;
-		rc = xtc__loop_post(r->loop, &r->post);
-		if (rc == XTC_OK)
-			atomic_fetch_add_explicit(&t->fallback, 1,
-			                          memory_order_relaxed);
+	r->node.fn = gc_node_fn;
+	rc = xtc__exec_submit_node(t->exec, loop_idx, &r->node);
+	if (rc == 1) {
+		atomic_fetch_add_explicit(&t->fallback, 1, memory_order_relaxed);
+		rc = XTC_OK;
 	}
 	if (rc != XTC_OK) {
 		atomic_store(&r->state, XTC__GC_FREE);

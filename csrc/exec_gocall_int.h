@@ -9,11 +9,12 @@
  *    and hands a free index to xtc__gocall_submit, which fills the record
  *    and pushes it on the chosen carrier's submission ring (xtc_exec_submit;
  *    the carrier drains it in batches on its own stack and spawns the call
- *    as a proc there). A full ring falls back to the loop's inbox (a post
- *    node embedded in the record: unbounded, no allocation), so a call is
+ *    as a proc there). Past a full ring the record waits in the carrier's
+ *    overflow (xtc__exec_submit_node: a node embedded in the record,
+ *    unbounded, no allocation, admitted at the ring's pace), so a call is
  *    never refused for lack of ring room;
  *  - the proc's exit hook (or, for a record never started, the start
- *    function, a dropped post, or xtc__gocalls_settle after the executor
+ *    function, or xtc__gocalls_settle after the executor
  *    was finalised) settles the record: value and status written, state
  *    moved to DONE by the one caller that wins the transition, then the
  *    waiter word exchanged to XTC__GW_DONE. A waiter that was spinning on
@@ -179,7 +180,7 @@ void xtc__gocalls_bell(xtc__gocalls_t *t);
 int xtc__gocalls_settle(xtc__gocalls_t *t);
 
 /* Counters: records submitted, settled through the ring, settled to a
- * spinning waiter, started through the inbox fallback. */
+ * spinning waiter, queued past a full ring (the carrier's overflow). */
 typedef struct xtc__gocalls_stats {
 	uint64_t submitted, ring, spun, fallback;
 } xtc__gocalls_stats_t;

@@ -16,7 +16,11 @@
  *     preemption is armed or disarmed; per-step carrier fields live on
  *     their own lines.
  *  2. Only the carrier's thread (or the simulator, on one thread) drains
- *     its ring, steals for it and touches its deque bottom and dq_seq.
+ *     its ring and its overflow, steals for it and touches its deque
+ *     bottom, dq_seq and ovf_head.
+ *  3. The overflow (xtc__exec_submit_node) is part of the ring for every
+ *     reader: xtc__carrier_ring_nonempty counts it (ovf_n), so the park's
+ *     re-check, the quiescence check and the simulator see it.
  *
  * Rejected: one file for all of it (1 900 lines of six concepts); an
  * opaque carrier behind accessors (the lane's pick and the carrier's
@@ -42,6 +46,14 @@
 #define XTC__EXEC_DRAIN_BATCH 256   /* submissions an idle loop runs at once */
 
 #define cpu_relax() XTC__CPU_RELAX() /* base_int.h */
+
+/* An intrusive submission (xtc__exec_submit_node): it lives in the
+ * submitter's record, so it is never refused for want of room. */
+typedef struct xtc__exec_node xtc__exec_node_t;
+struct xtc__exec_node {
+	xtc__exec_node_t *next;                /* the overflow's link */
+	void (*fn)(xtc__exec_node_t *node); /* run on the carrier */
+};
 
 /* One submission ring slot (bounded MPSC, per-slot sequence numbers). */
 typedef struct sub_slot {
@@ -82,6 +94,8 @@ typedef struct xtc__carrier {
 	int64_t busy_since;    /* end of the last idle episode */
 	int64_t idle_t0;       /* start of the current idle episode */
 	uint64_t *dq_seq;      /* enqueue sequence per deque slot (owner only) */
+	xtc__exec_node_t *ovf_head; /* the overflow taken, oldest first */
+	int ovf_turn;          /* the overflow's turn to go first (ring_drain) */
 	/* parks and their wake-ups (carrier-written, read relaxed by
 	 * xtc_exec_loop_stats) */
 	uint64_t parks, wakes, slow_wakes;
@@ -91,6 +105,10 @@ typedef struct xtc__carrier {
 	_Alignas(64) _Atomic uint64_t idle_gen; /* 0 = busy */
 	_Alignas(64) _Atomic uint64_t sub_tail; /* producers */
 	_Alignas(64) _Atomic uint64_t sub_head; /* consumer */
+	/* the overflow's producers (a backlog only: an overloaded carrier) */
+	_Alignas(64) _Atomic(xtc__exec_node_t *) ovf_in; /* newest first */
+	_Atomic int64_t ovf_n; /* nodes submitted and not yet run */
+	_Atomic uint64_t ovf_mark; /* sub_tail when ovf_n left 0 */
 	_Alignas(64) char pad;
 } xtc__carrier_t;
 
@@ -136,6 +154,10 @@ static inline int xtc__carrier_ring_init(xtc__carrier_t *c)
 	xtc__ring_init(c->ring, sizeof(*c->ring), XTC_EXEC_SUBMIT_CAP);
 	atomic_init(&c->sub_tail, 0);
 	atomic_init(&c->sub_head, 0);
+	atomic_init(&c->ovf_in, NULL);
+	atomic_init(&c->ovf_n, 0);
+	atomic_init(&c->ovf_mark, 0);
+	c->ovf_head = NULL;
 	return XTC_OK;
 }
 
@@ -159,7 +181,8 @@ static inline int xtc__carrier_ring_push(xtc__carrier_t *c, xtc_exec_fn fn,
 
 static inline int xtc__carrier_ring_nonempty(xtc__carrier_t *c)
 {
-	return atomic_load(&c->sub_tail) != atomic_load(&c->sub_head);
+	return atomic_load(&c->sub_tail) != atomic_load(&c->sub_head) ||
+	    atomic_load(&c->ovf_n) != 0;
 }
 
 /* Wake a parked carrier (Dekker with carrier_park: the caller published
@@ -197,6 +220,13 @@ extern const xtc__sched_exec_t xtc__exec_ops_solo, xtc__exec_ops_steal;
 void *xtc__carrier_main(void *arg);          /* the carrier thread */
 void  xtc__exec_wake_all(xtc_exec_t *e);     /* stop and errors */
 int   xtc__carrier_drain(xtc__carrier_t *c); /* a paced ring drain: # run */
+
+/* exec.c: queue node->fn(node) on loop idx like xtc_exec_submit, but never
+ * refused for want of room: past a full ring the node waits in the
+ * carrier's overflow (an intrusive list), drained after the ring under
+ * the same admission pacing, and later nodes join it while it holds any
+ * (FIFO). 0 through the ring, 1 through the overflow, XTC_E_INVAL. */
+int   xtc__exec_submit_node(xtc_exec_t *e, int idx, xtc__exec_node_t *node);
 int   xtc__carrier_try_steal(xtc__carrier_t *c);
 /* May c steal now? (eager rebalance's contract, exec_carrier.c) */
 int   xtc__carrier_may_steal(xtc__carrier_t *c);

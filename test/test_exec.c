@@ -16,6 +16,7 @@
 #include "xtc_exec.h"
 #include "loop_io_int.h"   /* what the poller has armed (wait_sleeping) */
 #include "loop_int.h" /* loop->sleeping: how a parked carrier sleeps */
+#include "exec_int.h" /* xtc__exec_submit_node: the overflow */
 #include "sched_int.h" /* xtc__exec_demoted_turn */
 #include "test_util.h"
 
@@ -402,6 +403,212 @@ static void test_submit_backpressure(void)
 	CHECK_EQ(xtc_exec_run(e), XTC_OK);
 	CHECK_EQ(atomic_load(&sub_count), XTC_EXEC_SUBMIT_CAP + 1);
 	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+}
+
+/* ---- the overflow of an intrusive submission (xtc__exec_submit_node:
+ * the front door's, never refused) -------------------------------------- */
+
+#if defined(__SANITIZE_THREAD__)
+#define SANITIZED_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SANITIZED_TSAN 1
+#endif
+#endif
+#ifndef SANITIZED_TSAN
+#define SANITIZED_TSAN 0
+#endif
+
+#define NODES 300
+#define NEWRING 20000
+
+struct onode {
+	xtc__exec_node_t n; /* first */
+	int id;
+};
+
+static struct onode onodes[NODES];
+static atomic_int ord_next, ord_bad, nodes_ran, newring_ran;
+static atomic_int newring_at_last_node;
+
+static void ord_fn(void *a)
+{
+	if ((int)(intptr_t)a != atomic_fetch_add(&ord_next, 1))
+		atomic_fetch_add(&ord_bad, 1);
+}
+
+static void ord_node(xtc__exec_node_t *n)
+{
+	ord_fn((void *)(intptr_t)((struct onode *)n)->id);
+}
+
+static xtc_exec_t *newring_e, *ex_nodes;
+
+/* each of the first NEWRING runs submits one more: the ring never
+ * empties until the chain ends (its slot is free again when fn runs) */
+static void newring_fn(void *a)
+{
+	(void)a;
+	if (atomic_fetch_add(&newring_ran, 1) < NEWRING &&
+	    xtc_exec_submit(newring_e, 0, newring_fn, NULL) != XTC_OK)
+		atomic_fetch_add(&ord_bad, 1);
+}
+
+static void late_node(xtc__exec_node_t *n)
+{
+	(void)n;
+	if (atomic_fetch_add(&nodes_ran, 1) == NODES - 1)
+		atomic_store(&newring_at_last_node, atomic_load(&newring_ran));
+}
+
+static void test_submit_node(void)
+{
+	xtc_exec_t *e;
+	struct onode bad = { .n = { NULL, NULL } };
+	int ring = 0;
+
+	CHECK_EQ(xtc__exec_submit_node(NULL, 0, &onodes[0].n), XTC_E_INVAL);
+	REQUIRE(xtc_exec_init(&e, 1) == XTC_OK);
+	CHECK_EQ(xtc__exec_submit_node(e, 0, NULL), XTC_E_INVAL);
+	CHECK_EQ(xtc__exec_submit_node(e, 0, &bad.n), XTC_E_INVAL); /* no fn */
+	onodes[0].n.fn = ord_node;
+	CHECK_EQ(xtc__exec_submit_node(e, 1, &onodes[0].n), XTC_E_INVAL);
+	CHECK_EQ(xtc__exec_submit_node(e, -1, &onodes[0].n), XTC_E_INVAL);
+
+	/* order: the ring's entries, then the nodes past it, one sequence;
+	 * the run ends only once the overflow is empty (quiescence) */
+	atomic_store(&ord_next, 0);
+	atomic_store(&ord_bad, 0);
+	for (int i = 0; i < XTC_EXEC_SUBMIT_CAP; i++)
+		ring += xtc_exec_submit(e, 0, ord_fn, (void *)(intptr_t)i) ==
+		    XTC_OK;
+	CHECK_EQ(ring, XTC_EXEC_SUBMIT_CAP);
+	for (int i = 0; i < NODES; i++) {
+		onodes[i].n.fn = ord_node;
+		onodes[i].id = XTC_EXEC_SUBMIT_CAP + i;
+		CHECK_EQ(xtc__exec_submit_node(e, 0, &onodes[i].n), 1);
+	}
+	CHECK_EQ(xtc_exec_submit(e, 0, ord_fn, NULL), XTC_E_AGAIN);
+	CHECK_EQ(xtc_exec_run(e), XTC_OK);
+	CHECK_EQ(atomic_load(&ord_next), XTC_EXEC_SUBMIT_CAP + NODES);
+	CHECK_EQ(atomic_load(&ord_bad), 0);
+	/* an empty overflow: the ring again */
+	onodes[0].n.fn = ord_node;
+	onodes[0].id = XTC_EXEC_SUBMIT_CAP + NODES;
+	CHECK_EQ(xtc__exec_submit_node(e, 0, &onodes[0].n), 0);
+	CHECK_EQ(xtc_exec_run(e), XTC_OK);
+	CHECK_EQ(atomic_load(&ord_next), XTC_EXEC_SUBMIT_CAP + NODES + 1);
+
+	/* no starvation: the ring is refilled as fast as it drains (from
+	 * the carrier itself: deterministic) while the nodes wait behind its
+	 * older part; they must all run before the refilling ends (the ring
+	 * first for good ran them only after: checked) */
+	atomic_store(&nodes_ran, 0);
+	atomic_store(&newring_ran, 0);
+	atomic_store(&newring_at_last_node, -1);
+	atomic_store(&ord_bad, 0);
+	newring_e = e;
+	for (int i = 0; i < XTC_EXEC_SUBMIT_CAP; i++)
+		CHECK_EQ(xtc_exec_submit(e, 0, newring_fn, NULL), XTC_OK);
+	for (int i = 0; i < NODES; i++) {
+		onodes[i].n.fn = late_node;
+		CHECK_EQ(xtc__exec_submit_node(e, 0, &onodes[i].n), 1);
+	}
+	CHECK_EQ(xtc_exec_run(e), XTC_OK);
+	CHECK_EQ(atomic_load(&ord_bad), 0);
+	CHECK_EQ(atomic_load(&nodes_ran), NODES);
+	CHECK_EQ(atomic_load(&newring_ran), XTC_EXEC_SUBMIT_CAP + NEWRING);
+	CHECK(atomic_load(&newring_at_last_node) >= XTC_EXEC_SUBMIT_CAP);
+	CHECK(atomic_load(&newring_at_last_node) <
+	      XTC_EXEC_SUBMIT_CAP + NEWRING / 2);
+	CHECK_EQ(xtc_exec_fini(e), XTC_OK);
+}
+
+/* Producers on several threads against a running carrier that stalls now
+ * and then (until a node overflowed): the ring fills, nodes go to the
+ * overflow and back to the ring once it empties, the carrier parks
+ * between bursts, and each node runs exactly once; a carrier that parked
+ * with nodes waiting (a lost wake) would leave some unrun.
+ * Under TSan: the overflow's push, take and count. */
+#define TN_PROD 3
+#define TN_PER  (SANITIZED_TSAN ? 4000 : 20000) /* > (3000 + ring) / 3 */
+
+struct tnode {
+	xtc__exec_node_t n;
+	atomic_int ran;
+};
+
+static struct tnode tnodes[TN_PROD][TN_PER];
+static atomic_int tn_ran, tn_past, tn_done;
+
+static void tnode_fn(xtc__exec_node_t *n)
+{
+	atomic_fetch_add(&((struct tnode *)n)->ran, 1);
+	/* now and then a stall: the ring fills behind it and nodes overflow;
+	 * between stalls the carrier outruns the producers and parks */
+	if (atomic_fetch_add(&tn_ran, 1) % 3000 == 2999) {
+		int past = atomic_load(&tn_past);
+
+		for (int i = 0; i < 100000 && atomic_load(&tn_past) == past &&
+		     atomic_load(&tn_done) < TN_PROD; i++)
+			usleep(100); /* until a node overflowed (an event) */
+	}
+}
+
+static void *tnode_prod(void *a)
+{
+	struct tnode *ns = a;
+
+	for (int i = 0; i < TN_PER; i++) {
+		ns[i].n.fn = tnode_fn;
+		atomic_store(&ns[i].ran, 0);
+		int rc = xtc__exec_submit_node(ex_nodes, 0, &ns[i].n);
+		if (rc == 1)
+			atomic_fetch_add(&tn_past, 1);
+		else if (rc != 0)
+			return (void *)1;
+		if (i % 64 == 63)
+			usleep(200); /* bursts: the carrier parks between them */
+	}
+	atomic_fetch_add(&tn_done, 1);
+	return NULL;
+}
+
+static void test_submit_node_threads(void)
+{
+	pthread_t th, prod[TN_PROD];
+	struct runner r;
+	int bad = 0;
+	void *pr;
+
+	atomic_store(&tn_ran, 0);
+	atomic_store(&tn_past, 0);
+	atomic_store(&tn_done, 0);
+	REQUIRE(xtc_exec_init(&ex_nodes, 1) == XTC_OK);
+	xtc_exec_set_service_mode(ex_nodes, 1);
+	r.e = ex_nodes;
+	r.rc = -100;
+	REQUIRE(pthread_create(&th, NULL, run_thread, &r) == 0);
+	for (int p = 0; p < TN_PROD; p++)
+		REQUIRE(pthread_create(&prod[p], NULL, tnode_prod, tnodes[p]) == 0);
+	for (int p = 0; p < TN_PROD; p++) {
+		pthread_join(prod[p], &pr);
+		CHECK(pr == NULL);
+	}
+	for (int i = 0; i < 120000 && atomic_load(&tn_ran) < TN_PROD * TN_PER; i++)
+		usleep(1000);
+	CHECK_EQ(atomic_load(&tn_ran), TN_PROD * TN_PER);
+	for (int p = 0; p < TN_PROD; p++)
+		for (int i = 0; i < TN_PER; i++)
+			bad += atomic_load(&tnodes[p][i].ran) != 1;
+	CHECK_EQ(bad, 0);
+	CHECK(atomic_load(&tn_past) > 0); /* the stalls made the ring overflow */
+	fprintf(stderr, "test_submit_node_threads: %d of %d past the ring\n",
+	        atomic_load(&tn_past), TN_PROD * TN_PER);
+	CHECK_EQ(xtc_exec_stop(ex_nodes), XTC_OK);
+	pthread_join(th, NULL);
+	CHECK_EQ(r.rc, XTC_OK);
+	CHECK_EQ(xtc_exec_fini(ex_nodes), XTC_OK);
 }
 
 /* ---- pinning and migration ------------------------------------------ */
@@ -1067,6 +1274,8 @@ int main(void)
 	RUN(test_quiescence);
 	RUN(test_foreign_threads_service);
 	RUN(test_submit_backpressure);
+	RUN(test_submit_node);
+	RUN(test_submit_node_threads);
 	RUN(test_loop_stop_stops_exec);
 	RUN(test_pinned_and_migratable);
 	RUN(test_no_starvation_mixed);
