@@ -316,7 +316,5 @@ func TestExecGoManyRandomCancel(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	assert.LessOrEqual(t, runtime.NumGoroutine(), baseG)
-	q.mu.Lock()
-	assert.Len(t, q.pending, 0)
-	q.mu.Unlock()
+	assert.Zero(t, q.tracked())
 }

@@ -19,6 +19,15 @@ package xtc
 // The ring has a fixed number of slots (cqCapacity); a slot is reserved
 // per in-flight Submit, so the C side can never find it full, and Submit
 // returns ErrAgain when every slot is taken.
+//
+// A waiter that polls (await) pops and delivers in the server's place,
+// on its own goroutine's stack: often a handler's, new, on the runtime's
+// smallest stack. The delivery keeps within it (gocall.go, stackFrugal;
+// TestFrontDoorStackFrugal): a Dispatch is found by its tag's slot in a
+// table, not a map (a map delete's frames made most calls copy the
+// stack), the per-batch scratch is the queue's own, the delivery is two
+// siblings (claim under the lock, hand outside it), and the calls made
+// per delivery take the queue and records as uintptr_t (gobridge_int.h).
 
 /*
 #include <stdint.h>
@@ -42,12 +51,20 @@ const cqCapacity = 1 << 14
 
 type completionQueue struct {
 	cq   *C.xtc_cq_t
+	cqu  C.uintptr_t // cq for the per-delivery adapters (gobridge_int.h)
 	bell *os.File
 
-	mu      sync.Mutex
-	pending map[uint64]*Future
-	mboxes  map[uint64]*Mailbox // by their first tag (a block of 4)
-	next    uint64
+	// A Dispatch's tag is dispatchTag | its slot in futs; slots are
+	// reused through free. A slot table rather than a map: the delivery
+	// runs in a waiter's goroutine (await), often a handler's, new and on
+	// the smallest stack, and a map delete's frames made it copy that
+	// stack on most calls (TestFrontDoorStackFrugal). Mailboxes take
+	// blocks of 4 tags from next (never with dispatchTag).
+	mu     sync.Mutex
+	futs   []*Future
+	free   []uint32
+	mboxes map[uint64]*Mailbox // by their first tag (a block of 4)
+	next   uint64
 
 	inflight atomic.Int64
 	// Delivered entries, for tests and the benchmark.
@@ -60,6 +77,8 @@ type completionQueue struct {
 	// await (at most one). helped: entries delivered by waiters (tests).
 	serving  atomic.Bool
 	buf      [256]C.xtc_cq_entry_t
+	fs       [256]*Future  // deliver's scratch (q.serving held)
+	ms       [256]*Mailbox // deliver's scratch
 	asleep   atomic.Bool
 	spinners atomic.Int32
 	helped   atomic.Uint64
@@ -82,10 +101,10 @@ func getCQ() (*completionQueue, error) {
 		C.xtc_cq_release_fd(c)
 		// EFD_NONBLOCK: os.NewFile registers it with the netpoller.
 		q := &completionQueue{
-			cq:      c,
-			bell:    os.NewFile(uintptr(fd), "xtc-completions"),
-			pending: map[uint64]*Future{},
-			mboxes:  map[uint64]*Mailbox{},
+			cq:     c,
+			cqu:    C.uintptr_t(uintptr(unsafe.Pointer(c))),
+			bell:   os.NewFile(uintptr(fd), "xtc-completions"),
+			mboxes: map[uint64]*Mailbox{},
 		}
 		theCQ = q
 		go q.serve()
@@ -106,7 +125,7 @@ func (q *completionQueue) serve() {
 			continue
 		}
 		n := q.drain()
-		armed := n == 0 && C.xtc_cq_arm(q.cq) == 0
+		armed := n == 0 && C.xtc__cq_arm_u(q.cqu) == 0
 		q.serving.Store(false)
 		if !armed {
 			continue // delivered some, or pushed between pop and arm
@@ -125,9 +144,10 @@ func (q *completionQueue) serve() {
 func (q *completionQueue) drain() int {
 	total := 0
 	for {
-		n := int(C.xtc_cq_pop(q.cq, &q.buf[0], C.int(len(q.buf))))
-		if n > 0 {
-			q.deliver(q.buf[:n])
+		n := int(C.xtc__cq_pop_u(q.cqu, &q.buf[0], C.int(len(q.buf))))
+		if n > 0 { // two siblings: the second's frames are the deep ones
+			q.claim(q.buf[:n])
+			q.hand(q.buf[:n])
 		}
 		total += n
 		if n < len(q.buf) {
@@ -158,8 +178,8 @@ func (q *completionQueue) drain() int {
 // arm back and deliver it, unless a producer rang meanwhile (the server
 // wakes and drains).
 func (q *completionQueue) release(took bool) {
-	for took && C.xtc_cq_arm(q.cq) != 0 {
-		if C.xtc__gocq_disarm(q.cq) != 1 {
+	for took && C.xtc__cq_arm_u(q.cqu) != 0 {
+		if C.xtc__gocq_disarm_u(q.cqu) != 1 {
 			break
 		}
 		q.helped.Add(uint64(q.drain()))
@@ -182,7 +202,7 @@ func (q *completionQueue) await(ready func() bool, d time.Duration) bool {
 	for {
 		if !held && q.asleep.Load() && q.serving.CompareAndSwap(false, true) {
 			held = true
-			took = C.xtc__gocq_disarm(q.cq) == 1
+			took = C.xtc__gocq_disarm_u(q.cqu) == 1
 		}
 		if held {
 			q.helped.Add(uint64(q.drain()))
@@ -205,18 +225,56 @@ func (q *completionQueue) await(ready func() bool, d time.Duration) bool {
 	return ready()
 }
 
-func (q *completionQueue) deliver(es []C.xtc_cq_entry_t) {
+// dispatchTag marks a Dispatch's tag (its slot in futs below it).
+const dispatchTag = uint64(1) << 62
+
+// track gives f a slot and returns its tag (q.mu held).
+func (q *completionQueue) track(f *Future) uint64 {
+	var i uint32
+	if n := len(q.free); n > 0 {
+		i = q.free[n-1]
+		q.free = q.free[:n-1]
+		q.futs[i] = f
+	} else {
+		i = uint32(len(q.futs))
+		q.futs = append(q.futs, f)
+	}
+	return dispatchTag | uint64(i)
+}
+
+// untrack returns the Future of tag and frees its slot, nil when tag is
+// not a Dispatch's in flight (q.mu held).
+func (q *completionQueue) untrack(tag uint64) *Future {
+	i := tag &^ dispatchTag
+	if tag&dispatchTag == 0 || i >= uint64(len(q.futs)) || q.futs[i] == nil {
+		return nil
+	}
+	f := q.futs[i]
+	q.futs[i] = nil
+	q.free = append(q.free, uint32(i))
+	return f
+}
+
+// tracked: Dispatches in flight (tests).
+func (q *completionQueue) tracked() int {
 	q.mu.Lock()
-	fs := make([]*Future, len(es))
-	ms := make([]*Mailbox, len(es))
+	defer q.mu.Unlock()
+	return len(q.futs) - len(q.free)
+}
+
+// claim finds each entry's Future or Mailbox (q.serving held: the scratch
+// arrays are its own; len(es) <= len(q.buf)); hand delivers them.
+func (q *completionQueue) claim(es []C.xtc_cq_entry_t) {
+	fs, ms := q.fs[:len(es)], q.ms[:len(es)]
 	nf := 0
+	q.mu.Lock()
 	for i, e := range es {
 		tag := uint64(e.tag)
-		if f, ok := q.pending[tag]; ok {
+		fs[i], ms[i] = nil, nil
+		if f := q.untrack(tag); f != nil {
 			fs[i] = f
-			delete(q.pending, tag)
 		} else if m := q.mboxes[tag&^3]; m != nil {
-			ms[i] = m // mailbox entries are not Submit/Go slots
+			ms[i] = m // mailbox entries are not Dispatch slots
 			continue
 		}
 		nf++
@@ -224,11 +282,16 @@ func (q *completionQueue) deliver(es []C.xtc_cq_entry_t) {
 	q.mu.Unlock()
 	q.inflight.Add(-int64(nf))
 	q.delivered.Add(uint64(len(es)))
-	for i, e := range es {
-		if f := fs[i]; f != nil {
-			f.complete(int64(e.value), int(e.status))
-		} else if m := ms[i]; m != nil {
-			q.deliverMailbox(m, e)
+}
+
+func (q *completionQueue) hand(es []C.xtc_cq_entry_t) {
+	for i := range es {
+		if f := q.fs[i]; f != nil {
+			q.fs[i] = nil // no reference kept past the delivery
+			f.complete(int64(es[i].value), int(es[i].status))
+		} else if m := q.ms[i]; m != nil {
+			q.ms[i] = nil
+			q.deliverMailbox(m, &es[i])
 		}
 	}
 }
@@ -283,9 +346,7 @@ func Dispatch(l *Loop, fn unsafe.Pointer, arg unsafe.Pointer) (*Future, error) {
 	}
 	f := &Future{done: make(chan struct{}), viaCQ: true}
 	q.mu.Lock()
-	q.next++
-	tag := q.next
-	q.pending[tag] = f
+	tag := q.track(f)
 	q.mu.Unlock()
 	// The fiber may finish (and its entry be delivered) before this call
 	// returns: f.mu makes complete wait until h is recorded.
@@ -300,7 +361,7 @@ func Dispatch(l *Loop, fn unsafe.Pointer, arg unsafe.Pointer) (*Future, error) {
 	f.mu.Unlock()
 	if err != nil {
 		q.mu.Lock()
-		delete(q.pending, tag)
+		q.untrack(tag)
 		q.mu.Unlock()
 		q.inflight.Add(-1)
 		return nil, err
@@ -308,25 +369,39 @@ func Dispatch(l *Loop, fn unsafe.Pointer, arg unsafe.Pointer) (*Future, error) {
 	return f, nil
 }
 
+// complete settles f. It often runs in a waiter's goroutine, under
+// Wait, await, drain and deliver (stackFrugal, gocall.go): the handle's
+// free and the error's making are out of line, so that the close's
+// frames still fit a new goroutine's stack (TestFrontDoorStackFrugal).
 func (f *Future) complete(v int64, status int) {
+	f.freeHandle()
+	f.value = v
+	if status != 0 {
+		f.fail(status)
+	}
+	if f.onDone != nil {
+		f.onDone()
+	}
+	close(f.done)
+}
+
+//go:noinline
+func (f *Future) freeHandle() {
 	f.mu.Lock()
 	if f.h != nil {
 		C.xtc_dispatch_handle_free(f.h)
 		f.h = nil
 	}
 	f.mu.Unlock()
-	f.value = v
-	if status != 0 {
-		op := f.op
-		if op == "" {
-			op = "xtc_dispatch"
-		}
-		f.err = withNomemReason(mkerr(op, status))
+}
+
+//go:noinline
+func (f *Future) fail(status int) {
+	op := f.op
+	if op == "" {
+		op = "xtc_dispatch"
 	}
-	if f.onDone != nil {
-		f.onDone()
-	}
-	close(f.done)
+	f.err = withNomemReason(mkerr(op, status))
 }
 
 // Wait returns the result once the work completed, or ctx's error as soon
@@ -340,30 +415,38 @@ func (f *Future) Wait(ctx context.Context) (int64, error) {
 	if f == nil {
 		return 0, &Error{Op: "xtc_future_wait", Code: ErrInval}
 	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	if !f.Ready() {
-		// poll only as the one Dispatch in flight (as Exec.Go's
-		// caller spins only as its table's one live call): with more,
-		// the spinner holds a P that the others' deliveries need
-		if q := theCQ; q != nil && f.viaCQ && q.inflight.Load() <= 1 {
-			d := callSpin
-			if f.wake {
-				d = max(d, callSpinWake)
-			}
-			q.await(f.Ready, d)
-		}
+		f.poll() // a sibling of the wait below: not on its stack
 	}
-	if done := ctx.Done(); done != nil {
-		select {
-		case <-f.done:
-		case <-done:
-			return 0, ctx.Err()
+	if ctx != nil {
+		if done := ctx.Done(); done != nil {
+			return f.waitCtx(ctx, done)
 		}
 	}
 	<-f.done
 	return f.value, f.err
+}
+
+// poll polls for f's completion only as the one Dispatch in flight (as
+// Exec.Go's caller spins only as its table's one live call): with more,
+// the spinner holds a P that the others' deliveries need.
+func (f *Future) poll() {
+	if q := theCQ; q != nil && f.viaCQ && q.inflight.Load() <= 1 {
+		d := callSpin
+		if f.wake {
+			d = max(d, callSpinWake)
+		}
+		q.await(f.Ready, d)
+	}
+}
+
+func (f *Future) waitCtx(ctx context.Context, done <-chan struct{}) (int64, error) {
+	select {
+	case <-f.done:
+		return f.value, f.err
+	case <-done:
+		return 0, ctx.Err()
+	}
 }
 
 // Done is closed when the future has completed.

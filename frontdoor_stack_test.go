@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xtc-go/xtc/internal/cfuture"
 	"github.com/xtc-go/xtc/internal/ctest"
 )
 
@@ -41,7 +42,8 @@ func TestFrontDoorStackFrugal(t *testing.T) {
 		return
 	}
 	require.True(t, strings.Contains(os.Getenv("GODEBUG"), "adaptivestackstart=0"))
-	e, bt, _ := moreExec(t)
+	e, bt, mb := moreExec(t)
+	msg := []byte("m")
 	fn := ctest.Ident()
 	cctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -54,6 +56,21 @@ func TestFrontDoorStackFrugal(t *testing.T) {
 		{"GoInt, a ctx that can end", func() error { _, err := e.GoInt(cctx, fn, 1); return err }},
 		{"Batch.Do, Background", func() error { _, err := bt.Do(context.Background(), 1); return err }},
 		{"Batch.Do, a ctx that can end", func() error { _, err := bt.Do(cctx, 1); return err }},
+		{"Dispatch + Wait", func() error {
+			f, err := Dispatch(e.Loop(0), cfuture.AddOne, nil)
+			if err != nil {
+				return err
+			}
+			_, err = f.Wait(context.Background())
+			return err
+		}},
+		{"Send + Mailbox.Recv", func() error {
+			if err := Send(mb.Pid(), msg); err != nil {
+				return err
+			}
+			_, err := mb.Recv(context.Background())
+			return err
+		}},
 	}
 	// on a fresh goroutine under one frame of the caller's own (the
 	// probe's closures and frugalFrame: ~250 bytes)

@@ -129,11 +129,15 @@ func (m *Mailbox) Pid() Pid { return m.pid }
 // nothing queued it polls for up to 10 µs (one receiver at a time), so a
 // message that is on its way costs no wake-up, then parks.
 func (m *Mailbox) Recv(ctx context.Context) ([]byte, error) {
+	if q := theCQ; q != nil && len(m.msgs) == 0 { // poll, popping in the server's place (completion.go)
+		q.await(m.ready, callSpin) // a sibling of the wait: not under its frame
+	}
+	return m.recv(ctx)
+}
+
+func (m *Mailbox) recv(ctx context.Context) ([]byte, error) {
 	if ctx == nil {
 		ctx = context.Background()
-	}
-	if q := theCQ; q != nil && len(m.msgs) == 0 { // poll, popping in the server's place (completion.go)
-		q.await(m.ready, callSpin)
 	}
 	select {
 	case b, ok := <-m.msgs:
@@ -247,13 +251,23 @@ func (m *Mailbox) Done() <-chan struct{} { return m.gone }
 
 // deliverMailbox handles one completion entry of a mailbox (serving
 // goroutine). Never blocks: credits bound the messages in m.msgs.
-func (q *completionQueue) deliverMailbox(m *Mailbox, e C.xtc_cq_entry_t) {
+// deliverMsg copies message record v into Go memory, frees it and queues
+// it. Its own function: the cgo calls' frames are on top of a waiter's
+// (Recv, await, drain, deliver) and must still fit a new goroutine's
+// stack (TestFrontDoorStackFrugal).
+//
+//go:noinline
+func (m *Mailbox) deliverMsg(v C.intptr_t) {
+	r := C.uintptr_t(v) // a C record (gobridge_int.h: no pointer check)
+	b := C.GoBytes(C.xtc__gombox_rec_data_u(r), C.int(C.xtc__gombox_rec_len_u(r)))
+	C.xtc__gombox_rec_free_u(r)
+	m.msgs <- b
+}
+
+func (q *completionQueue) deliverMailbox(m *Mailbox, e *C.xtc_cq_entry_t) {
 	switch uint64(e.tag) - m.tag {
 	case 0:
-		r := C.xtc__gombox_rec_of(e.value)
-		b := C.GoBytes(C.xtc__gombox_rec_data(r), C.int(C.xtc__gombox_rec_len(r)))
-		C.free(unsafe.Pointer(r))
-		m.msgs <- b
+		m.deliverMsg(e.value)
 	case 1:
 		q.mu.Lock()
 		delete(q.mboxes, m.tag)

@@ -6,6 +6,7 @@ package xtc
 #include <stdlib.h>
 #include <string.h>
 #include "xtc.h"
+#include "gobridge_int.h"
 
 static int xtc_go_proc_spawn(xtc_loop_t *loop, void *fn, void *arg,
                              const xtc_proc_opts_t *opts, xtc_pid_t *out)
@@ -137,11 +138,11 @@ func withNomemReason(err error) error {
 // Send copies msg into the mailbox of pid (xtc_send); from any goroutine.
 // ErrAgain when the mailbox is full, ErrInval for a dead or unknown pid.
 func Send(pid Pid, msg []byte) error {
-	var p unsafe.Pointer
+	var p *C.uchar
 	if len(msg) > 0 {
-		p = unsafe.Pointer(&msg[0])
+		p = (*C.uchar)(unsafe.Pointer(&msg[0]))
 	}
-	return mkerr("xtc_send", int(C.xtc_send(pid.c(), p, C.size_t(len(msg)))))
+	return mkerr("xtc_send", int(C.xtc__send_bytes(pid.c(), p, C.size_t(len(msg)))))
 }
 
 // ProcWake wakes pid if it is parked (xtc_proc_wake); it carries no

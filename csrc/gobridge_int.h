@@ -25,6 +25,9 @@
 #ifndef XTC_GOBRIDGE_INT_H
 #define XTC_GOBRIDGE_INT_H
 
+#include <stdint.h>
+#include <stdlib.h>
+
 #include "xtc.h"
 #include "xtc_exec.h"
 #include "exec_gocall_int.h"
@@ -53,6 +56,51 @@ static inline int xtc__gocall_unspin_u(uintptr_t t, uint32_t idx)
 static inline int xtc__gocalls_pop_u(uintptr_t t, uint32_t *out, int max)
 {
 	return xtc__gocalls_pop((xtc__gocalls_t *)t, out, max);
+}
+
+/* The completion queue's per-delivery calls and a mailbox message's
+ * record, with the queue and the record as uintptr_t (C memory, never
+ * Go's; see xtc__gocall_submit_u): a Dispatch's or a Mailbox's waiter
+ * pops and delivers in the server's place (completion.go, await), on its
+ * own goroutine's stack, often a new one. */
+static inline int xtc__cq_pop_u(uintptr_t cq, xtc_cq_entry_t *out, int max)
+{
+	return xtc_cq_pop((xtc_cq_t *)cq, out, max);
+}
+
+static inline int xtc__cq_arm_u(uintptr_t cq)
+{
+	return xtc_cq_arm((xtc_cq_t *)cq);
+}
+
+static inline int xtc__gocq_disarm_u(uintptr_t cq)
+{
+	return xtc__gocq_disarm((xtc_cq_t *)cq);
+}
+
+static inline size_t xtc__gombox_rec_len_u(uintptr_t rec)
+{
+	return xtc__gombox_rec_len((const xtc__gombox_rec_t *)rec);
+}
+
+static inline void *xtc__gombox_rec_data_u(uintptr_t rec)
+{
+	return xtc__gombox_rec_data((xtc__gombox_rec_t *)rec);
+}
+
+static inline void xtc__gombox_rec_free_u(uintptr_t rec)
+{
+	free((void *)rec);
+}
+
+/* xtc_send with the bytes as unsigned char: a []byte holds no Go
+ * pointers, so cgo's check of a void * argument (a runtime call, among the
+ * deepest frames of a new goroutine's Send + Recv) has nothing to find;
+ * cgo makes none for a pointer to a type without pointers. */
+static inline int xtc__send_bytes(xtc_pid_t to, const unsigned char *data,
+                                  size_t size)
+{
+	return xtc_send(to, data, size);
 }
 
 /* Bracket a C->Go call made on a carrier stack (raises the Go-callback
