@@ -370,7 +370,7 @@ func Dispatch(l *Loop, fn unsafe.Pointer, arg unsafe.Pointer) (*Future, error) {
 }
 
 // complete settles f. It often runs in a waiter's goroutine, under
-// Wait, await, drain and deliver (stackFrugal, gocall.go): the handle's
+// Wait's poll, await, drain and hand (stackFrugal, gocall.go): the handle's
 // free and the error's making are out of line, so that the close's
 // frames still fit a new goroutine's stack (TestFrontDoorStackFrugal).
 func (f *Future) complete(v int64, status int) {

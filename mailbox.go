@@ -249,12 +249,10 @@ func (m *Mailbox) Close() error {
 // Done is closed once the mailbox's relay proc has ended.
 func (m *Mailbox) Done() <-chan struct{} { return m.gone }
 
-// deliverMailbox handles one completion entry of a mailbox (serving
-// goroutine). Never blocks: credits bound the messages in m.msgs.
 // deliverMsg copies message record v into Go memory, frees it and queues
 // it. Its own function: the cgo calls' frames are on top of a waiter's
-// (Recv, await, drain, deliver) and must still fit a new goroutine's
-// stack (TestFrontDoorStackFrugal).
+// (Recv, await, drain, hand) and must still fit a new goroutine's stack
+// (TestFrontDoorStackFrugal).
 //
 //go:noinline
 func (m *Mailbox) deliverMsg(v C.intptr_t) {
@@ -264,6 +262,9 @@ func (m *Mailbox) deliverMsg(v C.intptr_t) {
 	m.msgs <- b
 }
 
+// deliverMailbox handles one completion entry of a mailbox (the server,
+// or a waiter in its place). Never blocks: credits bound the messages in
+// m.msgs.
 func (q *completionQueue) deliverMailbox(m *Mailbox, e *C.xtc_cq_entry_t) {
 	switch uint64(e.tag) - m.tag {
 	case 0:

@@ -6,9 +6,9 @@
  * Model:
  *  1. A carrier alternates between draining its loop's submission ring and
  *     the ring's overflow (on its own stack, in paced batches) and one loop
- *     step. Out of work, it
- *     steals migratable procs, spins, then parks (Loom's carrier: one MPSC
- *     queue and one poller per carrier, spin then park).
+ *     step. Out of work, it steals migratable procs, spins, then parks
+ *     (Loom's carrier: one MPSC queue and one poller per carrier, spin then
+ *     park).
  *  2. Parking: the carrier publishes how it sleeps in loop->sleeping and
  *     re-checks its inputs. With an fd armed it blocks in its poller and
  *     the first producer writes the eventfd; with none (the common case
@@ -145,11 +145,12 @@ static int ovf_run(xtc__carrier_t *c, int max)
  * ring first; after that, with both non-empty, each drain serves the
  * other first in turn, so that neither plain xtc_exec_submit producers
  * refilling the ring nor nodes joining the overflow starve the other.
- * The overflow is paced like the ring, within the same budget: before it
- * was, a front-door backlog past the ring went through the loop's inbox,
- * which starts all it holds at once (A1 from Go at 70 %: tens of
- * thousands of procs, a fresh stack each; CPU per request 14 -> 48-53 us
- * and the backlog never drained). */
+ * The overflow is paced like the ring, within the same budget. Rejected:
+ * the loop's inbox for the front door's calls past the ring (what they
+ * used): it starts all it holds at once, a proc and a fresh stack per
+ * call, and under an open-loop overload the cost per call rose above the
+ * arrival gap and the backlog never drained (drain_budget's story
+ * again). */
 static int ring_drain(xtc__carrier_t *c, int max)
 {
 	uint64_t head = atomic_load_explicit(&c->sub_head, memory_order_relaxed);

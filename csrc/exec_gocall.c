@@ -487,7 +487,7 @@ int xtc__gocall_submit(xtc__gocalls_t *t, uint32_t idx, int loop_idx,
 		granted = 2;
 	__atomic_store_n(&r->d.waiter, granted ? XTC__GW_SPIN : XTC__GW_RING,
 	                 __ATOMIC_RELAXED);
-	/* published by the ring's (or the inbox's) release */
+	/* published by the ring's release (or the overflow's push) */
 	atomic_store_explicit(&r->state, XTC__GC_QUEUED, memory_order_relaxed);
 	r->node.fn = gc_node_fn;
 	rc = xtc__exec_submit_node(t->exec, loop_idx, &r->node);
@@ -1058,7 +1058,6 @@ int xtc__gombox_spawn(xtc_loop_t *loop, xtc__gombox_t *m, size_t cap,
 }
 
 void xtc__gombox_credit(xtc__gombox_t *m) { atomic_fetch_add(&m->credits, 1); }
-xtc__gombox_rec_t *xtc__gombox_rec_of(intptr_t v) { return (xtc__gombox_rec_t *)v; }
 size_t xtc__gombox_rec_len(const xtc__gombox_rec_t *r) { return r->len; }
 void *xtc__gombox_rec_data(xtc__gombox_rec_t *r) { return r->data; }
 

@@ -243,7 +243,6 @@ int xtc__gombox_new(xtc_cq_t *cq, uint64_t tag, int window,
 int xtc__gombox_spawn(xtc_loop_t *loop, xtc__gombox_t *m, size_t cap,
                       xtc_pid_t *pid);
 void xtc__gombox_credit(xtc__gombox_t *m);
-xtc__gombox_rec_t *xtc__gombox_rec_of(intptr_t v);
 size_t xtc__gombox_rec_len(const xtc__gombox_rec_t *r);
 void *xtc__gombox_rec_data(xtc__gombox_rec_t *r);
 void xtc__gombox_free(xtc__gombox_t *m);

@@ -220,6 +220,9 @@ extern const xtc__sched_exec_t xtc__exec_ops_solo, xtc__exec_ops_steal;
 void *xtc__carrier_main(void *arg);          /* the carrier thread */
 void  xtc__exec_wake_all(xtc_exec_t *e);     /* stop and errors */
 int   xtc__carrier_drain(xtc__carrier_t *c); /* a paced ring drain: # run */
+int   xtc__carrier_try_steal(xtc__carrier_t *c);
+/* May c steal now? (eager rebalance's contract, exec_carrier.c) */
+int   xtc__carrier_may_steal(xtc__carrier_t *c);
 
 /* exec.c: queue node->fn(node) on loop idx like xtc_exec_submit, but never
  * refused for want of room: past a full ring the node waits in the
@@ -227,8 +230,5 @@ int   xtc__carrier_drain(xtc__carrier_t *c); /* a paced ring drain: # run */
  * the same admission pacing, and later nodes join it while it holds any
  * (FIFO). 0 through the ring, 1 through the overflow, XTC_E_INVAL. */
 int   xtc__exec_submit_node(xtc_exec_t *e, int idx, xtc__exec_node_t *node);
-int   xtc__carrier_try_steal(xtc__carrier_t *c);
-/* May c steal now? (eager rebalance's contract, exec_carrier.c) */
-int   xtc__carrier_may_steal(xtc__carrier_t *c);
 
 #endif
