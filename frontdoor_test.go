@@ -273,13 +273,8 @@ func TestFrontDoorOverflow(t *testing.T) {
 		}(i)
 	}
 	// every call is queued before the run starts
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if sub, _, _, _ := e.callStats(); sub == N {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	require.Eventually(t, func() bool { sub, _, _, _ := e.callStats(); return sub == N },
+		60*time.Second, time.Millisecond, "calls queued before the run")
 	sub, _, _, past := e.callStats()
 	require.EqualValues(t, N, sub, "calls queued before the run")
 	assert.EqualValues(t, N-4096, past, "calls past the full ring")

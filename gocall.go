@@ -324,10 +324,6 @@ func (g *goCalls) done(i uint32) *C.xtc__gocall_done_t {
 	return (*C.xtc__gocall_done_t)(unsafe.Add(k.base, uintptr(i%callChunk)*g.stride))
 }
 
-func (g *goCalls) waiter(i uint32) *atomic.Uint32 {
-	return (*atomic.Uint32)(unsafe.Pointer(&g.done(i).waiter))
-}
-
 func (g *goCalls) alloc() (uint32, error) {
 	i, err := g.free.pop(g.grow)
 	if err != nil {
