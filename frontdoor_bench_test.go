@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -26,7 +27,12 @@ import (
 // per-repetition p50/p99 with their spread. "gap" variants wait 100 us
 // between calls, so the carrier and the completion server have gone to
 // sleep before each one; the SetSpin row has the carrier poll 50 us before
-// it parks (the other rows: its adaptive spin only, the default).
+// it parks (the other rows: its adaptive spin only, the default). The
+// futex rows are the machine's floor for a gap row: no xtc, the call wakes
+// a C thread parked on a futex. A plain thread keeps the kernel's default
+// slice, so its tail also shows the wait for a busy CPU; the second one
+// asks for the slice a parked carrier asks for (exec_carrier.c, kernel
+// slice), the like-for-like floor.
 //
 //	go test -run '^$' -bench BenchmarkFrontDoorRoundTrip -benchtime 1x .
 func BenchmarkFrontDoorRoundTrip(b *testing.B) {
@@ -46,11 +52,20 @@ func BenchmarkFrontDoorRoundTrip(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	if err := ctest.WakeStart(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(ctest.WakeStop)
 	variants := []rtVariant{
 		{"cgo call (empty C function)", func() { ctest.GocbDepth() }, false, nil},
 		{"Exec.GoInt", goInt, false, nil},
 		{"Exec.GoInt, a loop per CPU", goIntAll, false, nil},
 		{"Exec.GoInt, 100us gap", goInt, true, nil},
+		// the platform's floor for the row above: no xtc, a C thread
+		// parked on a futex that the call wakes (with the default
+		// kernel slice, and with a parked carrier's 100 us)
+		{"futex wake of a parked thread, 100us gap", ctest.Wake, true, nil},
+		{"the same, 100us kernel slice", ctest.WakeShortSlice, true, nil},
 		{"Exec.GoInt, carrier SetSpin(50us)", goInt, false, func() {
 			e.SetSpin(50 * time.Microsecond) // reset by the next variant
 		}},
@@ -100,6 +115,10 @@ func BenchmarkFrontDoorRoundTrip(b *testing.B) {
 		if v.name == "Exec.GoInt, 100us gap" {
 			b.ReportMetric(float64(m.Nanoseconds()), "gap-p50-ns")
 			b.ReportMetric(float64(m99.Nanoseconds()), "gap-p99-ns")
+		}
+		if strings.HasPrefix(v.name, "the same, 100us kernel slice") {
+			b.ReportMetric(float64(m.Nanoseconds()), "futex-gap-p50-ns")
+			b.ReportMetric(float64(m99.Nanoseconds()), "futex-gap-p99-ns")
 		}
 	}
 	logLoad(b)
