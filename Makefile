@@ -220,11 +220,11 @@ bench:
 		$(if $(BENCH_ONLY),-only $(BENCH_ONLY)) $(BENCH_ARGS)
 	@# the Go front door, one benchmark per entry point (frontdoor_bench_test.go):
 	@# round trips p50/p99 interleaved, throughput and allocs/op at G=1..512
-	$(GO) test -run '^$$' -bench 'BenchmarkFrontDoorRoundTrip' -benchtime 1x .
+	$(GO) test -run '^$$' -bench 'BenchmarkFrontDoorRoundTrip' -benchtime 1x -v .
 	$(GO) test -run '^$$' -bench 'BenchmarkFrontDoorThroughput' -benchtime 200000x .
 	$(GO) test -run '^$$' -bench 'BenchmarkFrontDoorPerGoroutine' -benchtime 200000x .
 	@# Dispatch, Mailbox and Batch.Do (frontdoor_more_bench_test.go)
-	$(GO) test -run '^$$' -bench 'BenchmarkFrontDoorMoreRoundTrip' -benchtime 1x .
+	$(GO) test -run '^$$' -bench 'BenchmarkFrontDoorMoreRoundTrip' -benchtime 1x -v .
 	$(GO) test -run '^$$' -bench 'BenchmarkFrontDoorMoreThroughput' -benchtime 20000x .
 
 run:

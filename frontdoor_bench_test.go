@@ -34,7 +34,10 @@ import (
 // asks for the slice a parked carrier asks for (exec_carrier.c, kernel
 // slice), the like-for-like floor.
 //
-//	go test -run '^$' -bench BenchmarkFrontDoorRoundTrip -benchtime 1x .
+//	go test -run '^$' -bench BenchmarkFrontDoorRoundTrip -benchtime 1x -v .
+//
+// (-v: without it the testing package keeps the first 10 lines of a
+// benchmark's log, and the rows past them are lost)
 func BenchmarkFrontDoorRoundTrip(b *testing.B) {
 	e := startService(b, 1)
 	l := e.Loop(0)
