@@ -294,10 +294,9 @@ static void flood(enum path p)
 	    atomic_load(&produced), atomic_load(&max_backlog), path_cap[p],
 	    atomic_load(&n_samples),
 	    atomic_load(&max_remote), (atomic_load(&max_rss_kb) - base_kb) / 1024);
-	/* +1: the item a carrier took before counting it; +NPROD: slack
-	 * for an admission a racing producer holds for an instant (the
-	 * snapshot itself can only under-count: a producer counts its item
-	 * after its call returned) */
+	/* +1: the item a carrier took before counting it; +NPROD: a
+	 * margin (the snapshot itself can only under-count: a producer
+	 * counts its item after its call returned) */
 	CHECK(atomic_load(&max_backlog) <= path_cap[p] + 1 + NPROD);
 	/* +NPROD: an admission a racing producer takes and gives back */
 	CHECK(atomic_load(&max_remote) <= XTC__REMOTE_SPAWN_MAX + NPROD);
