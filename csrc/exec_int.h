@@ -48,7 +48,9 @@
 #define cpu_relax() XTC__CPU_RELAX() /* base_int.h */
 
 /* An intrusive submission (xtc__exec_submit_node): it lives in the
- * submitter's record, so it is never refused for want of room. */
+ * submitter's record, so it is never refused for want of room. Not the
+ * loop's xtc__post_t, whose fn takes the loop: from the ring the node
+ * runs as an xtc_exec_fn, with nothing but its argument. */
 typedef struct xtc__exec_node xtc__exec_node_t;
 struct xtc__exec_node {
 	xtc__exec_node_t *next;                /* the overflow's link */
